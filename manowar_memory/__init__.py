@@ -1,0 +1,112 @@
+"""manowar_memory: layered long-term memory for LLM agents.
+
+Six layers (working, scene, graph, patterns, archives, vectors), hybrid retrieval,
+ranking (temporal decay, optional rerank that fails soft, MMR) and a prompt packer that
+fits the best memories into a character budget and reports what it kept and dropped.
+
+>>> from manowar_memory import MemoryEngine, Scope
+>>> engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+"""
+
+from .cache import Cache, InMemoryCache
+from .candidates import Candidate
+from .config import MemoryConfig, PackerConfig, RetrievalConfig
+from .embeddings import BaseEmbedder, CachedEmbedder, Embedder, FakeEmbedder, resolve_embedder
+from .engine import (
+    FlushResult,
+    IngestItem,
+    LayerSearchResult,
+    MemoryEngine,
+    PostTurnResult,
+    PreTurnResult,
+    RememberResult,
+)
+from .errors import (
+    ConfigurationError,
+    EmbeddingError,
+    ExtractionError,
+    FilterError,
+    InvalidInputError,
+    ManowarError,
+    MissingDependencyError,
+    NotFoundError,
+    RerankError,
+    ScopeError,
+    StoreError,
+)
+from .extraction import ExtractedFact, FactExtractor, LLMExtractor, RuleBasedExtractor
+from .packing import ContextUsage, Decision, PackedItem
+from .records import (
+    LAYERS,
+    Archive,
+    Job,
+    Layer,
+    MemoryRecord,
+    Message,
+    Pattern,
+    Session,
+    Skill,
+    Transcript,
+)
+from .rerankers.base import Reranker, RerankResult
+from .scope import Scope
+from .stores.base import MemoryQuery, Store
+from .stores.sqlite import SQLiteStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LAYERS",
+    "Archive",
+    "BaseEmbedder",
+    "Cache",
+    "CachedEmbedder",
+    "Candidate",
+    "ConfigurationError",
+    "ContextUsage",
+    "Decision",
+    "Embedder",
+    "EmbeddingError",
+    "ExtractedFact",
+    "ExtractionError",
+    "FactExtractor",
+    "FakeEmbedder",
+    "FilterError",
+    "FlushResult",
+    "InMemoryCache",
+    "IngestItem",
+    "InvalidInputError",
+    "Job",
+    "LLMExtractor",
+    "Layer",
+    "LayerSearchResult",
+    "ManowarError",
+    "MemoryConfig",
+    "MemoryEngine",
+    "MemoryQuery",
+    "MemoryRecord",
+    "Message",
+    "MissingDependencyError",
+    "NotFoundError",
+    "PackedItem",
+    "PackerConfig",
+    "Pattern",
+    "PostTurnResult",
+    "PreTurnResult",
+    "RememberResult",
+    "RerankError",
+    "RerankResult",
+    "Reranker",
+    "RetrievalConfig",
+    "RuleBasedExtractor",
+    "SQLiteStore",
+    "Scope",
+    "ScopeError",
+    "Session",
+    "Skill",
+    "Store",
+    "StoreError",
+    "Transcript",
+    "__version__",
+    "resolve_embedder",
+]

@@ -1,0 +1,81 @@
+"""Small shared helpers: time, hashing, text normalisation."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import regex
+
+DAY_MS = 86_400_000
+
+
+def now_ms() -> int:
+    """Milliseconds since the Unix epoch, as every stored time in this library."""
+    return time.time_ns() // 1_000_000
+
+
+def content_hash(text: str, length: int = 32) -> str:
+    """SHA-256 of the UTF-8 text, lowercase hex, first ``length`` characters (reference H(s))."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def as_str(value: Any) -> str | None:
+    """The value trimmed when it is a string that is non-empty after trimming, else None."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        return stripped or None
+    return None
+
+
+_WS = regex.compile(r"\s+")
+
+
+def collapse_ws(text: str) -> str:
+    """Collapse runs of whitespace to one space and trim."""
+    return _WS.sub(" ", text).strip()
+
+
+def truncate(text: str, limit: int) -> str:
+    """Trim and cut to ``limit`` characters, ending with ``...`` when cut."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 3)].rstrip() + "..."
+
+
+# A compact English stop-word list used by the keyword lane and term-overlap scores.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves also did does get got like one really would yeah yes oh okay ok hey hi""".split()
+)
+
+_TOKEN = regex.compile(r"[\p{L}\p{N}]+(?:['’][\p{L}]+)?")
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens (letters and digits), apostrophe suffixes kept."""
+    return [t.replace("’", "'") for t in _TOKEN.findall(text.lower())]
+
+
+def query_terms(text: str) -> list[str]:
+    """Unique content terms of a query: tokens longer than 2 characters that are not stop words."""
+    seen: dict[str, None] = {}
+    for tok in tokens(text):
+        if len(tok) > 2 and tok not in STOPWORDS:
+            seen.setdefault(tok, None)
+    return list(seen)
+
+
+def term_overlap(terms: list[str], text: str) -> float:
+    """Share of ``terms`` found as substrings of the lower-cased text (0 when either is empty)."""
+    if not terms or not text:
+        return 0.0
+    lowered = text.lower()
+    return sum(1 for t in terms if t in lowered) / len(terms)

@@ -1,0 +1,183 @@
+"""The ``manowar`` command: demo, remember, recall, ingest, stats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .engine import MemoryEngine
+from .errors import ManowarError
+from .scope import Scope
+from .stores.base import MemoryQuery
+
+__all__ = ["main"]
+
+_EMBEDDER_HELP = "Embedder: 'local' (MiniLM, offline), 'voyage[:model]', 'fake', or 'none' for keyword-only."
+
+
+def _engine(store: str | None, embedder: str) -> MemoryEngine:
+    return MemoryEngine(store=store, embedder=None if embedder == "none" else embedder)
+
+
+def _scope(agent: str, user: str | None, thread: str | None) -> Scope:
+    return Scope(agent_wallet=agent, user_address=user, thread_id=thread)
+
+
+def _print_result(result: Any, explain: bool) -> None:
+    click.echo(result.prompt or "(no memory matched)")
+    u = result.context_usage
+    click.echo(
+        click.style(
+            f"  {u.items} items, {u.characters}/{u.budget_characters} chars "
+            f"(raw {u.raw_characters}, saved {u.saved_characters_vs_raw}); "
+            f"totals {dict((k, v) for k, v in result.totals.items() if v)}; "
+            f"{result.timings_ms.get('total', 0):.1f} ms",
+            dim=True,
+        )
+    )
+    for note in result.degradations:
+        click.echo(click.style(f"  note: {note}", fg="yellow"))
+    if explain and result.decisions:
+        for d in result.decisions:
+            click.echo(click.style(f"    {d.status:<15} {d.layer:<8} {d.score:.3f} {d.characters:>4}c  {d.reason}", dim=True))
+
+
+@click.group()
+@click.version_option(package_name="manowar-memory")
+def cli() -> None:
+    """Layered long-term memory for LLM agents."""
+
+
+@cli.command()
+@click.option("--embedder", default="local", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--store", default="sqlite:///:memory:", show_default=True, help="Store URL.")
+@click.option("--budget", default=900, show_default=True, type=click.IntRange(min=40), help="Character budget.")
+@click.option("--explain", is_flag=True, help="Show the packer's decision for every candidate.")
+def demo(embedder: str, store: str, budget: int, explain: bool) -> None:
+    """Build a memory from a sample multi-session conversation and recall from it."""
+    data = json.loads(resources.files("manowar_memory").joinpath("data/sample_conversation.json").read_text())
+    click.echo(click.style(f"manowar demo: embedder={embedder}, store={store}", bold=True))
+    engine = _engine(store, embedder)
+    turns = sum(len(s["turns"]) for s in data["sessions"])
+    from tqdm import tqdm
+
+    with tqdm(total=turns, desc="post_turn", unit="turn") as bar:
+        for session in data["sessions"]:
+            scope = _scope(data["agent"], data["user"], session["thread"])
+            start = int(datetime.fromisoformat(session["date"].replace("Z", "+00:00")).timestamp() * 1000)
+            for i, (user, assistant) in enumerate(session["turns"]):
+                engine.post_turn(
+                    scope,
+                    [
+                        {"role": "user", "content": user, "timestamp": start + i * 60_000},
+                        {"role": "assistant", "content": assistant, "timestamp": start + i * 60_000 + 1},
+                    ],
+                )
+                bar.update(1)
+    flushed = engine.flush()
+    scope = _scope(data["agent"], data["user"], "today")
+    facts = engine.store.list_memories(MemoryQuery(scope=scope, sources=("fact",)))
+    click.echo(click.style(f"\nFacts extracted ({flushed.facts_indexed} new):", bold=True))
+    for f in reversed(facts):
+        click.echo(f"  [{f.metadata.get('factType')}] {f.content}")
+    for question in data["questions"]:
+        click.echo(click.style(f"\n? {question}", bold=True, fg="cyan"))
+        _print_result(engine.pre_turn(question, scope, budget_chars=budget, explain=explain), explain)
+    engine.close()
+
+
+@cli.command()
+@click.argument("content")
+@click.option("--agent", required=True, help="Agent id (agentWallet).")
+@click.option("--user", default=None, help="User id.")
+@click.option("--type", "fact_type", default=None,
+              type=click.Choice(["preference", "identity", "context", "skill", "relationship", "event"]))
+@click.option("--confidence", type=click.FloatRange(0, 1), default=None)
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+def remember(content: str, agent: str, user: str | None, fact_type: str | None, confidence: float | None,
+             store: str | None, embedder: str) -> None:
+    """Store an explicit fact."""
+    with _engine(store, embedder) as engine:
+        result = engine.remember(_scope(agent, user, None), content, fact_type=fact_type, confidence=confidence)
+    click.echo(f"{'reinforced' if result.deduplicated else 'stored'} {result.id} ({result.fact_type})")
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--agent", required=True, help="Agent id (agentWallet).")
+@click.option("--user", default=None, help="User id.")
+@click.option("--thread", default=None, help="Thread id (narrows working and scene layers).")
+@click.option("--layers", default=None, help="Comma-separated layers (default: all six).")
+@click.option("--budget", default=900, show_default=True, type=click.IntRange(min=40))
+@click.option("--max-items", default=6, show_default=True, type=click.IntRange(min=1))
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--explain", is_flag=True, help="Show the packer's decision for every candidate.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+def recall(query: str, agent: str, user: str | None, thread: str | None, layers: str | None, budget: int,
+           max_items: int, store: str | None, embedder: str, explain: bool, as_json: bool) -> None:
+    """Run pre_turn from the shell and print the packed context."""
+    with _engine(store, embedder) as engine:
+        result = engine.pre_turn(
+            query, _scope(agent, user, thread), [l.strip() for l in layers.split(",")] if layers else None,
+            budget_chars=budget, max_items=max_items, explain=explain,
+        )
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        _print_result(result, explain)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--agent", required=True, help="Agent id (agentWallet).")
+@click.option("--user", default=None, help="User id.")
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+def ingest(path: Path, agent: str, user: str | None, store: str | None, embedder: str) -> None:
+    """Load memories from a JSON-lines file (one {"content": ...} object or string per line)."""
+    items = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"line {n} of {path} is not JSON: {exc}", param_hint="PATH") from exc
+    with _engine(store, embedder) as engine:
+        ids = engine.ingest(_scope(agent, user, None), items, progress=True)
+    click.echo(f"ingested {len(ids)} memories")
+
+
+@cli.command()
+@click.option("--agent", default=None, help="Only this agent.")
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+def stats(agent: str | None, store: str | None) -> None:
+    """Counts and ages of what is stored."""
+    with _engine(store, "none") as engine:
+        click.echo(json.dumps(engine.stats(agent), indent=2))
+
+
+def main() -> None:
+    """Entry point: library errors become one clear line and exit code 2."""
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ManowarError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

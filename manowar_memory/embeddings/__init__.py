@@ -1,0 +1,52 @@
+"""Embedders: the protocol, providers named by string, the cache wrapper and a fake.
+
+``resolve_embedder("voyage:voyage-4-large")``, ``"local"`` / ``"local:/path/to/model"``,
+``"fake"`` / ``"fake:384"``, an :class:`Embedder` instance, or None (keyword-only).
+Providers are imported lazily and say which extra to install when missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConfigurationError
+from .base import BaseEmbedder, Embedder, InputType
+from .cached import CachedEmbedder
+from .fake import FakeEmbedder
+
+__all__ = ["BaseEmbedder", "CachedEmbedder", "Embedder", "EmbedderSpec", "FakeEmbedder", "InputType", "resolve_embedder"]
+
+EmbedderSpec = Embedder | str | None
+
+
+def resolve_embedder(spec: EmbedderSpec, **options: Any) -> Embedder | None:
+    """Turn a provider string (or an instance, or None) into an embedder.
+
+    Raises :class:`ConfigurationError` for an unknown provider and
+    :class:`MissingDependencyError` when the provider's extra is not installed.
+    """
+    if spec is None:
+        return None
+    if not isinstance(spec, str):
+        if isinstance(spec, Embedder):
+            return spec
+        raise ConfigurationError(
+            f"embedder must be a provider string or an Embedder, got {type(spec).__name__}"
+        )
+    provider, _, model = spec.partition(":")
+    provider = provider.strip().lower()
+    model = model.strip()
+    if provider == "fake":
+        return FakeEmbedder(int(model) if model else options.pop("dimensions", 64), **options)
+    if provider == "voyage":
+        from .voyage import VoyageEmbedder
+
+        return VoyageEmbedder(model=model or "voyage-4-large", **options)
+    if provider == "local":
+        from .local import LocalEmbedder
+
+        return LocalEmbedder(model=model or "all-MiniLM-L6-v2", **options)
+    raise ConfigurationError(
+        f"unknown embedder {spec!r}; use 'voyage[:model]', 'local[:model or path]', 'fake[:dimensions]', "
+        "an Embedder instance, or None for keyword-only memory"
+    )

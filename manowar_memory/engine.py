@@ -1,0 +1,718 @@
+"""The engine facade: ``remember``, ``post_turn``, ``pre_turn`` and friends."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ._notes import collect, degrade
+from ._util import as_str, collapse_ws, content_hash, now_ms, truncate
+from .cache.base import Cache, InMemoryCache
+from .candidates import Candidate
+from .config import MemoryConfig
+from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
+from .errors import ConfigurationError, InvalidInputError, ScopeError
+from .extraction import FactExtractor, RuleBasedExtractor
+from .filters import FilterValue, normalize_filters
+from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers
+from .packing import ContextUsage, Decision, PackedItem, pack
+from .records import FACT_TYPES, MemoryRecord, Message, Session, Transcript, WorkingMemory
+from .rerankers.base import Reranker
+from .retrieval.hybrid import LaneReport, RankOptions
+from .scope import Scope, ScopeLike
+from .stores.base import Store
+from .stores.sqlite import SQLiteStore
+
+__all__ = [
+    "FlushResult",
+    "IngestItem",
+    "LayerSearchResult",
+    "MemoryEngine",
+    "PostTurnResult",
+    "PreTurnResult",
+    "RememberResult",
+]
+
+log = logging.getLogger("manowar_memory")
+
+NO_EMBEDDER = "vector lane disabled: no embedder configured"
+_SCOPE_FILTER_KEYS = {"agentWallet": "agent_wallet", "userAddress": "user_address", "threadId": "thread_id",
+                      "mode": "mode", "haiId": "hai_id"}
+
+
+class RememberResult(BaseModel):
+    """What ``remember`` stored."""
+
+    id: str
+    fact_type: str
+    fact_hash: str
+    deduplicated: bool = Field(False, description="True when an identical fact existed and was reinforced instead.")
+
+
+class PostTurnResult(BaseModel):
+    """What ``post_turn`` stored in-band and what it queued."""
+
+    session_id: str
+    thread_id: str
+    turn_id: str
+    vector_id: str | None
+    stored: dict[str, bool]
+    queued: dict[str, bool]
+    degradations: list[str] = Field(default_factory=list)
+
+
+class PreTurnResult(BaseModel):
+    """The packed memory context of a turn, with full accounting."""
+
+    prompt: str
+    items: list[PackedItem]
+    totals: dict[str, int]
+    omitted: dict[str, int]
+    context_usage: ContextUsage
+    decisions: list[Decision] | None = None
+    degradations: list[str] = Field(default_factory=list)
+    lanes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    context_id: str
+
+
+class LayerSearchResult(BaseModel):
+    """Raw hits per layer, before packing."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    query: str
+    layers: dict[str, list[Candidate]]
+    totals: dict[str, int]
+    lanes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    degradations: list[str] = Field(default_factory=list)
+
+
+class FlushResult(BaseModel):
+    """Background work finished by ``flush``."""
+
+    completed: int
+    failed: int
+    errors: list[str]
+    facts_indexed: int = 0
+    facts_reinforced: int = 0
+
+
+class IngestItem(BaseModel):
+    """One memory row for :meth:`MemoryEngine.ingest`."""
+
+    content: str
+    source: str = "knowledge"
+    created_at: int | None = None
+    thread_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get("MANOWAR_HOME", "~/.manowar")).expanduser()
+
+
+def open_store(spec: Store | str | None) -> Store:
+    """A store from an instance or a URL: ``sqlite:///path``, ``sqlite:///:memory:``, ``:memory:``,
+    ``mongodb://...`` (with the ``mongo`` extra); None gives the embedded default file."""
+    if spec is None:
+        return SQLiteStore(_default_home() / "memory.db")
+    if not isinstance(spec, str):
+        if isinstance(spec, Store):
+            return spec
+        raise ConfigurationError(f"store must be a URL string or a Store, got {type(spec).__name__}")
+    if spec == ":memory:" or spec == "sqlite:///:memory:" or spec == "sqlite://":
+        return SQLiteStore(":memory:")
+    if spec.startswith("sqlite:///"):
+        return SQLiteStore(spec[len("sqlite:///"):])
+    if spec.startswith(("mongodb://", "mongodb+srv://")):
+        try:
+            from .stores.mongo import MongoStore
+        except ImportError as exc:  # the module or pymongo is missing
+            raise ConfigurationError(f"the MongoDB store is not available: {exc}") from exc
+        return MongoStore(spec)  # type: ignore[return-value]
+    raise ConfigurationError(
+        f"unknown store {spec!r}; use 'sqlite:///path/to/memory.db', 'sqlite:///:memory:' or 'mongodb://host/db'"
+    )
+
+
+class MemoryEngine:
+    """Layered long-term memory for an agent.
+
+    >>> engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    >>> scope = Scope(agent_wallet="agent-1", user_address="user-1", thread_id="t-1")
+    >>> _ = engine.remember(scope, "The user prefers short TypeScript examples.", fact_type="preference")
+    >>> engine.pre_turn("Which examples does the user like?", scope).prompt.splitlines()[0]
+    'Memory context:'
+
+    ``store``: a Store or URL (default: an SQLite file under ``$MANOWAR_HOME``, ``~/.manowar``).
+    ``embedder``: a provider string (``"local"``, ``"voyage:voyage-4-large"``, ``"fake"``), an
+    Embedder, or None for keyword-only memory (every result then says so).
+    ``reranker``: optional; used when a search asks for ``rerank=True``.
+    ``extractor``: fact extractor for ``post_turn`` (default: offline rules; None disables).
+    ``cache``: embedding/query cache (default: in-process).
+    """
+
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        embedder: EmbedderSpec = None,
+        *,
+        reranker: Reranker | str | None = None,
+        extractor: FactExtractor | None | str = "rules",
+        cache: Cache | None = None,
+        config: MemoryConfig | None = None,
+    ) -> None:
+        self.config = config or MemoryConfig()
+        self.store = open_store(store)
+        self.cache: Cache = cache if cache is not None else InMemoryCache()
+        raw_embedder = resolve_embedder(embedder)
+        self.embedder: CachedEmbedder | None = (
+            CachedEmbedder(raw_embedder, self.cache) if raw_embedder is not None else None
+        )
+        if isinstance(reranker, str):
+            from .rerankers import resolve_reranker
+
+            reranker = resolve_reranker(reranker)
+        self.reranker: Reranker | None = reranker
+        if extractor == "rules":
+            extractor = RuleBasedExtractor(
+                max_per_turn=self.config.fact_max_per_turn, min_confidence=self.config.fact_min_confidence,
+                max_chars=self.config.fact_max_chars,
+            )
+        elif isinstance(extractor, str):
+            raise ConfigurationError(f"unknown extractor {extractor!r}; pass 'rules', None or a FactExtractor")
+        self.extractor: FactExtractor | None = extractor
+        self._layer_pool = concurrent.futures.ThreadPoolExecutor(max_workers=6, thread_name_prefix="manowar-layer")
+        self._bg_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="manowar-bg")
+        self._pending: list[concurrent.futures.Future[dict[str, int]]] = []
+        self._pending_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def model_id(self) -> str | None:
+        """The vector space of this engine's embedder (None when keyword-only)."""
+        return self.embedder.model_id if self.embedder is not None else None
+
+    def _embed_documents(self, texts: list[str]) -> list[list[float]] | None:
+        if self.embedder is None or not texts:
+            return None
+        return self.embedder.embed(texts, input_type="document")
+
+    def _merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
+        merged = dict(scope.filters)
+        for path, value in normalize_filters(filters).items():
+            if path in merged and merged[path] != value:
+                raise InvalidInputError(f"filter {path!r} is given both in the scope and in the call, with different values")
+            merged[path] = value
+        for path, attr in _SCOPE_FILTER_KEYS.items():
+            if path in merged:
+                scope_value = getattr(scope, attr)
+                value = merged[path]
+                if scope_value is not None and value != scope_value:
+                    raise InvalidInputError(
+                        f"filter {path}={value!r} conflicts with the scope's {attr}={scope_value!r}; "
+                        "filters narrow a scope and cannot override it"
+                    )
+        return merged
+
+    def _new_record(
+        self, scope: Scope, content: str, *, source: str, metadata: dict[str, Any], created_at: int | None = None,
+        embedding: list[float] | None = None, thread_id: str | None = None,
+    ) -> MemoryRecord:
+        stamp = created_at if created_at is not None else now_ms()
+        return MemoryRecord(
+            id=MemoryRecord.make_id(scope.agent_wallet, content, stamp),
+            agent_wallet=scope.agent_wallet, user_address=scope.user_address,
+            thread_id=thread_id if thread_id is not None else scope.thread_id, mode=scope.mode, hai_id=scope.hai_id,
+            content=content, source=source, embedding=embedding,  # type: ignore[arg-type]
+            embedding_model=self.model_id if embedding is not None else None,
+            created_at=stamp, updated_at=stamp, last_accessed_at=stamp, metadata=metadata,
+        )
+
+    # ------------------------------------------------------------------ writes
+    def remember(
+        self,
+        scope: ScopeLike,
+        content: str,
+        *,
+        fact_type: str | None = None,
+        confidence: float | None = None,
+        importance: float | None = None,
+        retention: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: int | None = None,
+    ) -> RememberResult:
+        """Store an explicit durable fact in the graph layer.
+
+        An unknown ``fact_type`` becomes ``"context"``. Remembering the same fact again
+        (same agent, user and text, case-insensitive) reinforces the existing row instead
+        of inserting a duplicate.
+        """
+        scope = Scope.coerce(scope)
+        text = as_str(content)
+        if text is None:
+            raise InvalidInputError("content is required: pass the fact to remember as a non-empty string")
+        for name, value in (("confidence", confidence), ("importance", importance)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1):
+                raise InvalidInputError(f"{name} must be a number between 0 and 1, got {value!r}")
+        kind = fact_type if fact_type in FACT_TYPES else "context"
+        fact_hash = self.fact_hash(scope, text)
+        existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
+        if existing is not None:
+            self.store.bump_access([existing.id], now_ms())
+            return RememberResult(id=existing.id, fact_type=str(existing.metadata.get("factType", kind)),
+                                  fact_hash=fact_hash, deduplicated=True)
+        meta: dict[str, Any] = {**scope.metadata, **(metadata or {})}
+        meta.update({
+            "type": fact_type or "explicit_save", "source": "remember", "layer": "graph", "factHash": fact_hash,
+            "factType": kind, "confidence": 1.0 if confidence is None else float(confidence),
+            "extractor": "explicit",
+        })
+        if importance is not None:
+            meta["importance"] = float(importance)
+        if retention is not None:
+            meta["retention"] = retention
+        vectors = self._embed_documents([text])
+        record = self._new_record(scope, text, source="fact", metadata=meta, created_at=created_at,
+                                  embedding=vectors[0] if vectors else None)
+        (memory_id,) = self.store.add_memories([record])
+        return RememberResult(id=memory_id, fact_type=kind, fact_hash=fact_hash)
+
+    @staticmethod
+    def fact_hash(scope: Scope, text: str) -> str:
+        """``H(agent | lower(user or '_') | lower(trim(fact)))``: the dedupe key of a fact."""
+        return content_hash(f"{scope.agent_wallet}|{(scope.user_address or '_').lower()}|{text.strip().lower()}")
+
+    def ingest(
+        self,
+        scope: ScopeLike,
+        items: Iterable[str | IngestItem | Mapping[str, Any]],
+        *,
+        batch_size: int = 128,
+        progress: bool = False,
+    ) -> list[str]:
+        """Bulk-load memory rows (vectors layer by default), embedding in batches.
+
+        Each item is a string or ``{content, source, created_at, thread_id, metadata}``.
+        Returns the new row ids in order.
+        """
+        scope = Scope.coerce(scope)
+        parsed: list[IngestItem] = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                item = IngestItem(content=item)
+            elif not isinstance(item, IngestItem):
+                try:
+                    item = IngestItem.model_validate(item)
+                except Exception as exc:
+                    raise InvalidInputError(f"ingest item {i} is invalid: {exc}") from exc
+            if not item.content.strip():
+                raise InvalidInputError(f"ingest item {i} has empty content")
+            if item.source not in ("session", "knowledge", "pattern", "archive", "fact"):
+                raise InvalidInputError(f"ingest item {i} has unknown source {item.source!r}")
+            parsed.append(item)
+        ids: list[str] = []
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(parsed), unit="mem", desc="ingest")
+        for start in range(0, len(parsed), batch_size):
+            batch = parsed[start : start + batch_size]
+            vectors = self._embed_documents([b.content.strip() for b in batch])
+            records = [
+                self._new_record(
+                    scope, b.content.strip(), source=b.source, metadata={**scope.metadata, **b.metadata},
+                    created_at=b.created_at, embedding=vectors[j] if vectors else None, thread_id=b.thread_id,
+                )
+                for j, b in enumerate(batch)
+            ]
+            ids.extend(self.store.add_memories(records))
+            if bar is not None:
+                bar.update(len(batch))
+        if bar is not None:
+            bar.close()
+        return ids
+
+    def post_turn(
+        self,
+        scope: ScopeLike,
+        messages: Sequence[Mapping[str, Any] | Message],
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        summary: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        extract_facts: bool = True,
+    ) -> PostTurnResult:
+        """Record a turn: transcript (scene), working buffer and a session summary row
+        in-band; fact extraction (graph) queued in the background (see :meth:`flush`).
+
+        The summary is embedded before anything is written, so an embedder failure raises
+        :class:`EmbeddingError` and leaves the store untouched.
+        """
+        scope = Scope.coerce(scope)
+        now = now_ms()
+        msgs = self._normalize_messages(messages, tool_calls, now)
+        if not msgs:
+            raise InvalidInputError("messages must hold at least one message with non-blank content")
+        if session_id is None and scope.thread_id is None:
+            raise ScopeError("post_turn needs a thread: set Scope(thread_id=...) or pass session_id=...")
+        sid = as_str(session_id) or scope.thread_session_id()
+        thread_id = scope.thread_id or sid
+        tid = as_str(turn_id) or "turn_" + content_hash(f"{sid}|{thread_id}|{now}|{len(msgs)}")
+        turn_summary = as_str(summary) or self._compact_summary(msgs)
+        vectors = self._embed_documents([turn_summary])
+        meta = {**scope.metadata, **(metadata or {}), "type": "agent_memory_turn", "turnId": tid, "sessionId": sid}
+        thread_scope = scope.with_thread(thread_id)
+
+        existing = self.store.get_transcript(sid)
+        history = list(existing.messages) if existing and existing.agent_wallet == scope.agent_wallet else []
+        all_msgs = history + msgs
+        transcript = Transcript(
+            session_id=sid, **Transcript.scope_fields(thread_scope), messages=all_msgs,
+            summary=self._compact_summary(all_msgs), token_count=(existing.token_count if existing else 0),
+            metadata={**(existing.metadata if existing else {}), **meta, "updatedAt": now},
+            created_at=existing.created_at if existing else now,
+        )
+        self.store.upsert_transcript(transcript)
+        self._update_working(thread_scope, msgs, meta, tid, sid, now)
+        record = self._new_record(scope, turn_summary, source="session", metadata=meta, created_at=now,
+                                  embedding=vectors[0] if vectors else None, thread_id=thread_id)
+        (vector_id,) = self.store.add_memories([record])
+        queued = False
+        if extract_facts and self.extractor is not None and any(m.role == "user" for m in msgs):
+            self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid)
+            queued = True
+        notes = [] if self.embedder is not None else [NO_EMBEDDER]
+        return PostTurnResult(
+            session_id=sid, thread_id=thread_id, turn_id=tid, vector_id=vector_id,
+            stored={"transcript": True, "working": True, "vector": True},
+            queued={"facts": queued}, degradations=notes,
+        )
+
+    @staticmethod
+    def _normalize_messages(
+        messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None, now: int
+    ) -> list[Message]:
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InvalidInputError("messages must be a list of {'role': ..., 'content': ...} dicts")
+        out: list[Message] = []
+        for i, raw in enumerate(messages):
+            if isinstance(raw, Message):
+                out.append(raw)
+                continue
+            if not isinstance(raw, Mapping):
+                raise InvalidInputError(f"messages[{i}] must be a dict with 'role' and 'content'")
+            role = raw.get("role")
+            if role not in ("user", "assistant", "system", "tool"):
+                raise InvalidInputError(f"messages[{i}].role must be user, assistant, system or tool, got {role!r}")
+            content = as_str(raw.get("content"))
+            if content is None:
+                raise InvalidInputError(f"messages[{i}].content must be a non-blank string")
+            ts = raw.get("timestamp")
+            stamp = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else now + i
+            calls = raw.get("tool_calls", raw.get("toolCalls"))
+            out.append(Message(role=role, content=content, timestamp=stamp,
+                               tool_calls=list(calls) if isinstance(calls, list) else None))
+        for j, event in enumerate(tool_calls or []):
+            if not isinstance(event, Mapping):
+                raise InvalidInputError(f"tool_calls[{j}] must be a dict with a 'name'")
+            name = as_str(event.get("name") or event.get("toolName") or event.get("tool"))
+            if name is None:
+                raise InvalidInputError(f"tool_calls[{j}] needs a 'name'")
+            args = event.get("args", event.get("input"))
+            status = as_str(event.get("status")) or "completed"
+            result = event.get("result", event.get("output"))
+            text = f"tool:{name} status:{status}" + (f" result:{str(result)[:2000]}" if result is not None else "")
+            ts = event.get("timestamp")
+            stamp = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else now + len(out) + j
+            out.append(Message(role="tool", content=text, timestamp=stamp,
+                               tool_calls=[{"name": name, "args": args if isinstance(args, Mapping) else {}}]))
+        out.sort(key=lambda m: m.timestamp)
+        return out
+
+    @staticmethod
+    def _compact_summary(msgs: Sequence[Message]) -> str:
+        picked = [m for m in msgs if m.role in ("user", "assistant", "tool")][-6:]
+        lines = [f"{m.role}: {truncate(collapse_ws(m.content), 500 if m.role == 'tool' else 800)}" for m in picked]
+        return truncate("\n".join(lines), 1800) or "\n".join(f"{m.role}: {m.content}" for m in msgs)
+
+    def _update_working(
+        self, scope: Scope, msgs: Sequence[Message], meta: dict[str, Any], turn_id: str, session_id: str, now: int
+    ) -> None:
+        sid = scope.thread_session_id()
+        existing = self.store.get_session(sid, scope.agent_wallet)
+        lines = [truncate(f"{m.role}: {m.content}", 1000) for m in msgs if m.role in ("user", "assistant")]
+        wm = existing.working_memory if existing else WorkingMemory()
+        context = (wm.context + lines)[-self.config.session_context_limit:]
+        state = {**wm.state, "lastSessionId": session_id, "lastTurnAt": now, "turnId": turn_id}
+        session = Session(
+            session_id=sid, **Session.scope_fields(scope),
+            working_memory=WorkingMemory(context=context, entities=dict(wm.entities), state=state),
+            metadata={**(existing.metadata if existing else {}), **meta},
+            created_at=existing.created_at if existing else now,
+            expires_at=now + self.config.session_ttl_ms, last_accessed_at=now,
+        )
+        self.store.upsert_session(session)
+
+    def _submit(self, fn: Any, *args: Any) -> None:
+        future = self._bg_pool.submit(fn, *args)
+        with self._pending_lock:
+            self._pending.append(future)
+
+    def _extract_and_index(self, scope: Scope, msgs: list[Message], turn_id: str) -> dict[str, int]:
+        assert self.extractor is not None
+        facts = self.extractor.extract(msgs)
+        indexed = reinforced = 0
+        fresh = []
+        for fact in facts:
+            fact_hash = self.fact_hash(scope, fact.fact)
+            existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
+            if existing is not None:
+                self.store.bump_access([existing.id], now_ms())
+                reinforced += 1
+            else:
+                fresh.append((fact, fact_hash))
+        if fresh:
+            vectors = self._embed_documents([f.fact for f, _ in fresh])
+            records = []
+            for i, (fact, fact_hash) in enumerate(fresh):
+                meta = {
+                    **scope.metadata, "type": "extracted_fact", "layer": "graph", "factType": fact.type,
+                    "factHash": fact_hash, "confidence": fact.confidence, "sourceTurnId": turn_id,
+                    "extractor": self.extractor.name,
+                }
+                records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta,
+                                                embedding=vectors[i] if vectors else None))
+            self.store.add_memories(records)
+            indexed = len(records)
+        return {"indexed": indexed, "reinforced": reinforced}
+
+    def flush(self, timeout: float | None = None) -> FlushResult:
+        """Wait for queued background work (fact extraction) and report how it went."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        done, not_done = concurrent.futures.wait(pending, timeout=timeout)
+        with self._pending_lock:
+            self._pending.extend(not_done)
+        errors, indexed, reinforced = [], 0, 0
+        for f in done:
+            exc = f.exception()
+            if exc is not None:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                log.warning("background memory task failed: %s", exc)
+            else:
+                counts = f.result()
+                indexed += counts.get("indexed", 0)
+                reinforced += counts.get("reinforced", 0)
+        return FlushResult(completed=len(done) - len(errors), failed=len(errors), errors=errors,
+                           facts_indexed=indexed, facts_reinforced=reinforced)
+
+    # ------------------------------------------------------------------ reads
+    def search_layers(
+        self,
+        query: str,
+        scope: ScopeLike,
+        layers: Sequence[str] | None = None,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        decay: bool = True,
+        rerank: bool = False,
+        mmr: bool = False,
+    ) -> LayerSearchResult:
+        """Run the selected layers concurrently; raw hits plus per-layer totals."""
+        with collect() as notes:
+            layers_out, totals, lanes, _ = self._search(query, scope, layers, filters, limit, decay, rerank, mmr)
+        return LayerSearchResult(query=query, layers=layers_out, totals=totals, lanes=lanes, degradations=list(notes))
+
+    def search(
+        self,
+        query: str,
+        scope: ScopeLike,
+        *,
+        layers: Sequence[str] = ("graph", "vectors"),
+        k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        decay: bool = True,
+        rerank: bool = False,
+        mmr: bool = False,
+    ) -> tuple[list[Candidate], list[str]]:
+        """Ranked candidates across the chosen layers (for retrievers), and the degradations."""
+        result = self.search_layers(query, scope, layers, filters=filters, limit=k, decay=decay, rerank=rerank, mmr=mmr)
+        merged = [c for layer in result.layers.values() for c in layer]
+        merged.sort(key=lambda c: c.score, reverse=True)
+        return merged[:k], result.degradations
+
+    def _search(
+        self, query: str, scope: ScopeLike, layers: Sequence[str] | None, filters: Mapping[str, Any] | None,
+        limit: int | None, decay: bool, rerank: bool, mmr: bool,
+    ) -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, dict[str, Any]], dict[str, float]]:
+        text = as_str(query)
+        if text is None:
+            raise InvalidInputError("query is required: pass the user's message or question as a non-empty string")
+        scope = Scope.coerce(scope)
+        selected = normalize_layers(layers)
+        merged_filters = self._merge_filters(scope, filters)
+        limit = self.config.packer.limit if limit is None else limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        timings: dict[str, float] = {}
+        vector = None
+        if any(l in ("graph", "vectors") for l in selected):
+            if self.embedder is None:
+                degrade(NO_EMBEDDER)
+            else:
+                t0 = time.perf_counter()
+                vector = self.embedder.embed([text], input_type="query")[0]
+                timings["embed"] = (time.perf_counter() - t0) * 1000
+        req = LayerRequest(
+            store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
+            config=self.config.retrieval, options=RankOptions(decay=decay, rerank=rerank, mmr=mmr),
+            vector=vector, model_id=self.model_id, reranker=self.reranker,
+        )
+        t0 = time.perf_counter()
+        results: dict[str, list[Candidate]] = {}
+        if self.config.concurrent_layers and len(selected) > 1:
+            futures = {
+                layer: self._layer_pool.submit(contextvars.copy_context().run, LAYER_SEARCHERS[layer], req)
+                for layer in selected
+            }
+            outcomes = {layer: _outcome(f) for layer, f in futures.items()}
+        else:
+            outcomes = {}
+            for layer in selected:
+                try:
+                    outcomes[layer] = (LAYER_SEARCHERS[layer](req), None)
+                except Exception as exc:
+                    outcomes[layer] = (None, exc)
+        for layer in selected:
+            hits, exc = outcomes[layer]
+            if exc is not None:
+                degrade(f"layer {layer} failed and was left out: {type(exc).__name__}: {exc}")
+                continue
+            results[layer] = hits or []
+        timings["layers"] = (time.perf_counter() - t0) * 1000
+        totals = {layer: len(hits) for layer, hits in results.items()}
+        lanes = {layer: _lane_dict(report) for layer, report in req.reports.items()}
+        return results, totals, lanes, timings
+
+    def pre_turn(
+        self,
+        query: str,
+        scope: ScopeLike,
+        layers: Sequence[str] | None = None,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        max_items: int | None = None,
+        max_item_chars: int | None = None,
+        budget_chars: int | None = None,
+        rerank: bool = False,
+        mmr: bool = False,
+        explain: bool = False,
+    ) -> PreTurnResult:
+        """The memory context for a turn: search the layers, rank, and pack within the budget.
+
+        Defaults: 12 hits per layer, 6 items, 120 characters per item, 900 characters in all.
+        ``explain=True`` adds a decision per candidate (kept, duplicate, below threshold,
+        over budget, past max items).
+        """
+        p = self.config.packer
+        max_items = p.max_items if max_items is None else max_items
+        max_item_chars = p.max_item_chars if max_item_chars is None else max_item_chars
+        budget_chars = p.budget_chars if budget_chars is None else budget_chars
+        for name, value, low in (("max_items", max_items, 1), ("max_item_chars", max_item_chars, 20),
+                                 ("budget_chars", budget_chars, len(p.header) + 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise InvalidInputError(f"{name} must be an integer of at least {low}, got {value!r}")
+        t_start = time.perf_counter()
+        with collect() as notes:
+            found, totals, lanes, timings = self._search(query, scope, layers, filters, limit, True, rerank, False)
+            t0 = time.perf_counter()
+            packed = pack(
+                query, found, layer_order=normalize_layers(layers), max_items=max_items,
+                max_item_chars=max_item_chars, budget_chars=budget_chars, header=p.header,
+                mmr_lambda=self.config.retrieval.mmr_lambda if mmr else None,
+            )
+            timings["pack"] = (time.perf_counter() - t0) * 1000
+            kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]
+            if kept_rows:
+                self._bg_pool.submit(self.store.bump_access, kept_rows, now_ms())
+        timings["total"] = (time.perf_counter() - t_start) * 1000
+        sc = Scope.coerce(scope)
+        return PreTurnResult(
+            prompt=packed.prompt, items=packed.items, totals=totals, omitted=packed.omitted,
+            context_usage=packed.context_usage, decisions=packed.decisions if explain else None,
+            degradations=list(notes), lanes=lanes, timings_ms={k: round(v, 3) for k, v in timings.items()},
+            context_id="ctx_" + content_hash(f"{sc.cache_key()}|{query}|{now_ms()}"),
+        )
+
+    def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
+        """Counts and ages of what is stored (optionally for one agent)."""
+        return self.store.stats(agent_wallet)
+
+    def close(self) -> None:
+        """Finish background work and release the store."""
+        self.flush()
+        self._layer_pool.shutdown(wait=True)
+        self._bg_pool.shutdown(wait=True)
+        self.store.close()
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ async twins
+    async def aremember(self, scope: ScopeLike, content: str, **kwargs: Any) -> RememberResult:
+        """Async twin of :meth:`remember`."""
+        return await asyncio.to_thread(self.remember, scope, content, **kwargs)
+
+    async def apost_turn(self, scope: ScopeLike, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> PostTurnResult:
+        """Async twin of :meth:`post_turn`."""
+        return await asyncio.to_thread(self.post_turn, scope, messages, tool_calls, **kwargs)
+
+    async def apre_turn(self, query: str, scope: ScopeLike, layers: Sequence[str] | None = None, **kwargs: Any) -> PreTurnResult:
+        """Async twin of :meth:`pre_turn`."""
+        return await asyncio.to_thread(self.pre_turn, query, scope, layers, **kwargs)
+
+    async def asearch_layers(self, query: str, scope: ScopeLike, layers: Sequence[str] | None = None, **kwargs: Any) -> LayerSearchResult:
+        """Async twin of :meth:`search_layers`."""
+        return await asyncio.to_thread(self.search_layers, query, scope, layers, **kwargs)
+
+    async def asearch(self, query: str, scope: ScopeLike, **kwargs: Any) -> tuple[list[Candidate], list[str]]:
+        """Async twin of :meth:`search`."""
+        return await asyncio.to_thread(self.search, query, scope, **kwargs)
+
+    async def aingest(self, scope: ScopeLike, items: Iterable[str | IngestItem | Mapping[str, Any]], **kwargs: Any) -> list[str]:
+        """Async twin of :meth:`ingest`."""
+        return await asyncio.to_thread(self.ingest, scope, items, **kwargs)
+
+    async def aflush(self, timeout: float | None = None) -> FlushResult:
+        """Async twin of :meth:`flush`."""
+        return await asyncio.to_thread(self.flush, timeout)
+
+
+def _outcome(future: concurrent.futures.Future[list[Candidate]]) -> tuple[list[Candidate] | None, BaseException | None]:
+    exc = future.exception()
+    return (None, exc) if exc is not None else (future.result(), None)
+
+
+def _lane_dict(report: LaneReport) -> dict[str, Any]:
+    return {k: v for k, v in vars(report).items() if v not in (None, {}, 0) or k in ("keyword", "vector")}
+

@@ -1,0 +1,90 @@
+"""Errors raised by manowar_memory.
+
+Every error derives from :class:`ManowarError`, so ``except ManowarError`` catches
+anything this library raises on purpose.
+
+Hierarchy::
+
+    ManowarError
+    ├── InvalidInputError (also ValueError)   bad arguments from the caller
+    │   ├── ScopeError                         a scope that cannot be normalised
+    │   └── FilterError                        a filter outside the allowlist
+    ├── ConfigurationError                     a setting or provider that cannot work
+    │   └── MissingDependencyError (also ImportError)  an optional extra is not installed
+    ├── EmbeddingError                         the configured embedder failed (never silently replaced)
+    ├── RerankError                            a reranker failed (the ranking stage fails soft on it)
+    ├── StoreError                             the storage backend failed
+    │   └── NotFoundError (also KeyError)      a record that does not exist
+    └── ExtractionError                        a fact extractor failed
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "EmbeddingError",
+    "ExtractionError",
+    "FilterError",
+    "InvalidInputError",
+    "ManowarError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "RerankError",
+    "ScopeError",
+    "StoreError",
+]
+
+
+class ManowarError(Exception):
+    """Root of every error raised by manowar_memory."""
+
+
+class InvalidInputError(ManowarError, ValueError):
+    """The caller passed an argument that cannot be used; the message says what to pass instead."""
+
+
+class ScopeError(InvalidInputError):
+    """A scope is missing a required key or has an invalid value."""
+
+
+class FilterError(InvalidInputError):
+    """A filter uses a path, operator or value outside the allowlist."""
+
+
+class ConfigurationError(ManowarError):
+    """A setting, provider name or credential cannot work as configured."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is not installed; the message gives the pip command."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the `{package}` package, which is not installed. "
+            f'Install it with: pip install "manowar-memory[{extra}]"'
+        )
+
+
+class EmbeddingError(ManowarError):
+    """The configured embedder failed. The engine never falls back to another embedder."""
+
+
+class RerankError(ManowarError):
+    """A reranker failed (credentials, timeout, upstream error, unusable answer)."""
+
+
+class StoreError(ManowarError):
+    """The storage backend failed or holds data this version cannot read."""
+
+
+class NotFoundError(StoreError, KeyError):
+    """The requested record does not exist in this scope."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ExtractionError(ManowarError):
+    """A fact extractor failed to produce facts."""

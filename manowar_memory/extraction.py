@@ -1,0 +1,222 @@
+"""Fact extraction: turn a conversation turn into durable, atomic facts (graph layer).
+
+Two extractors share one protocol:
+
+* :class:`RuleBasedExtractor` (the default) works offline: first-person statements of
+  the user ("I prefer...", "my sister...", "I work at...") become third-person facts.
+* :class:`LLMExtractor` asks any chat model (a callable from messages to text) for JSON
+  ``{"facts": [{"fact", "type", "confidence"}]}`` and validates every row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import regex
+
+from ._util import collapse_ws, truncate
+from .errors import ExtractionError
+from .records import FACT_TYPES, Message
+
+__all__ = ["ChatFunction", "ExtractedFact", "FactExtractor", "LLMExtractor", "RuleBasedExtractor", "parse_facts"]
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    """One durable fact with its type and the extractor's confidence."""
+
+    fact: str
+    type: str
+    confidence: float
+
+
+@runtime_checkable
+class FactExtractor(Protocol):
+    """Extracts durable facts from the messages of one turn."""
+
+    name: str
+
+    def extract(self, messages: Sequence[Message]) -> list[ExtractedFact]:
+        """Facts found in ``messages`` (may be empty)."""
+        ...
+
+
+_SENTENCE = regex.compile(r"[^.!?\n]+[.!?]?")
+
+# (fact type, confidence, pattern on one sentence of a user message)
+_RULES: list[tuple[str, float, regex.Pattern[str]]] = [
+    ("identity", 0.9, regex.compile(r"\b(?:my name is|call me)\s+\p{Lu}[\p{L}'-]+", regex.I)),
+    ("identity", 0.8, regex.compile(r"\bI(?:'m| am)\s+(?:a|an)\s+[\p{L}-]+(?:\s+[\p{L}-]+){0,4}", regex.I)),
+    ("identity", 0.8, regex.compile(r"\bI (?:work|am working) (?:as|at|for)\b", regex.I)),
+    ("identity", 0.75, regex.compile(r"\bI(?:'m| am) from\b", regex.I)),
+    ("preference", 0.85, regex.compile(
+        r"\bI (?:really |strongly |usually |always |do not |don't )?(?:prefer|like|love|enjoy|hate|dislike|want)\b", regex.I)),
+    ("preference", 0.8, regex.compile(r"\bmy favou?rite\b", regex.I)),
+    ("preference", 0.75, regex.compile(r"\bI(?:'m| am) (?:a big fan of|into|allergic to|vegetarian|vegan)\b", regex.I)),
+    ("relationship", 0.8, regex.compile(
+        r"\bmy (?:wife|husband|partner|boyfriend|girlfriend|son|daughter|kids?|children|mother|mom|father|dad|"
+        r"brother|sister|friend|best friend|boss|manager|colleague|coworker|dog|cat|pet)\b", regex.I)),
+    ("context", 0.75, regex.compile(r"\bI (?:live|am living|moved|am moving|relocated) (?:in|to)\b", regex.I)),
+    ("context", 0.7, regex.compile(r"\b(?:I|we) (?:use|are using|run|deploy)\b\s+\S+", regex.I)),
+    ("context", 0.7, regex.compile(r"\bI(?:'m| am) (?:working on|building|studying|learning)\b", regex.I)),
+    ("skill", 0.75, regex.compile(r"\bI (?:know how to|can speak|speak|am good at|'m good at|code in|program in)\b", regex.I)),
+    ("event", 0.7, regex.compile(
+        r"\bI (?:went|visited|attended|started|finished|graduated|bought|adopted|joined|ran|met|got)\b.*"
+        r"\b(?:yesterday|today|last|ago|on|in \d{4}|this (?:week|month|year))\b", regex.I)),
+]
+
+_PRONOUNS = [
+    (regex.compile(r"\bI'm\b", regex.I), "the user is"),
+    (regex.compile(r"\bI am\b"), "the user is"),
+    (regex.compile(r"\bI've\b", regex.I), "the user has"),
+    (regex.compile(r"\bI'd\b", regex.I), "the user would"),
+    (regex.compile(r"\bI'll\b", regex.I), "the user will"),
+    (regex.compile(r"\bI was\b"), "the user was"),
+    (regex.compile(r"\bI\b"), "the user"),
+    (regex.compile(r"\bmy\b", regex.I), "the user's"),
+    (regex.compile(r"\bmine\b", regex.I), "the user's"),
+    (regex.compile(r"\bme\b", regex.I), "the user"),
+    (regex.compile(r"\bmyself\b", regex.I), "themselves"),
+]
+_VERB_S = regex.compile(
+    r"\bthe user (prefer|like|love|enjoy|hate|dislike|want|work|live|use|speak|know|code|program|run|deploy|need)\b",
+    regex.I,
+)
+
+
+def _third_person(sentence: str) -> str:
+    out = sentence.strip().rstrip(".!?").strip()
+    for pattern, repl in _PRONOUNS:
+        out = pattern.sub(repl, out)
+    out = _VERB_S.sub(lambda m: f"the user {m.group(1).lower()}s", out)
+    out = out.replace("the user dos ", "the user does ")
+    out = out[0].upper() + out[1:] if out else out
+    return out + "."
+
+
+class RuleBasedExtractor:
+    """Offline extractor: first-person statements in user messages become facts."""
+
+    name = "rules"
+
+    def __init__(self, *, max_per_turn: int = 5, min_confidence: float = 0.6, max_chars: int = 240) -> None:
+        self.max_per_turn = max_per_turn
+        self.min_confidence = min_confidence
+        self.max_chars = max_chars
+
+    def extract(self, messages: Sequence[Message]) -> list[ExtractedFact]:
+        """Facts from the user messages of a turn, at most ``max_per_turn``."""
+        facts: list[ExtractedFact] = []
+        seen: set[str] = set()
+        for msg in messages:
+            if msg.role != "user":
+                continue
+            for raw in _SENTENCE.findall(msg.content):
+                sentence = collapse_ws(raw)
+                if len(sentence) < 8 or sentence.endswith("?"):
+                    continue
+                for fact_type, confidence, pattern in _RULES:
+                    if confidence < self.min_confidence or not pattern.search(sentence):
+                        continue
+                    text = _third_person(sentence)
+                    if len(text) > self.max_chars:
+                        text = truncate(text, self.max_chars)
+                    key = text.lower()
+                    if key not in seen:
+                        seen.add(key)
+                        facts.append(ExtractedFact(text, fact_type, confidence))
+                    break
+                if len(facts) >= self.max_per_turn:
+                    return facts
+        return facts
+
+
+ChatFunction = Callable[[list[dict[str, str]]], str]
+
+_SYSTEM_PROMPT = (
+    "You turn one conversation turn into durable, atomic facts about the user. "
+    'Answer with a JSON object and nothing else, shaped {{"facts":[{{"fact":string,"type":string,"confidence":number}}]}}. '
+    "type is one of: {types}. "
+    "Return at most {max_facts} facts; each confidence is between 0 and 1 and at least {min_conf}; "
+    "each fact is at most {max_chars} characters. "
+    "Keep stable identity, preferences, skills, relationships, lasting context and dated events. "
+    "Leave out facts about the assistant, small talk, tool plumbing and guesses. "
+    "Write one standalone fact per row, never a summary of the turn. "
+    "Drop anything that fits none of the types. "
+    'If there is no durable fact, answer {{"facts":[]}}.'
+)
+
+
+def parse_facts(raw: str, *, max_per_turn: int = 5, min_confidence: float = 0.6, max_chars: int = 240) -> list[ExtractedFact]:
+    """Validate a model's JSON answer into facts (rows that break a rule are skipped)."""
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        start, end = raw.find("{"), raw.rfind("}")
+        if start < 0 or end <= start:
+            raise ExtractionError("the model's answer holds no JSON object") from None
+        try:
+            data = json.loads(raw[start : end + 1])
+        except json.JSONDecodeError as exc:
+            raise ExtractionError(f"the model's answer is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
+        raise ExtractionError('the model\'s answer must be an object with a "facts" list')
+    out: list[ExtractedFact] = []
+    for row in data["facts"]:
+        if not isinstance(row, dict):
+            continue
+        fact = row.get("fact")
+        if not isinstance(fact, str) or not fact.strip():
+            continue
+        conf = row.get("confidence")
+        confidence = min(1.0, max(0.0, float(conf))) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else 0.0
+        kind = row.get("type")
+        kind = kind.strip().lower() if isinstance(kind, str) else ""
+        if confidence < min_confidence or kind not in FACT_TYPES or len(fact.strip()) > max_chars:
+            continue
+        out.append(ExtractedFact(fact.strip(), kind, confidence))
+        if len(out) >= max_per_turn:
+            break
+    return out
+
+
+class LLMExtractor:
+    """Extracts facts with any chat model: ``chat(messages) -> str`` (OpenAI-style message dicts)."""
+
+    def __init__(
+        self, chat: ChatFunction, *, name: str = "llm", max_per_turn: int = 5, min_confidence: float = 0.6,
+        max_chars: int = 240,
+    ) -> None:
+        self.chat = chat
+        self.name = name
+        self.max_per_turn = max_per_turn
+        self.min_confidence = min_confidence
+        self.max_chars = max_chars
+
+    def prompt(self, messages: Sequence[Message]) -> list[dict[str, str]]:
+        """The chat messages sent to the model for one turn."""
+        system = _SYSTEM_PROMPT.format(
+            types=", ".join(FACT_TYPES), max_facts=self.max_per_turn, min_conf=self.min_confidence,
+            max_chars=self.max_chars,
+        )
+        turn = [m for m in messages if m.role in ("user", "assistant")][-6:]
+        lines = "\n".join(f"{m.role}: {truncate(collapse_ws(m.content), 1200)}" for m in turn)
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Conversation turn:\n{lines}\n\nExtract durable user facts as JSON."},
+        ]
+
+    def extract(self, messages: Sequence[Message]) -> list[ExtractedFact]:
+        """Ask the model and validate its answer; raises :class:`ExtractionError` on failure."""
+        if not any(m.role in ("user", "assistant") for m in messages):
+            return []
+        try:
+            raw = self.chat(self.prompt(messages))
+        except Exception as exc:
+            raise ExtractionError(f"{self.name} extractor call failed: {exc}") from exc
+        return parse_facts(
+            raw, max_per_turn=self.max_per_turn, min_confidence=self.min_confidence, max_chars=self.max_chars
+        )

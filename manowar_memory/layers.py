@@ -1,0 +1,172 @@
+"""The six layers and how each finds candidates for a query.
+
+| layer    | rows                         | thread-scoped | how it matches                         |
+|----------|------------------------------|---------------|----------------------------------------|
+| working  | the thread's working buffer  | yes           | query-term overlap per buffer line     |
+| scene    | transcripts                  | yes           | full-text (BM25) over summary + turns  |
+| graph    | memory rows, source=fact     | no            | hybrid: keyword + vector lanes, RRF    |
+| patterns | procedural patterns          | no            | query-term overlap on summary/trigger  |
+| archives | compressed cold memory       | no            | query-term overlap on the summary      |
+| vectors  | other memory rows            | no            | hybrid: keyword + vector lanes, RRF    |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ._util import query_terms
+from .candidates import Candidate
+from .config import RetrievalConfig
+from .filters import FilterValue
+from .records import LAYERS, Layer
+from .rerankers.base import Reranker
+from .retrieval.hybrid import LaneReport, RankOptions, hybrid_search, overlap_score
+from .scope import Scope
+from .stores.base import MemoryQuery, Store
+
+__all__ = ["LAYER_SEARCHERS", "LayerRequest", "normalize_layers"]
+
+
+@dataclass
+class LayerRequest:
+    """Everything a layer needs to answer one query."""
+
+    store: Store
+    scope: Scope
+    filters: dict[str, FilterValue]
+    text: str
+    limit: int
+    config: RetrievalConfig
+    options: RankOptions
+    vector: list[float] | None = None
+    model_id: str | None = None
+    reranker: Reranker | None = None
+    now: int | None = None
+    reports: dict[str, LaneReport] = field(default_factory=dict)
+
+    @property
+    def terms(self) -> list[str]:
+        """The query's content terms."""
+        return query_terms(self.text)
+
+    def query(self, *, durable: bool, **kw: object) -> MemoryQuery:
+        """The store query for this scope."""
+        return MemoryQuery(scope=self.scope, filters=self.filters, durable=durable, **kw)  # type: ignore[arg-type]
+
+
+def normalize_layers(layers: object) -> list[Layer]:
+    """Validate a layer selection (None or empty = all six, in the default order)."""
+    from .errors import InvalidInputError
+
+    if layers is None:
+        return list(LAYERS)
+    if isinstance(layers, str):
+        layers = [layers]
+    if not isinstance(layers, (list, tuple)):
+        raise InvalidInputError(f"layers must be a list of layer names from {list(LAYERS)}")
+    unknown = [l for l in layers if l not in LAYERS]
+    if unknown:
+        raise InvalidInputError(f"unknown layer(s) {unknown}; choose from {list(LAYERS)}")
+    return list(dict.fromkeys(layers)) or list(LAYERS)  # type: ignore[arg-type]
+
+
+def search_working(req: LayerRequest) -> list[Candidate]:
+    """Lines of the thread's working buffer that share terms with the query, newest first."""
+    terms = req.terms
+    out: list[Candidate] = []
+    for session in req.store.find_sessions(req.query(durable=False), max(1, req.limit)):
+        lines = session.working_memory.context
+        for i in range(len(lines) - 1, -1, -1):
+            score = overlap_score(terms, lines[i])
+            if score > 0:
+                out.append(
+                    Candidate(
+                        layer="working", id=f"{session.session_id}#{i}", text=lines[i], score=score,
+                        created_at=session.last_accessed_at, last_accessed_at=session.last_accessed_at,
+                        source="working", lanes={"keyword": score}, record=session,
+                    )
+                )
+    out.sort(key=lambda c: c.score, reverse=True)
+    return out[: req.limit]
+
+
+def search_scene(req: LayerRequest) -> list[Candidate]:
+    """Transcripts by full-text relevance; the item text is the session summary."""
+    hits = req.store.search_transcripts(req.query(durable=False), req.text, req.limit)
+    top = max((s for _, s in hits), default=0.0) or 1.0
+    out = []
+    for transcript, score in hits:
+        text = transcript.summary or "\n".join(f"{m.role}: {m.content}" for m in transcript.messages[-4:])
+        out.append(
+            Candidate(
+                layer="scene", id=transcript.session_id, text=text, score=score / top,
+                created_at=transcript.created_at, source="transcript", lanes={"keyword": score},
+                metadata=dict(transcript.metadata), record=transcript,
+            )
+        )
+    return out
+
+
+def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> list[Candidate]:
+    candidates, report = hybrid_search(
+        req.store, req.query(durable=True, **query_kw), req.text, layer=layer, limit=req.limit,
+        vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
+        reranker=req.reranker, now=req.now,
+    )
+    req.reports[layer] = report
+    return candidates
+
+
+def search_graph(req: LayerRequest) -> list[Candidate]:
+    """Durable facts (``source='fact'``), hybrid retrieval."""
+    return _hybrid(req, "graph", sources=("fact",))
+
+
+def search_vectors(req: LayerRequest) -> list[Candidate]:
+    """General semantic rows (everything but facts), hybrid retrieval."""
+    return _hybrid(req, "vectors", exclude_sources=("fact",))
+
+
+def search_patterns(req: LayerRequest) -> list[Candidate]:
+    """Patterns whose summary or trigger shares terms with the query."""
+    terms = req.terms
+    out = []
+    for p in req.store.find_patterns(req.query(durable=True), max(4 * req.limit, 20)):
+        overlap = overlap_score(terms, p.summary, p.trigger.value)
+        if overlap > 0:
+            out.append(
+                Candidate(
+                    layer="patterns", id=p.pattern_id, text=p.summary, score=p.success_rate,
+                    created_at=p.last_executed, access_count=p.execution_count, source="pattern",
+                    lanes={"keyword": overlap}, metadata=dict(p.metadata), record=p,
+                )
+            )
+    return out[: req.limit]
+
+
+def search_archives(req: LayerRequest) -> list[Candidate]:
+    """Archives whose summary (or topics) shares terms with the query."""
+    terms = req.terms
+    out = []
+    for a in req.store.find_archives(req.query(durable=True), max(4 * req.limit, 20)):
+        topics = " ".join(str(t) for t in a.metadata.get("topics", []))
+        overlap = overlap_score(terms, a.summary, topics)
+        if overlap > 0:
+            out.append(
+                Candidate(
+                    layer="archives", id=a.archive_id, text=a.summary, score=overlap, created_at=a.created_at,
+                    source="archive", lanes={"keyword": overlap}, metadata=dict(a.metadata), record=a,
+                )
+            )
+    return out[: req.limit]
+
+
+LAYER_SEARCHERS: dict[str, Callable[[LayerRequest], list[Candidate]]] = {
+    "working": search_working,
+    "scene": search_scene,
+    "graph": search_graph,
+    "patterns": search_patterns,
+    "archives": search_archives,
+    "vectors": search_vectors,
+}

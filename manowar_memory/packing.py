@@ -1,0 +1,303 @@
+"""The prompt packer: fit the best memories into a character budget and account for
+every candidate (kept, or dropped as duplicate, below threshold, over budget or past
+the item cap).
+
+Score of an item (reference §7.3)::
+
+    layer priority + 0.45·semantic + 0.35·query overlap + 0.12·confidence
+                   + 0.08·importance + 0.08·recency(30 d) + 0.04·min(1, ln(1+accesses)/8)
+
+Items are deduplicated by normalised fingerprint (the user-turn fingerprint for
+transcript-like rows), ranked by score, and when the budget binds, packed by score per
+character. The rendered prompt — header, newlines and all — never exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import regex
+from pydantic import BaseModel
+
+from ._util import DAY_MS, now_ms, query_terms, term_overlap, truncate
+from .candidates import Candidate
+from .records import LAYERS, Layer
+from .ranking.mmr import mmr_order
+
+__all__ = [
+    "LAYER_PRIORITY",
+    "ContextUsage",
+    "Decision",
+    "PackResult",
+    "PackedItem",
+    "fingerprint",
+    "pack",
+    "sanitize",
+    "score_candidate",
+]
+
+LAYER_PRIORITY: dict[str, float] = {
+    "working": 1.15, "patterns": 1.12, "graph": 1.08, "vectors": 1.02, "scene": 0.96, "archives": 0.88,
+}
+DropReason = Literal["duplicate", "below_threshold", "over_budget", "max_items"]
+
+
+class PackedItem(BaseModel):
+    """One line of the packed prompt."""
+
+    layer: Layer
+    id: str
+    text: str
+    score: float
+    source: str | None = None
+    created_at: int | None = None
+    characters: int
+
+
+class Decision(BaseModel):
+    """What the packer did with one candidate, and why."""
+
+    layer: Layer
+    id: str
+    status: Literal["kept", "duplicate", "below_threshold", "over_budget", "max_items"]
+    score: float
+    characters: int
+    reason: str
+
+
+class ContextUsage(BaseModel):
+    """Character accounting of a packed prompt."""
+
+    characters: int
+    raw_characters: int
+    budget_characters: int
+    saved_characters_vs_raw: int
+    items: int
+
+
+@dataclass
+class PackResult:
+    """The packer's output."""
+
+    prompt: str
+    items: list[PackedItem]
+    decisions: list[Decision]
+    omitted: dict[str, int]
+    context_usage: ContextUsage
+
+
+@dataclass
+class _Entry:
+    cand: Candidate
+    line: str
+    text: str
+    score: float
+    order: int
+    fp: str
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cost(self) -> int:
+        return len(self.line) + 1  # the newline that joins it to the block
+
+
+_MD_LINK = regex.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
+_URL = regex.compile(r"https?://[^\s)]+")
+_SPACES = regex.compile(r"[ \t]{2,}")
+_NEWLINES = regex.compile(r"\n{2,}")
+_PLACEHOLDERS = (
+    "your-", "your_", "localhost", "127.0.0.1", "0.0.0.0", "example.com", "placeholder",
+    "your-deployment", "your-server", "your-mcp",
+)
+
+
+def _placeholder(url: str) -> bool:
+    lowered = url.lower()
+    return any(p in lowered for p in _PLACEHOLDERS)
+
+
+def sanitize(text: str) -> str:
+    """Drop placeholder links, collapse spaces, and fold newlines so each item is one line."""
+    text = _MD_LINK.sub(lambda m: m.group(0) if not _placeholder(m.group(2)) else m.group(1), text)
+    text = _URL.sub(lambda m: "" if _placeholder(m.group(0)) else m.group(0), text)
+    text = _NEWLINES.sub("\n", text.replace("\r", ""))
+    text = text.replace("\n", " | ")
+    return _SPACES.sub(" ", text).strip()
+
+
+_NORM_URL = regex.compile(r"https?://\S+")
+_NORM_CHARS = regex.compile(r"[^\p{L}\p{N}\s:._-]")
+_USER_TURN = regex.compile(
+    r"(?ims)^[ \t]*user:(.*?)(?=^[ \t]*(?:assistant|ai|tool|system|user):|\Z)"
+)
+
+
+def _normalize(text: str) -> str:
+    text = _NORM_URL.sub(" ", text.lower())
+    text = _NORM_CHARS.sub(" ", text)
+    return " ".join(text.split())
+
+
+def fingerprint(text: str) -> str:
+    """Dedupe key: ``user:`` + the normalised first user turn (when ≥ 24 chars), else ``text:`` + the text."""
+    match = _USER_TURN.search(text)
+    if match:
+        user = _normalize(match.group(1))
+        if len(user) >= 24:
+            return "user:" + user[:360]
+    return "text:" + _normalize(text)[:480]
+
+
+def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int) -> tuple[float, dict[str, float]]:
+    """The packer's score of one candidate and its signals."""
+    semantic = cand.score if cand.score is not None else 0.5
+    confidence = cand.confidence if cand.confidence is not None else 0.5
+    importance = cand.importance if cand.importance is not None else 0.5
+    overlap = term_overlap(list(terms), text)
+    stamp = cand.created_at or cand.last_accessed_at
+    recency = 0.5 ** (max(0.0, (now - stamp) / DAY_MS) / 30.0) if stamp else 0.0
+    access = min(1.0, math.log1p(max(0, cand.access_count)) / 8.0)
+    priority = LAYER_PRIORITY.get(cand.layer, 0.9)
+    score = (
+        priority + 0.45 * semantic + 0.35 * overlap + 0.12 * confidence + 0.08 * importance
+        + 0.08 * recency + 0.04 * access
+    )
+    return score, {
+        "priority": priority, "semantic": semantic, "overlap": overlap, "confidence": confidence,
+        "importance": importance, "recency": recency, "access": access,
+    }
+
+
+def pack(
+    query: str,
+    layers: Mapping[str, Sequence[Candidate]],
+    *,
+    layer_order: Sequence[str] | None = None,
+    max_items: int = 6,
+    max_item_chars: int = 120,
+    budget_chars: int = 900,
+    header: str = "Memory context:",
+    mmr_lambda: float | None = None,
+    now: int | None = None,
+) -> PackResult:
+    """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
+
+    ``mmr_lambda`` (None = off) selects greedily by maximal marginal relevance instead
+    of by score, so near-duplicates give way to variety in the final prompt.
+    Candidates with ``trace['below_threshold']`` set are reported and never packed.
+    """
+    if max_items < 1:
+        raise ValueError("max_items must be at least 1")
+    if budget_chars < len(header) + 1:
+        raise ValueError(f"budget_chars must be at least {len(header) + 1} to hold the header {header!r}")
+    now = now_ms() if now is None else now
+    terms = query_terms(query)
+    order = [l for l in (layer_order or LAYERS) if l in layers] + [l for l in layers if l not in (layer_order or LAYERS)]
+    decisions: list[Decision] = []
+    raw_lines: list[str] = []
+    best: dict[str, _Entry] = {}
+    counter = 0
+    for layer in dict.fromkeys(order):
+        for cand in layers[layer]:
+            counter += 1
+            raw_lines.append(cand.text)
+            text = truncate(sanitize(cand.text), max_item_chars)
+            if not text:
+                continue
+            line = f"[{layer.upper()}] {text}"
+            score, extra = score_candidate(cand, terms, text, now)
+            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra)
+            if cand.trace.get("below_threshold"):
+                decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))
+                continue
+            held = best.get(entry.fp)
+            if held is None:
+                best[entry.fp] = entry
+            elif _replaces(entry, held):
+                decisions.append(_decision(held, "duplicate", f"same fingerprint as {entry.cand.id}"))
+                best[entry.fp] = entry
+            else:
+                decisions.append(_decision(entry, "duplicate", f"same fingerprint as {held.cand.id}"))
+    ranked = sorted(best.values(), key=lambda e: (-e.score, e.order))
+    if mmr_lambda is not None:
+        by_id = {id(e.cand): e for e in ranked}
+        reordered = mmr_order([e.cand for e in ranked], lambda_=mmr_lambda, relevance=lambda c: by_id[id(c)].score)
+        ranked = [by_id[id(c)] for c in reordered]
+    available = budget_chars - len(header)
+    chosen = _select(ranked, available, max_items)
+    if not chosen and ranked and available > 12:
+        first = ranked[0]
+        prefix = f"[{first.cand.layer.upper()}] "
+        room = available - 1 - len(prefix)
+        if room >= 8:
+            first.text = truncate(first.text, room)
+            first.line = prefix + first.text
+            chosen = [first]
+    chosen_ids = {id(e) for e in chosen}
+    used = sum(e.cost for e in chosen)
+    for e in ranked:
+        if id(e) in chosen_ids:
+            decisions.append(_decision(e, "kept", "packed"))
+        elif len(chosen) >= max_items:
+            decisions.append(_decision(e, "max_items", f"max_items={max_items} reached"))
+        else:
+            decisions.append(_decision(e, "over_budget", f"needs {e.cost} chars, {available - used} left"))
+    # keep the ranked order in the prompt (score order, or MMR order when requested)
+    chosen = [e for e in ranked if id(e) in chosen_ids]
+    prompt = header + "\n" + "\n".join(e.line for e in chosen) if chosen else ""
+    assert len(prompt) <= budget_chars, "packer exceeded its budget"
+    items = [
+        PackedItem(
+            layer=e.cand.layer, id=e.cand.id, text=e.text, score=round(e.score, 6), source=e.cand.source,
+            created_at=e.cand.created_at, characters=len(e.line),
+        )
+        for e in chosen
+    ]
+    omitted: dict[str, int] = {}
+    for layer in layers:
+        kept = sum(1 for e in chosen if e.cand.layer == layer)
+        omitted[layer] = max(0, len(layers[layer]) - kept)
+    raw_chars = len((header + "\n" + "\n".join(raw_lines)).strip()) if raw_lines else 0
+    usage = ContextUsage(
+        characters=len(prompt), raw_characters=raw_chars, budget_characters=budget_chars,
+        saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items),
+    )
+    return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
+
+
+def _replaces(new: _Entry, held: _Entry) -> bool:
+    """Reference dedupe rule: clearly better score, else newer, else shorter."""
+    if new.score > held.score + 0.02:
+        return True
+    if held.score > new.score + 0.02:
+        return False
+    if (new.cand.created_at or 0) != (held.cand.created_at or 0):
+        return (new.cand.created_at or 0) > (held.cand.created_at or 0)
+    return new.cost < held.cost
+
+
+def _select(ranked: list[_Entry], available: int, max_items: int) -> list[_Entry]:
+    pool = ranked[: max(3 * max_items, max_items)]
+    top = pool[:max_items]
+    if sum(e.cost for e in top) <= available:
+        return top
+    # The budget binds: pack by score per character.
+    chosen: list[_Entry] = []
+    used = 0
+    for e in sorted(pool, key=lambda e: (-e.score / e.cost, e.order)):
+        if len(chosen) >= max_items:
+            break
+        if used + e.cost <= available:
+            chosen.append(e)
+            used += e.cost
+    return chosen
+
+
+def _decision(e: _Entry, status: str, reason: str) -> Decision:
+    return Decision(
+        layer=e.cand.layer, id=e.cand.id, status=status,  # type: ignore[arg-type]
+        score=round(e.score, 6), characters=len(e.line), reason=reason,
+    )

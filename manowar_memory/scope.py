@@ -1,0 +1,142 @@
+"""Scopes: who a memory belongs to, normalised from the loose shapes callers use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+from urllib.parse import quote
+
+from ._util import as_str
+from .errors import ScopeError
+from .filters import FilterValue, normalize_filters
+
+__all__ = ["Scope", "ScopeLike"]
+
+Mode = Literal["global", "local"]
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "agent_wallet": ("agent_wallet", "agentWallet", "agent_id"),
+    "user_address": ("user_address", "userAddress", "user_id"),
+    "thread_id": ("thread_id", "threadId", "runId", "run_id"),
+    "mode": ("mode",),
+    "hai_id": ("hai_id", "haiId"),
+    "filters": ("filters",),
+    "metadata": ("metadata",),
+}
+_ACCEPTED = sorted({alias for names in _ALIASES.values() for alias in names})
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who a memory belongs to and which slice of memory a read may see.
+
+    ``agent_wallet`` is required. A read with ``user_address`` sees that user's memories
+    plus the agent's shared (user-less) ones; a read without a user sees only the shared
+    ones, never other users'. ``thread_id`` narrows the hot layers (working, scene);
+    durable layers ignore it. ``mode`` is ``"global"`` or ``"local"`` (local needs
+    ``hai_id``); an absent mode applies no mode filter. ``filters`` are allowlisted
+    filters applied to every read in this scope; ``metadata`` is merged into every write.
+    """
+
+    agent_wallet: str
+    user_address: str | None = None
+    thread_id: str | None = None
+    mode: Mode | None = None
+    hai_id: str | None = None
+    filters: Mapping[str, FilterValue] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        agent = as_str(self.agent_wallet)
+        if agent is None:
+            raise ScopeError("agent_wallet is required: pass Scope(agent_wallet='your-agent-id', ...)")
+        object.__setattr__(self, "agent_wallet", agent)
+        for name in ("user_address", "thread_id", "hai_id"):
+            raw = getattr(self, name)
+            if raw is not None and not isinstance(raw, str):
+                raise ScopeError(f"{name} must be a string, got {type(raw).__name__}")
+            object.__setattr__(self, name, as_str(raw))
+        if self.mode is not None and self.mode not in ("global", "local"):
+            raise ScopeError(f"mode must be 'global', 'local' or None, got {self.mode!r}")
+        if self.mode == "local" and self.hai_id is None:
+            raise ScopeError("hai_id is required when mode is 'local'")
+        if not isinstance(self.metadata, Mapping):
+            raise ScopeError(f"metadata must be a mapping, got {type(self.metadata).__name__}")
+        object.__setattr__(self, "filters", normalize_filters(self.filters))
+        object.__setattr__(self, "metadata", dict(self.metadata))
+
+    def __hash__(self) -> int:
+        return hash((self.agent_wallet, self.user_address, self.thread_id, self.mode, self.hai_id))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Scope:
+        """Normalise a loose scope dict (reference aliases: ``agentWallet``/``agent_id``, ...).
+
+        Unknown keys are rejected rather than dropped. An unrecognised ``mode`` value
+        is rejected too (the reference silently ignored it).
+        """
+        if not isinstance(data, Mapping):
+            raise ScopeError(f"a scope must be a mapping or Scope, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(_ACCEPTED))
+        if unknown:
+            raise ScopeError(f"unknown scope key(s) {unknown}; accepted keys are {_ACCEPTED}")
+        values: dict[str, Any] = {}
+        for target, names in _ALIASES.items():
+            for name in names:
+                if name in data and data[name] is not None:
+                    raw = data[name]
+                    values[target] = as_str(raw) if isinstance(raw, str) else raw
+                    if values[target] is not None:
+                        break
+        if values.get("agent_wallet") is None:
+            raise ScopeError("agentWallet is required (also accepted as agent_wallet or agent_id)")
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+    @classmethod
+    def coerce(cls, value: ScopeLike) -> Scope:
+        """Return ``value`` as a Scope (a Scope passes through; a mapping is normalised)."""
+        if isinstance(value, Scope):
+            return value
+        return cls.from_dict(value)
+
+    def with_thread(self, thread_id: str | None) -> Scope:
+        """A copy with another thread id."""
+        return replace(self, thread_id=thread_id)
+
+    @property
+    def scope_id(self) -> str:
+        """The reference's ``scopeId``: hai_id when set, else the agent."""
+        return self.hai_id or self.agent_wallet
+
+    def thread_session_id(self) -> str:
+        """Session id of the working buffer for this scope's thread (reference buildThreadSessionId)."""
+        key = f"local:{self.hai_id or self.agent_wallet}" if self.mode == "local" else f"global:{self.agent_wallet}"
+        return f"session:{key}:{self.thread_id or 'main'}"
+
+    def cache_key(self) -> str:
+        """A stable key for caches: every part lower-cased and URI-encoded, missing parts as ``_``."""
+
+        def part(v: str | None) -> str:
+            return "_" if not v else quote(v.strip().lower(), safe="-_.!~*'()")
+
+        return (
+            f"a:{part(self.agent_wallet)}:m:{part(self.mode)}:h:{part(self.hai_id)}"
+            f":u:{part(self.user_address)}:t:{part(self.thread_id)}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The scope as plain data (reference field names), omitting absent values."""
+        out: dict[str, Any] = {"agentWallet": self.agent_wallet}
+        for key, value in (
+            ("userAddress", self.user_address),
+            ("threadId", self.thread_id),
+            ("mode", self.mode),
+            ("haiId", self.hai_id),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+ScopeLike = Scope | Mapping[str, Any]

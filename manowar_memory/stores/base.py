@@ -1,0 +1,203 @@
+"""The storage protocol every backend implements, and the query shape it takes.
+
+The engine never builds backend queries itself: it hands a :class:`MemoryQuery`
+(scope + allowlisted filters + which rows) to the store, and the store turns it into
+SQL or MQL, so scope and filters are enforced inside the store query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..filters import FilterValue
+from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
+from ..scope import Scope
+
+__all__ = ["Hit", "MemoryQuery", "Store", "VectorSearchInfo"]
+
+INACTIVE_STATUSES = ("deleted", "superseded")
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """Which rows a read may see.
+
+    * ``scope``: agent (exact), user (that user's rows plus the agent's user-less rows;
+      without a user only user-less rows), mode and hai_id when set, thread when
+      ``durable`` is False and the scope has one.
+    * ``filters``: normalised allowlisted filters (see :mod:`manowar_memory.filters`).
+    * ``sources`` / ``exclude_sources``: restrict ``memory`` rows by source.
+    * ``active_only``: hide soft-deleted and superseded rows.
+    """
+
+    scope: Scope
+    filters: dict[str, FilterValue] = field(default_factory=dict)
+    durable: bool = True
+    sources: tuple[str, ...] | None = None
+    exclude_sources: tuple[str, ...] = ()
+    active_only: bool = True
+
+
+@dataclass
+class Hit:
+    """A memory row with the score a lane gave it."""
+
+    record: MemoryRecord
+    score: float
+
+
+@dataclass
+class VectorSearchInfo:
+    """How a vector search was served, for the result's accounting."""
+
+    method: str
+    candidates: int = 0
+    skipped_other_models: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the engine needs from a backend. ``manowar_memory.testing`` holds the
+    conformance suite every implementation must pass unchanged."""
+
+    name: str
+
+    # -- memory rows (vectors layer and graph facts) --
+    def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
+        """Insert rows; returns their ids (a colliding id gets a suffix)."""
+        ...
+
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
+        """One row by id, optionally constrained by a query's scope, filters and status."""
+        ...
+
+    def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
+        """Set fields (snake_case record attributes) on a row; returns the row after the update."""
+        ...
+
+    def delete_memory(self, memory_id: str) -> bool:
+        """Hard delete; True when a row was removed."""
+        ...
+
+    def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
+        """An active fact row of the agent with this ``metadata.factHash``."""
+        ...
+
+    def bump_access(self, memory_ids: Sequence[str], at: int) -> None:
+        """accessCount += 1 and lastAccessedAt = at for each id."""
+        ...
+
+    def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
+        """Rows matching the query, newest first."""
+        ...
+
+    def iter_memories(
+        self, agent_wallet: str | None = None, *, created_from: int | None = None,
+        created_to: int | None = None, batch_size: int = 1000,
+    ) -> Iterator[MemoryRecord]:
+        """Every row (any status), optionally for one agent and a createdAt range, oldest first."""
+        ...
+
+    def count_memories(self, query: MemoryQuery) -> int:
+        """Number of rows matching the query."""
+        ...
+
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+        """Full-text search (BM25 where the backend has it), best first; score higher is better."""
+        ...
+
+    def vector_search(
+        self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo]:
+        """Nearest rows embedded by ``model_id``; score on the Atlas scale (1 + cos) / 2."""
+        ...
+
+    # -- sessions (working layer) --
+    def get_session(self, session_id: str, agent_wallet: str) -> Session | None:
+        """A live (unexpired) session."""
+        ...
+
+    def upsert_session(self, session: Session) -> None:
+        """Insert or replace a session by (agent, session id)."""
+        ...
+
+    def find_sessions(self, query: MemoryQuery, limit: int) -> list[Session]:
+        """Live sessions matching the query, most recently used first."""
+        ...
+
+    def purge_expired_sessions(self, now: int) -> int:
+        """Delete expired sessions; returns how many."""
+        ...
+
+    # -- transcripts (scene layer) --
+    def upsert_transcript(self, transcript: Transcript) -> None:
+        """Insert or replace a transcript by session id."""
+        ...
+
+    def get_transcript(self, session_id: str) -> Transcript | None:
+        """A transcript by session id."""
+        ...
+
+    def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:
+        """Transcripts matching ``text`` (full text, best first), or the newest when ``text`` is None."""
+        ...
+
+    # -- patterns, archives, skills, jobs --
+    def upsert_pattern(self, pattern: Pattern) -> None:
+        """Insert or update a pattern by id (createdAt kept from the first insert)."""
+        ...
+
+    def get_pattern(self, pattern_id: str) -> Pattern | None:
+        """A pattern by id."""
+        ...
+
+    def find_patterns(self, query: MemoryQuery, limit: int) -> list[Pattern]:
+        """Patterns matching the query, best success rate first."""
+        ...
+
+    def add_archive(self, archive: Archive) -> None:
+        """Insert an archive."""
+        ...
+
+    def get_archive(self, archive_id: str) -> Archive | None:
+        """An archive by id."""
+        ...
+
+    def update_archive(self, archive_id: str, changes: dict[str, Any]) -> None:
+        """Set fields on an archive."""
+        ...
+
+    def find_archives(self, query: MemoryQuery, limit: int) -> list[Archive]:
+        """Archives matching the query, newest first."""
+        ...
+
+    def add_skill(self, skill: Skill) -> None:
+        """Insert a skill."""
+        ...
+
+    def get_skill(self, skill_id: str) -> Skill | None:
+        """A skill by id."""
+        ...
+
+    def list_skills(self, agent_wallet: str | None, category: str | None, limit: int) -> list[Skill]:
+        """Skills, best first."""
+        ...
+
+    def put_job(self, job: Job) -> None:
+        """Insert or replace a job record."""
+        ...
+
+    def get_job(self, job_id: str) -> Job | None:
+        """A job record by id."""
+        ...
+
+    def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
+        """Counts and ages of what is stored."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,922 @@
+"""The embedded store: one SQLite file (or ``:memory:``), no server.
+
+* WAL mode, one connection per thread for files (readers never block the writer);
+  ``:memory:`` uses a single connection behind a lock.
+* FTS5 (porter stemming over unicode61) for the keyword lane, on memory rows and transcripts.
+* Vectors are stored with their row (float32 blob plus the embedding model id). Vector
+  search is exact: an in-process matrix per model, refreshed incrementally from a
+  revision counter, so writes from other processes are seen on the next search.
+* Schema changes are named, ordered migrations recorded in ``_manowar_migrations``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._util import now_ms, query_terms
+from ..errors import StoreError
+from ..filters import FilterValue
+from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
+from .base import INACTIVE_STATUSES, Hit, MemoryQuery, VectorSearchInfo
+
+__all__ = ["SQLiteStore"]
+
+_SCOPE_COLUMNS = {
+    "agentWallet": "agent_wallet",
+    "userAddress": "user_address",
+    "threadId": "thread_id",
+    "mode": "mode",
+    "haiId": "hai_id",
+    "scopeKind": "mode",
+    "scopeId": "COALESCE(hai_id, agent_wallet)",
+}
+
+
+def _json_path(path: str) -> str:
+    return "$" + "".join(f'."{seg}"' for seg in path.split("."))
+
+
+def _m001_initial(conn: sqlite3.Connection) -> None:
+    conn.executescript(
+        """
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO counters VALUES ('memory_rev', 0);
+        CREATE TABLE memory (
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            agent_wallet TEXT NOT NULL, user_address TEXT, thread_id TEXT, mode TEXT, hai_id TEXT,
+            content TEXT NOT NULL, source TEXT NOT NULL, status TEXT, retention TEXT, fact_hash TEXT,
+            decay_score REAL NOT NULL DEFAULT 1, access_count INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, last_accessed_at INTEGER NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            embedding BLOB, embedding_model TEXT, rev INTEGER NOT NULL
+        );
+        CREATE INDEX idx_memory_scope ON memory (agent_wallet, user_address, created_at DESC);
+        CREATE INDEX idx_memory_fact ON memory (agent_wallet, fact_hash);
+        CREATE INDEX idx_memory_rev ON memory (rev);
+        CREATE INDEX idx_memory_created ON memory (created_at);
+        CREATE TABLE memory_tombstones (row_id INTEGER NOT NULL, rev INTEGER NOT NULL);
+        CREATE INDEX idx_tombstones_rev ON memory_tombstones (rev);
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            content, content='memory', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+            INSERT INTO memory_fts(rowid, content) VALUES (new.rowid, new.content);
+        END;
+        CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+        END;
+        CREATE TRIGGER memory_au AFTER UPDATE OF content ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO memory_fts(rowid, content) VALUES (new.rowid, new.content);
+        END;
+
+        CREATE TABLE sessions (
+            session_id TEXT NOT NULL, agent_wallet TEXT NOT NULL, user_address TEXT, thread_id TEXT,
+            mode TEXT, hai_id TEXT, doc TEXT NOT NULL, expires_at INTEGER NOT NULL,
+            last_accessed_at INTEGER NOT NULL, PRIMARY KEY (agent_wallet, session_id)
+        );
+        CREATE INDEX idx_sessions_expiry ON sessions (expires_at);
+
+        CREATE TABLE transcripts (
+            rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL UNIQUE, agent_wallet TEXT NOT NULL,
+            user_address TEXT, thread_id TEXT, mode TEXT, hai_id TEXT, doc TEXT NOT NULL,
+            search_text TEXT NOT NULL, created_at INTEGER NOT NULL
+        );
+        CREATE INDEX idx_transcripts_scope ON transcripts (agent_wallet, created_at DESC);
+        CREATE VIRTUAL TABLE transcripts_fts USING fts5(
+            search_text, content='transcripts', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER transcripts_ai AFTER INSERT ON transcripts BEGIN
+            INSERT INTO transcripts_fts(rowid, search_text) VALUES (new.rowid, new.search_text);
+        END;
+        CREATE TRIGGER transcripts_ad AFTER DELETE ON transcripts BEGIN
+            INSERT INTO transcripts_fts(transcripts_fts, rowid, search_text) VALUES ('delete', old.rowid, old.search_text);
+        END;
+        CREATE TRIGGER transcripts_au AFTER UPDATE OF search_text ON transcripts BEGIN
+            INSERT INTO transcripts_fts(transcripts_fts, rowid, search_text) VALUES ('delete', old.rowid, old.search_text);
+            INSERT INTO transcripts_fts(rowid, search_text) VALUES (new.rowid, new.search_text);
+        END;
+
+        CREATE TABLE patterns (
+            pattern_id TEXT PRIMARY KEY, agent_wallet TEXT NOT NULL, user_address TEXT, thread_id TEXT,
+            mode TEXT, hai_id TEXT, doc TEXT NOT NULL, success_rate REAL NOT NULL, created_at INTEGER NOT NULL
+        );
+        CREATE INDEX idx_patterns_agent ON patterns (agent_wallet, success_rate DESC);
+        CREATE TABLE archives (
+            archive_id TEXT PRIMARY KEY, agent_wallet TEXT NOT NULL, user_address TEXT, thread_id TEXT,
+            mode TEXT, hai_id TEXT, doc TEXT NOT NULL, created_at INTEGER NOT NULL
+        );
+        CREATE INDEX idx_archives_agent ON archives (agent_wallet, created_at DESC);
+        CREATE TABLE skills (skill_id TEXT PRIMARY KEY, doc TEXT NOT NULL, category TEXT, created_at INTEGER NOT NULL);
+        CREATE TABLE jobs (
+            job_id TEXT PRIMARY KEY, type TEXT NOT NULL, status TEXT NOT NULL, agent_wallet TEXT,
+            doc TEXT NOT NULL, created_at INTEGER NOT NULL
+        );
+        CREATE INDEX idx_jobs_agent ON jobs (agent_wallet, created_at DESC);
+        """
+    )
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [("m001_initial", _m001_initial)]
+
+_MEMORY_COLUMNS = (
+    "rowid, id, agent_wallet, user_address, thread_id, mode, hai_id, content, source, decay_score, "
+    "access_count, created_at, updated_at, last_accessed_at, metadata, embedding, embedding_model"
+)
+
+
+class _VectorIndex:
+    """Every vector of one embedding model, as a matrix, with the columns the scope mask needs."""
+
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+        self.rev = 0
+        self.size = 0
+        self.vectors = np.zeros((1024, dims), dtype=np.float32)
+        self.rowids = np.zeros(1024, dtype=np.int64)
+        self.agent = np.zeros(1024, dtype=np.int32)
+        self.user = np.zeros(1024, dtype=np.int32)
+        self.mode = np.zeros(1024, dtype=np.int32)
+        self.hai = np.zeros(1024, dtype=np.int32)
+        self.source = np.zeros(1024, dtype=np.int32)
+        self.live = np.zeros(1024, dtype=bool)
+        self.active = np.zeros(1024, dtype=bool)
+        self.position: dict[int, int] = {}
+        self.codes: dict[str | None, int] = {None: 0}
+        self.lock = threading.Lock()
+
+    def code(self, value: str | None) -> int:
+        """Interned integer for a column value (0 is None)."""
+        found = self.codes.get(value)
+        if found is None:
+            found = self.codes[value] = len(self.codes)
+        return found
+
+    def _grow(self) -> None:
+        cap = self.vectors.shape[0] * 2
+        self.vectors = np.resize(self.vectors, (cap, self.dims))
+        for name in ("rowids", "agent", "user", "mode", "hai", "source", "live", "active"):
+            arr = getattr(self, name)
+            new = np.zeros(cap, dtype=arr.dtype)
+            new[: self.size] = arr[: self.size]
+            setattr(self, name, new)
+
+    def upsert(self, row: sqlite3.Row) -> None:
+        """Add or refresh one row."""
+        vec = np.frombuffer(row["embedding"], dtype=np.float32)
+        norm = float(np.linalg.norm(vec))
+        pos = self.position.get(row["rowid"])
+        if pos is None:
+            if self.size == self.vectors.shape[0]:
+                self._grow()
+            pos = self.size
+            self.size += 1
+            self.position[row["rowid"]] = pos
+        self.vectors[pos] = vec / norm if norm else vec
+        self.rowids[pos] = row["rowid"]
+        self.agent[pos] = self.code(row["agent_wallet"])
+        self.user[pos] = self.code(row["user_address"])
+        self.mode[pos] = self.code(row["mode"])
+        self.hai[pos] = self.code(row["hai_id"])
+        self.source[pos] = self.code(row["source"])
+        self.live[pos] = True
+        self.active[pos] = row["status"] not in INACTIVE_STATUSES
+
+    def remove(self, rowid: int) -> None:
+        """Mark a deleted row dead."""
+        pos = self.position.get(rowid)
+        if pos is not None:
+            self.live[pos] = False
+
+
+class SQLiteStore:
+    """The embedded store. ``SQLiteStore(":memory:")`` for tests, or a file path."""
+
+    name = "sqlite"
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._memory = self.path == ":memory:"
+        if not self._memory:
+            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.path = str(Path(self.path).expanduser())
+        self._local = threading.local()
+        self._shared: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._indexes: dict[str, _VectorIndex] = {}
+        self._index_lock = threading.Lock()
+        self._closed = False
+        with self._conn() as conn:
+            self._migrate(conn)
+
+    # -- connections --
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        if not self._memory:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        self._all_conns.append(conn)
+        return conn
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        if self._closed:
+            raise StoreError("this SQLiteStore is closed; create a new one")
+        if self._memory:
+            with self._lock:
+                if self._shared is None:
+                    self._shared = self._open()
+                yield self._shared
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS _manowar_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT name FROM _manowar_migrations")}
+            known = {name for name, _ in MIGRATIONS}
+            if done - known:
+                raise StoreError(
+                    f"{self.path} was written by a newer manowar-memory (migrations {sorted(done - known)}); upgrade"
+                )
+            for name, migrate in MIGRATIONS:
+                if name not in done:
+                    for statement in _split_script(migrate):
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO _manowar_migrations VALUES (?, ?)", (name, now_ms()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def migrations(self) -> list[str]:
+        """Names of the migrations applied to this database, in order."""
+        with self._conn() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM _manowar_migrations ORDER BY applied_at, name")]
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        self._closed = True
+        for conn in self._all_conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._all_conns.clear()
+
+    # -- query building --
+    @staticmethod
+    def _scope_sql(q: MemoryQuery, *, has_status: bool, json_col: str, source_col: str | None) -> tuple[str, list[Any]]:
+        s = q.scope
+        clauses = ["agent_wallet = ?"]
+        params: list[Any] = [s.agent_wallet]
+        if s.user_address is not None:
+            clauses.append("(user_address = ? OR user_address IS NULL)")
+            params.append(s.user_address)
+        else:
+            clauses.append("user_address IS NULL")
+        if not q.durable and s.thread_id is not None:
+            clauses.append("thread_id = ?")
+            params.append(s.thread_id)
+        if s.mode is not None:
+            clauses.append("mode = ?")
+            params.append(s.mode)
+        if s.hai_id is not None:
+            clauses.append("hai_id = ?")
+            params.append(s.hai_id)
+        if q.active_only and has_status:
+            clauses.append("(status IS NULL OR status NOT IN ('deleted', 'superseded'))")
+        elif q.active_only:
+            clauses.append(f"COALESCE(json_extract({json_col}, '$.\"metadata\".\"status\"'), '') NOT IN ('deleted', 'superseded')")
+        if source_col is not None:
+            if q.sources is not None:
+                clauses.append(f"{source_col} IN ({','.join('?' * len(q.sources))})")
+                params.extend(q.sources)
+            if q.exclude_sources:
+                clauses.append(f"{source_col} NOT IN ({','.join('?' * len(q.exclude_sources))})")
+                params.extend(q.exclude_sources)
+        for path, value in q.filters.items():
+            expr = SQLiteStore._path_expr(path, json_col, source_col)
+            clause, values = _equality(expr, value)
+            clauses.append(clause)
+            params.extend(values)
+        return " AND ".join(clauses), params
+
+    @staticmethod
+    def _path_expr(path: str, json_col: str, source_col: str | None) -> str:
+        if path in _SCOPE_COLUMNS:
+            return _SCOPE_COLUMNS[path]
+        if path == "source":
+            return source_col or f"json_extract({json_col}, '$.\"source\"')"
+        if json_col == "metadata":  # memory rows keep metadata in its own column
+            if path.startswith("metadata."):
+                return f"json_extract(metadata, '{_json_path(path[len('metadata.'):])}')"
+            return "NULL"  # workingMemory.* paths do not exist on memory rows
+        return f"json_extract({json_col}, '{_json_path(path)}')"
+
+    # -- memory rows --
+    def _next_rev(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("UPDATE counters SET value = value + 1 WHERE name = 'memory_rev' RETURNING value").fetchone()
+        return int(row[0])
+
+    def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
+        ids: list[str] = []
+        with self._write() as conn:
+            for rec in records:
+                rev = self._next_rev(conn)
+                emb = np.asarray(rec.embedding, dtype=np.float32).tobytes() if rec.embedding is not None else None
+                memory_id = rec.id
+                for attempt in range(100):
+                    try:
+                        conn.execute(
+                            "INSERT INTO memory (id, agent_wallet, user_address, thread_id, mode, hai_id, content, "
+                            "source, status, retention, fact_hash, decay_score, access_count, created_at, updated_at, "
+                            "last_accessed_at, metadata, embedding, embedding_model, rev) "
+                            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            (
+                                memory_id, rec.agent_wallet, rec.user_address, rec.thread_id, rec.mode, rec.hai_id,
+                                rec.content, rec.source, rec.metadata.get("status"), rec.metadata.get("retention"),
+                                rec.metadata.get("factHash"), rec.decay_score, rec.access_count, rec.created_at,
+                                rec.updated_at, rec.last_accessed_at, json.dumps(rec.metadata, ensure_ascii=False),
+                                emb, rec.embedding_model if emb is not None else None, rev,
+                            ),
+                        )
+                        break
+                    except sqlite3.IntegrityError:
+                        memory_id = f"{rec.id}_{attempt + 1}"
+                ids.append(memory_id)
+        return ids
+
+    def _row_to_record(self, row: sqlite3.Row, with_embedding: bool = False) -> MemoryRecord:
+        emb = row["embedding"]
+        return MemoryRecord.model_construct(
+            id=row["id"], agent_wallet=row["agent_wallet"], user_address=row["user_address"],
+            thread_id=row["thread_id"], mode=row["mode"], hai_id=row["hai_id"], content=row["content"],
+            source=row["source"], decay_score=row["decay_score"], access_count=row["access_count"],
+            created_at=row["created_at"], updated_at=row["updated_at"], last_accessed_at=row["last_accessed_at"],
+            metadata=json.loads(row["metadata"]),
+            embedding=np.frombuffer(emb, dtype=np.float32).tolist() if (with_embedding and emb is not None) else None,
+            embedding_model=row["embedding_model"],
+        )
+
+    def _memory_where(self, q: MemoryQuery) -> tuple[str, list[Any]]:
+        return self._scope_sql(q, has_status=True, json_col="metadata", source_col="source")
+
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE id = ?"
+        params: list[Any] = [memory_id]
+        if query is not None:
+            where, extra = self._memory_where(query)
+            sql += f" AND {where}"
+            params += extra
+        with self._conn() as conn:
+            row = conn.execute(sql, params).fetchone()
+        return self._row_to_record(row, with_embedding=True) if row else None
+
+    _UPDATABLE = {
+        "content", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
+        "embedding", "embedding_model", "user_address", "thread_id", "created_at",
+    }
+
+    def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
+        unknown = set(changes) - self._UPDATABLE
+        if unknown:
+            raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
+        sets: list[str] = []
+        params: list[Any] = []
+        for key, value in changes.items():
+            if key == "metadata":
+                sets += ["metadata = ?", "status = ?", "retention = ?", "fact_hash = ?"]
+                params += [json.dumps(value, ensure_ascii=False), value.get("status"), value.get("retention"),
+                           value.get("factHash")]
+            elif key == "embedding":
+                sets.append("embedding = ?")
+                params.append(np.asarray(value, dtype=np.float32).tobytes() if value is not None else None)
+            else:
+                sets.append(f"{key} = ?")
+                params.append(value)
+        if not sets:
+            return self.get_memory(memory_id)
+        with self._write() as conn:
+            sets.append("rev = ?")
+            params.append(self._next_rev(conn))
+            cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
+            if cur.rowcount == 0:
+                return None
+        return self.get_memory(memory_id)
+
+    def delete_memory(self, memory_id: str) -> bool:
+        with self._write() as conn:
+            row = conn.execute("DELETE FROM memory WHERE id = ? RETURNING rowid", (memory_id,)).fetchone()
+            if row is None:
+                return False
+            conn.execute("INSERT INTO memory_tombstones VALUES (?, ?)", (row[0], self._next_rev(conn)))
+            return True
+
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Hard delete many rows; returns how many were removed."""
+        removed = 0
+        with self._write() as conn:
+            for memory_id in memory_ids:
+                row = conn.execute("DELETE FROM memory WHERE id = ? RETURNING rowid", (memory_id,)).fetchone()
+                if row is not None:
+                    conn.execute("INSERT INTO memory_tombstones VALUES (?, ?)", (row[0], self._next_rev(conn)))
+                    removed += 1
+        return removed
+
+    def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE agent_wallet = ? AND fact_hash = ? AND source = 'fact' "
+                "AND (status IS NULL OR status NOT IN ('deleted', 'superseded')) ORDER BY created_at DESC LIMIT 1",
+                (agent_wallet, fact_hash),
+            ).fetchone()
+        return self._row_to_record(row) if row else None
+
+    def bump_access(self, memory_ids: Sequence[str], at: int) -> None:
+        if not memory_ids:
+            return
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
+                [(at, i) for i in memory_ids],
+            )
+
+    def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
+        where, params = self._memory_where(query)
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._conn() as conn:
+            return [self._row_to_record(r) for r in conn.execute(sql, params)]
+
+    def iter_memories(
+        self, agent_wallet: str | None = None, *, created_from: int | None = None,
+        created_to: int | None = None, batch_size: int = 1000,
+    ) -> Iterator[MemoryRecord]:
+        clauses, params = ["rowid > ?"], [0]
+        if agent_wallet is not None:
+            clauses.append("agent_wallet = ?")
+            params.append(agent_wallet)
+        if created_from is not None:
+            clauses.append("created_at >= ?")
+            params.append(created_from)
+        if created_to is not None:
+            clauses.append("created_at <= ?")
+            params.append(created_to)
+        last = 0
+        while True:
+            params[0] = last
+            with self._conn() as conn:
+                rows = conn.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {' AND '.join(clauses)} ORDER BY rowid LIMIT ?",
+                    [*params, batch_size],
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield self._row_to_record(row, with_embedding=True)
+            last = rows[-1]["rowid"]
+
+    def count_memories(self, query: MemoryQuery) -> int:
+        where, params = self._memory_where(query)
+        with self._conn() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", params).fetchone()[0])
+
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+        match = _fts_query(text)
+        if match is None:
+            return []
+        where, params = self._memory_where(query)
+        sql = (
+            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, -bm25(memory_fts) AS score "
+            f"FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
+            f"WHERE memory_fts MATCH ? AND {_qualify(where, 'm')} ORDER BY score DESC LIMIT ?"
+        )
+        with self._conn() as conn:
+            rows = conn.execute(sql, [match, *params, limit]).fetchall()
+        return [Hit(self._row_to_record(r), float(r["score"])) for r in rows]
+
+    def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
+        current = int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
+        with self._index_lock:
+            index = self._indexes.get(model_id)
+            if index is not None and index.rev >= current:
+                return index
+            since = index.rev if index is not None else 0
+            rows = conn.execute(
+                "SELECT rowid, agent_wallet, user_address, mode, hai_id, source, status, embedding, embedding_model "
+                "FROM memory WHERE rev > ? AND rev <= ?",
+                (since, current),
+            ).fetchall()
+            for row in rows:
+                if row["embedding_model"] != model_id or row["embedding"] is None:
+                    if index is not None:
+                        index.remove(row["rowid"])  # re-embedded by another model, or embedding dropped
+                    continue
+                if index is None:
+                    index = _VectorIndex(len(row["embedding"]) // 4)
+                    self._indexes[model_id] = index
+                index.upsert(row)
+            if index is not None:
+                for (rowid,) in conn.execute(
+                    "SELECT row_id FROM memory_tombstones WHERE rev > ? AND rev <= ?", (since, current)
+                ):
+                    index.remove(rowid)
+                index.rev = current
+            return index
+
+    def vector_search(
+        self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo]:
+        info = VectorSearchInfo(method="exact")
+        with self._conn() as conn:
+            index = self._index(conn, model_id)
+            if index is None or index.size == 0:
+                return [], info
+            q = np.asarray(vector, dtype=np.float32)
+            if q.shape[0] != index.dims:
+                raise StoreError(
+                    f"query vector has {q.shape[0]} dimensions but rows embedded by {model_id} have {index.dims}"
+                )
+            norm = float(np.linalg.norm(q))
+            q = q / norm if norm else q
+            with index.lock:
+                n = index.size
+                mask = self._vector_mask(index, query, n)
+                if query.filters or (not query.durable and query.scope.thread_id):
+                    where, params = self._memory_where(query)
+                    allowed = np.fromiter(
+                        (r[0] for r in conn.execute(f"SELECT rowid FROM memory WHERE {where}", params)), dtype=np.int64
+                    )
+                    mask &= np.isin(index.rowids[:n], allowed)
+                candidates = int(mask.sum())
+                info.candidates = candidates
+                if candidates == 0:
+                    return [], info
+                scores = index.vectors[:n] @ q
+                scores = np.where(mask, scores, -np.inf)
+                k = min(limit, candidates)
+                top = np.argpartition(-scores, k - 1)[:k]
+                top = top[np.argsort(-scores[top], kind="stable")]
+                picked = [(int(index.rowids[i]), float(scores[i])) for i in top]
+            info.skipped_other_models = self._count_other_models(conn, query, model_id)
+            by_rowid = {
+                r["rowid"]: r
+                for r in conn.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE rowid IN ({','.join('?' * len(picked))})",
+                    [p[0] for p in picked],
+                )
+            }
+        hits = [
+            Hit(self._row_to_record(by_rowid[rowid]), (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid
+        ]
+        return hits, info
+
+    @staticmethod
+    def _vector_mask(index: _VectorIndex, query: MemoryQuery, n: int) -> np.ndarray:
+        s = query.scope
+        codes = index.codes
+        agent = codes.get(s.agent_wallet)
+        if agent is None:
+            return np.zeros(n, dtype=bool)
+        mask = index.live[:n] & (index.agent[:n] == agent)
+        if query.active_only:
+            mask &= index.active[:n]
+        user_col = index.user[:n]
+        if s.user_address is not None:
+            mask &= (user_col == codes.get(s.user_address, -1)) | (user_col == 0)
+        else:
+            mask &= user_col == 0
+        for value, col in ((s.mode, index.mode), (s.hai_id, index.hai)):
+            if value is not None:
+                mask &= col[:n] == codes.get(value, -1)
+        src = index.source[:n]
+        if query.sources is not None:
+            mask &= np.isin(src, [codes.get(x, -1) for x in query.sources])
+        if query.exclude_sources:
+            mask &= ~np.isin(src, [codes.get(x, -1) for x in query.exclude_sources])
+        return mask
+
+    def _count_other_models(self, conn: sqlite3.Connection, query: MemoryQuery, model_id: str) -> int:
+        # Cheap: rows of this agent whose embedding came from another model cannot be searched.
+        row = conn.execute(
+            "SELECT COUNT(*) FROM memory WHERE agent_wallet = ? AND embedding_model IS NOT NULL AND embedding_model != ?",
+            (query.scope.agent_wallet, model_id),
+        ).fetchone()
+        return int(row[0])
+
+    # -- sessions --
+    def get_session(self, session_id: str, agent_wallet: str) -> Session | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT doc FROM sessions WHERE session_id = ? AND agent_wallet = ? AND expires_at > ?",
+                (session_id, agent_wallet, now_ms()),
+            ).fetchone()
+        return Session.model_validate_json(row[0]) if row else None
+
+    def upsert_session(self, session: Session) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (agent_wallet, session_id) DO UPDATE SET "
+                "user_address = excluded.user_address, thread_id = excluded.thread_id, mode = excluded.mode, "
+                "hai_id = excluded.hai_id, doc = excluded.doc, expires_at = excluded.expires_at, "
+                "last_accessed_at = excluded.last_accessed_at",
+                (
+                    session.session_id, session.agent_wallet, session.user_address, session.thread_id, session.mode,
+                    session.hai_id, session.model_dump_json(by_alias=True), session.expires_at,
+                    session.last_accessed_at,
+                ),
+            )
+
+    def find_sessions(self, query: MemoryQuery, limit: int) -> list[Session]:
+        where, params = self._scope_sql(query, has_status=False, json_col="doc", source_col=None)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT doc FROM sessions WHERE {where} AND expires_at > ? ORDER BY last_accessed_at DESC LIMIT ?",
+                [*params, now_ms(), limit],
+            ).fetchall()
+        return [Session.model_validate_json(r[0]) for r in rows]
+
+    def purge_expired_sessions(self, now: int) -> int:
+        with self._write() as conn:
+            return conn.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,)).rowcount
+
+    def delete_sessions_older_than(self, cutoff: int) -> int:
+        """Delete sessions last used before ``cutoff`` (cleanup)."""
+        with self._write() as conn:
+            return conn.execute("DELETE FROM sessions WHERE last_accessed_at < ?", (cutoff,)).rowcount
+
+    # -- transcripts --
+    def upsert_transcript(self, transcript: Transcript) -> None:
+        search_text = "\n".join([transcript.summary or "", *(m.content for m in transcript.messages)])
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO transcripts (session_id, agent_wallet, user_address, thread_id, mode, hai_id, doc, "
+                "search_text, created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
+                "agent_wallet = excluded.agent_wallet, user_address = excluded.user_address, "
+                "thread_id = excluded.thread_id, mode = excluded.mode, hai_id = excluded.hai_id, doc = excluded.doc, "
+                "search_text = excluded.search_text, created_at = excluded.created_at",
+                (
+                    transcript.session_id, transcript.agent_wallet, transcript.user_address, transcript.thread_id,
+                    transcript.mode, transcript.hai_id, transcript.model_dump_json(by_alias=True), search_text,
+                    transcript.created_at,
+                ),
+            )
+
+    def get_transcript(self, session_id: str) -> Transcript | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT doc FROM transcripts WHERE session_id = ?", (session_id,)).fetchone()
+        return Transcript.model_validate_json(row[0]) if row else None
+
+    def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:
+        where, params = self._scope_sql(query, has_status=False, json_col="doc", source_col=None)
+        match = _fts_query(text) if text else None
+        with self._conn() as conn:
+            if text and match is None:
+                return []
+            if match is None:
+                rows = conn.execute(
+                    f"SELECT doc, 0.0 AS score FROM transcripts WHERE {where} ORDER BY created_at DESC LIMIT ?",
+                    [*params, limit],
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT t.doc AS doc, -bm25(transcripts_fts) AS score FROM transcripts_fts "
+                    f"JOIN transcripts t ON t.rowid = transcripts_fts.rowid "
+                    f"WHERE transcripts_fts MATCH ? AND {_qualify(where, 't')} ORDER BY score DESC LIMIT ?",
+                    [match, *params, limit],
+                ).fetchall()
+        return [(Transcript.model_validate_json(r["doc"]), float(r["score"])) for r in rows]
+
+    def delete_transcripts_older_than(self, cutoff: int) -> int:
+        """Delete transcripts created before ``cutoff`` (cleanup)."""
+        with self._write() as conn:
+            return conn.execute("DELETE FROM transcripts WHERE created_at < ?", (cutoff,)).rowcount
+
+    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
+        """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT doc FROM transcripts WHERE agent_wallet = ? AND created_at BETWEEN ? AND ? ORDER BY created_at",
+                (agent_wallet, created_from, created_to),
+            ).fetchall()
+        return [Transcript.model_validate_json(r[0]) for r in rows]
+
+    # -- patterns, archives, skills, jobs --
+    def upsert_pattern(self, pattern: Pattern) -> None:
+        with self._write() as conn:
+            existing = conn.execute("SELECT doc FROM patterns WHERE pattern_id = ?", (pattern.pattern_id,)).fetchone()
+            if existing is not None:
+                pattern = pattern.model_copy(update={"created_at": json.loads(existing[0])["createdAt"]})
+            conn.execute(
+                "INSERT INTO patterns VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (pattern_id) DO UPDATE SET "
+                "doc = excluded.doc, success_rate = excluded.success_rate",
+                (
+                    pattern.pattern_id, pattern.agent_wallet, pattern.user_address, pattern.thread_id, pattern.mode,
+                    pattern.hai_id, pattern.model_dump_json(by_alias=True), pattern.success_rate, pattern.created_at,
+                ),
+            )
+
+    def get_pattern(self, pattern_id: str) -> Pattern | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT doc FROM patterns WHERE pattern_id = ?", (pattern_id,)).fetchone()
+        return Pattern.model_validate_json(row[0]) if row else None
+
+    def find_patterns(self, query: MemoryQuery, limit: int) -> list[Pattern]:
+        where, params = self._scope_sql(query, has_status=False, json_col="doc", source_col=None)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT doc FROM patterns WHERE {where} ORDER BY success_rate DESC, created_at DESC LIMIT ?",
+                [*params, limit],
+            ).fetchall()
+        return [Pattern.model_validate_json(r[0]) for r in rows]
+
+    def add_archive(self, archive: Archive) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO archives VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    archive.archive_id, archive.agent_wallet, archive.user_address, archive.thread_id, archive.mode,
+                    archive.hai_id, archive.model_dump_json(by_alias=True), archive.created_at,
+                ),
+            )
+
+    def get_archive(self, archive_id: str) -> Archive | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT doc FROM archives WHERE archive_id = ?", (archive_id,)).fetchone()
+        return Archive.model_validate_json(row[0]) if row else None
+
+    def update_archive(self, archive_id: str, changes: dict[str, Any]) -> None:
+        archive = self.get_archive(archive_id)
+        if archive is None:
+            raise StoreError(f"archive {archive_id} does not exist")
+        updated = archive.model_copy(update=changes)
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE archives SET doc = ? WHERE archive_id = ?", (updated.model_dump_json(by_alias=True), archive_id)
+            )
+
+    def find_archives(self, query: MemoryQuery, limit: int) -> list[Archive]:
+        where, params = self._scope_sql(query, has_status=False, json_col="doc", source_col=None)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT doc FROM archives WHERE {where} ORDER BY created_at DESC LIMIT ?", [*params, limit]
+            ).fetchall()
+        return [Archive.model_validate_json(r[0]) for r in rows]
+
+    def add_skill(self, skill: Skill) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO skills VALUES (?,?,?,?)",
+                (skill.skill_id, skill.model_dump_json(by_alias=True), skill.category, skill.created_at),
+            )
+
+    def get_skill(self, skill_id: str) -> Skill | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT doc FROM skills WHERE skill_id = ?", (skill_id,)).fetchone()
+        return Skill.model_validate_json(row[0]) if row else None
+
+    def list_skills(self, agent_wallet: str | None, category: str | None, limit: int) -> list[Skill]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT doc FROM skills").fetchall()
+        skills = [Skill.model_validate_json(r[0]) for r in rows]
+        skills = [
+            s for s in skills
+            if (agent_wallet is None or agent_wallet in s.agents) and (category is None or s.category == category)
+        ]
+        skills.sort(key=lambda s: (-s.success_rate, -s.usage_count, -s.created_at))
+        return skills[:limit]
+
+    def put_job(self, job: Job) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO jobs VALUES (?,?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET "
+                "status = excluded.status, doc = excluded.doc",
+                (job.job_id, job.type, job.status, job.agent_wallet, job.model_dump_json(by_alias=True), job.created_at),
+            )
+
+    def get_job(self, job_id: str) -> Job | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT doc FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return Job.model_validate_json(row[0]) if row else None
+
+    def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
+        where, params = ("WHERE agent_wallet = ?", [agent_wallet]) if agent_wallet else ("", [])
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT COUNT(*), AVG(decay_score), MIN(created_at), MAX(created_at) FROM memory {where}", params
+            ).fetchone()
+            by_source = {
+                r[0] or "unknown": r[1]
+                for r in conn.execute(f"SELECT source, COUNT(*) FROM memory {where} GROUP BY source", params)
+            }
+            by_status = {
+                r[0] or "active": r[1]
+                for r in conn.execute(f"SELECT status, COUNT(*) FROM memory {where} GROUP BY status", params)
+            }
+            counts = {
+                table: int(conn.execute(f"SELECT COUNT(*) FROM {table} {where}", params).fetchone()[0])
+                for table in ("transcripts", "sessions", "patterns", "archives")
+            }
+        return {
+            "totalVectors": int(row[0]),
+            "avgDecayScore": float(row[1] or 0.0),
+            "oldestVector": int(row[2] or 0),
+            "newestVector": int(row[3] or 0),
+            "bySource": by_source,
+            "byStatus": by_status,
+            "totalTranscripts": counts["transcripts"],
+            "totalSessions": counts["sessions"],
+            "totalPatterns": counts["patterns"],
+            "totalArchives": counts["archives"],
+        }
+
+
+def _split_script(migrate: Callable[[sqlite3.Connection], None]) -> list[str]:
+    """Run a migration function against a recorder to get its statements (so it runs inside our transaction)."""
+
+    class _Recorder:
+        def __init__(self) -> None:
+            self.statements: list[str] = []
+
+        def executescript(self, script: str) -> None:
+            buf = ""
+            for line in script.splitlines(keepends=True):
+                buf += line
+                if sqlite3.complete_statement(buf):
+                    if buf.strip():
+                        self.statements.append(buf.strip())
+                    buf = ""
+
+        def execute(self, sql: str) -> None:
+            self.statements.append(sql)
+
+    recorder = _Recorder()
+    migrate(recorder)  # type: ignore[arg-type]
+    return recorder.statements
+
+
+def _equality(expr: str, value: FilterValue) -> tuple[str, list[Any]]:
+    if isinstance(value, tuple):
+        non_null = [v for v in value if v is not None]
+        parts = []
+        if non_null:
+            parts.append(f"{expr} IN ({','.join('?' * len(non_null))})")
+        if len(non_null) != len(value):
+            parts.append(f"{expr} IS NULL")
+        return "(" + " OR ".join(parts) + ")", non_null
+    if value is None:
+        return f"{expr} IS NULL", []
+    return f"{expr} = ?", [value]
+
+
+def _qualify(where: str, alias: str) -> str:
+    """Prefix the bare column names of a WHERE clause built for one table with ``alias.``."""
+    import regex
+
+    cols = ("agent_wallet", "user_address", "thread_id", "mode", "hai_id", "status", "source", "metadata", "doc")
+    return regex.sub(
+        r"(?<![\w.'\"])(" + "|".join(cols) + r")(?![\w'\"])", lambda m: f"{alias}.{m.group(1)}", where
+    )
+
+
+def _fts_query(text: str | None) -> str | None:
+    """An FTS5 OR-query of the text's content terms (each quoted), or None when it has none."""
+    if not text:
+        return None
+    terms = query_terms(text)
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
