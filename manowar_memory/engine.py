@@ -24,7 +24,7 @@ from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, InvalidInputError, ScopeError
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
-from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers
+from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
 from .packing import ContextUsage, Decision, PackedItem, pack
 from .records import FACT_TYPES, MemoryRecord, Message, Session, Transcript, WorkingMemory
 from .rerankers.base import Reranker
@@ -586,25 +586,31 @@ class MemoryEngine:
         )
         t0 = time.perf_counter()
         results: dict[str, list[Candidate]] = {}
-        if self.config.concurrent_layers and len(selected) > 1:
+        # graph and vectors share the memory table: searched together when both are selected
+        tasks: dict[str, Any] = {layer: LAYER_SEARCHERS[layer] for layer in selected}
+        if "graph" in tasks and "vectors" in tasks:
+            del tasks["graph"], tasks["vectors"]
+            tasks["graph+vectors"] = search_memory_rows
+        if self.config.concurrent_layers and len(tasks) > 1:
             futures = {
-                layer: self._layer_pool.submit(contextvars.copy_context().run, LAYER_SEARCHERS[layer], req)
-                for layer in selected
+                name: self._layer_pool.submit(contextvars.copy_context().run, fn, req) for name, fn in tasks.items()
             }
-            outcomes = {layer: _outcome(f) for layer, f in futures.items()}
+            outcomes = {name: _outcome(f) for name, f in futures.items()}
         else:
             outcomes = {}
-            for layer in selected:
+            for name, fn in tasks.items():
                 try:
-                    outcomes[layer] = (LAYER_SEARCHERS[layer](req), None)
+                    outcomes[name] = (fn(req), None)
                 except Exception as exc:
-                    outcomes[layer] = (None, exc)
-        for layer in selected:
-            hits, exc = outcomes[layer]
+                    outcomes[name] = (None, exc)
+        for name, (hits, exc) in outcomes.items():
             if exc is not None:
-                degrade(f"layer {layer} failed and was left out: {type(exc).__name__}: {exc}")
-                continue
-            results[layer] = hits or []
+                degrade(f"layer {name} failed and was left out: {type(exc).__name__}: {exc}")
+            elif isinstance(hits, dict):
+                results.update(hits)
+            else:
+                results[name] = hits or []
+        results = {layer: results[layer] for layer in selected if layer in results}
         timings["layers"] = (time.perf_counter() - t0) * 1000
         totals = {layer: len(hits) for layer, hits in results.items()}
         lanes = {layer: _lane_dict(report) for layer, report in req.reports.items()}
@@ -708,7 +714,7 @@ class MemoryEngine:
         return await asyncio.to_thread(self.flush, timeout)
 
 
-def _outcome(future: concurrent.futures.Future[list[Candidate]]) -> tuple[list[Candidate] | None, BaseException | None]:
+def _outcome(future: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
     exc = future.exception()
     return (None, exc) if exc is not None else (future.result(), None)
 

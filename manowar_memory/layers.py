@@ -118,6 +118,22 @@ def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> list[Candida
     return candidates
 
 
+def search_memory_rows(req: LayerRequest) -> dict[str, list[Candidate]]:
+    """Graph and vectors together: one keyword query and one vector scan over the memory
+    rows, split by source afterwards (facts to graph, the rest to vectors). Running the two
+    layers separately would do both lanes twice over the same table."""
+    both = LayerRequest(**{**vars(req), "limit": req.limit * 2, "reports": {}})
+    candidates = _hybrid(both, "vectors")
+    req.reports["graph"] = req.reports["vectors"] = both.reports["vectors"]
+    out: dict[str, list[Candidate]] = {"graph": [], "vectors": []}
+    for cand in candidates:
+        layer = "graph" if cand.source == "fact" else "vectors"
+        cand.layer = layer  # type: ignore[assignment]
+        if len(out[layer]) < req.limit:
+            out[layer].append(cand)
+    return out
+
+
 def search_graph(req: LayerRequest) -> list[Candidate]:
     """Durable facts (``source='fact'``), hybrid retrieval."""
     return _hybrid(req, "graph", sources=("fact",))

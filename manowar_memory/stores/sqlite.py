@@ -214,6 +214,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._all_conns: list[sqlite3.Connection] = []
         self._indexes: dict[str, _VectorIndex] = {}
+        self._other_model_rows: dict[str, int] = {}  # rows embedded by another model, per model id
         self._index_lock = threading.Lock()
         self._closed = False
         with self._conn() as conn:
@@ -540,6 +541,11 @@ class SQLiteStore:
                 "FROM memory WHERE rev > ? AND rev <= ?",
                 (since, current),
             ).fetchall()
+            if rows:
+                self._other_model_rows[model_id] = int(conn.execute(
+                    "SELECT COUNT(*) FROM memory WHERE embedding_model IS NOT NULL AND embedding_model != ?",
+                    (model_id,),
+                ).fetchone()[0])
             for row in rows:
                 if row["embedding_model"] != model_id or row["embedding"] is None:
                     if index is not None:
@@ -591,7 +597,7 @@ class SQLiteStore:
                 top = np.argpartition(-scores, k - 1)[:k]
                 top = top[np.argsort(-scores[top], kind="stable")]
                 picked = [(int(index.rowids[i]), float(scores[i])) for i in top]
-            info.skipped_other_models = self._count_other_models(conn, query, model_id)
+            info.skipped_other_models = self._other_model_rows.get(model_id, 0)
             by_rowid = {
                 r["rowid"]: r
                 for r in conn.execute(
@@ -628,14 +634,6 @@ class SQLiteStore:
         if query.exclude_sources:
             mask &= ~np.isin(src, [codes.get(x, -1) for x in query.exclude_sources])
         return mask
-
-    def _count_other_models(self, conn: sqlite3.Connection, query: MemoryQuery, model_id: str) -> int:
-        # Cheap: rows of this agent whose embedding came from another model cannot be searched.
-        row = conn.execute(
-            "SELECT COUNT(*) FROM memory WHERE agent_wallet = ? AND embedding_model IS NOT NULL AND embedding_model != ?",
-            (query.scope.agent_wallet, model_id),
-        ).fetchone()
-        return int(row[0])
 
     # -- sessions --
     def get_session(self, session_id: str, agent_wallet: str) -> Session | None:
