@@ -21,7 +21,7 @@ from .cache.base import Cache, InMemoryCache
 from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
-from .errors import ConfigurationError, InvalidInputError, ScopeError
+from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
@@ -30,7 +30,7 @@ from .records import FACT_TYPES, MemoryRecord, Message, Session, Transcript, Wor
 from .rerankers.base import Reranker
 from .retrieval.hybrid import LaneReport, RankOptions
 from .scope import Scope, ScopeLike
-from .stores.base import Store
+from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
 
 __all__ = [
@@ -667,6 +667,69 @@ class MemoryEngine:
             context_id="ctx_" + content_hash(f"{sc.cache_key()}|{query}|{now_ms()}"),
         )
 
+    # ------------------------------------------------------------------ items
+    def get_item(self, scope: ScopeLike, memory_id: str, *, filters: Mapping[str, Any] | None = None) -> MemoryRecord:
+        """An active memory row visible in ``scope`` (thread ignored); raises :class:`NotFoundError`."""
+        scope = Scope.coerce(scope)
+        query = MemoryQuery(scope=scope, filters=self._merge_filters(scope, filters))
+        record = self.store.get_memory(memory_id, query)
+        if record is None:
+            raise NotFoundError(f"memory {memory_id!r} does not exist in this scope (or was deleted or superseded)")
+        return record
+
+    def list_items(
+        self, scope: ScopeLike, *, filters: Mapping[str, Any] | None = None, sources: Sequence[str] | None = None,
+        limit: int = 50,
+    ) -> list[MemoryRecord]:
+        """Active memory rows of the scope, newest first."""
+        scope = Scope.coerce(scope)
+        query = MemoryQuery(scope=scope, filters=self._merge_filters(scope, filters),
+                            sources=tuple(sources) if sources else None)
+        return self.store.list_memories(query, limit)
+
+    def update_item(
+        self, scope: ScopeLike, memory_id: str, *, content: str | None = None,
+        metadata: Mapping[str, Any] | None = None, confidence: float | None = None,
+        status: str | None = None,
+    ) -> MemoryRecord:
+        """Change a row: new content is re-embedded (and its fact hash recomputed); metadata is
+        merged; ``status`` is one of active, superseded, archived."""
+        current = self.get_item(scope, memory_id)
+        changes: dict[str, Any] = {"updated_at": now_ms()}
+        meta = {**current.metadata, **(metadata or {})}
+        if status is not None:
+            if status not in ("active", "superseded", "archived"):
+                raise InvalidInputError(f"status must be active, superseded or archived, got {status!r}")
+            meta["status"] = status
+        if confidence is not None:
+            if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+                raise InvalidInputError(f"confidence must be a number between 0 and 1, got {confidence!r}")
+            meta["confidence"] = float(confidence)
+        if content is not None:
+            text = as_str(content)
+            if text is None:
+                raise InvalidInputError("content must be a non-empty string")
+            if text != current.content:
+                vectors = self._embed_documents([text])
+                changes["content"] = text
+                changes["embedding"] = vectors[0] if vectors else None
+                changes["embedding_model"] = self.model_id if vectors else None
+                if current.source == "fact":
+                    meta["factHash"] = self.fact_hash(Scope.coerce(scope), text)
+        changes["metadata"] = meta
+        updated = self.store.update_memory(memory_id, changes)
+        if updated is None:
+            raise NotFoundError(f"memory {memory_id!r} disappeared during the update")
+        return updated
+
+    def delete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
+        """Soft delete (``status: deleted``, ``decayScore: 0``, kept for history) or hard delete."""
+        current = self.get_item(scope, memory_id)
+        if hard:
+            return self.store.delete_memory(memory_id)
+        meta = {**current.metadata, "status": "deleted", "deletedAt": now_ms()}
+        return self.store.update_memory(memory_id, {"metadata": meta, "decay_score": 0.0, "updated_at": now_ms()}) is not None
+
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored (optionally for one agent)."""
         return self.store.stats(agent_wallet)
@@ -708,6 +771,18 @@ class MemoryEngine:
     async def aingest(self, scope: ScopeLike, items: Iterable[str | IngestItem | Mapping[str, Any]], **kwargs: Any) -> list[str]:
         """Async twin of :meth:`ingest`."""
         return await asyncio.to_thread(self.ingest, scope, items, **kwargs)
+
+    async def aget_item(self, scope: ScopeLike, memory_id: str, **kwargs: Any) -> MemoryRecord:
+        """Async twin of :meth:`get_item`."""
+        return await asyncio.to_thread(self.get_item, scope, memory_id, **kwargs)
+
+    async def aupdate_item(self, scope: ScopeLike, memory_id: str, **kwargs: Any) -> MemoryRecord:
+        """Async twin of :meth:`update_item`."""
+        return await asyncio.to_thread(self.update_item, scope, memory_id, **kwargs)
+
+    async def adelete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
+        """Async twin of :meth:`delete_item`."""
+        return await asyncio.to_thread(self.delete_item, scope, memory_id, hard=hard)
 
     async def aflush(self, timeout: float | None = None) -> FlushResult:
         """Async twin of :meth:`flush`."""
