@@ -291,8 +291,14 @@ class MemoryEngine:
 
     @staticmethod
     def fact_hash(scope: Scope, text: str) -> str:
-        """``H(agent | lower(user or '_') | lower(trim(fact)))``: the dedupe key of a fact."""
-        return content_hash(f"{scope.agent_wallet}|{(scope.user_address or '_').lower()}|{text.strip().lower()}")
+        """``H(agent | lower(user or '_') | mode | hai | lower(trim(fact)))``: the dedupe key of a fact.
+
+        The reference left mode and hai out, so a fact already known in one HAI was never
+        stored for another; here each scope keeps its own copy."""
+        return content_hash(
+            f"{scope.agent_wallet}|{(scope.user_address or '_').lower()}|{scope.mode or '_'}|{scope.hai_id or '_'}"
+            f"|{text.strip().lower()}"
+        )
 
     def ingest(
         self,
@@ -378,8 +384,14 @@ class MemoryEngine:
         meta = {**scope.metadata, **(metadata or {}), "type": "agent_memory_turn", "turnId": tid, "sessionId": sid}
         thread_scope = scope.with_thread(thread_id)
 
-        existing = self.store.get_transcript(sid)
-        history = list(existing.messages) if existing and existing.agent_wallet == scope.agent_wallet else []
+        existing = self.store.get_transcript(sid, scope.agent_wallet)
+        if existing is not None and (existing.user_address, existing.mode, existing.hai_id) != (
+            scope.user_address, scope.mode, scope.hai_id
+        ):
+            raise InvalidInputError(
+                f"session {sid!r} belongs to another user or mode of this agent; use a session id of your own"
+            )
+        history = list(existing.messages) if existing else []
         all_msgs = history + msgs
         transcript = Transcript(
             session_id=sid, **Transcript.scope_fields(thread_scope), messages=all_msgs,
@@ -394,7 +406,7 @@ class MemoryEngine:
         (vector_id,) = self.store.add_memories([record])
         queued = False
         if extract_facts and self.extractor is not None and any(m.role == "user" for m in msgs):
-            self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid)
+            self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid, dict(metadata or {}))
             queued = True
         notes = [] if self.embedder is not None else [NO_EMBEDDER]
         return PostTurnResult(
@@ -473,7 +485,9 @@ class MemoryEngine:
         with self._pending_lock:
             self._pending.append(future)
 
-    def _extract_and_index(self, scope: Scope, msgs: list[Message], turn_id: str) -> dict[str, int]:
+    def _extract_and_index(
+        self, scope: Scope, msgs: list[Message], turn_id: str, metadata: dict[str, Any] | None = None
+    ) -> dict[str, int]:
         assert self.extractor is not None
         facts = self.extractor.extract(msgs)
         indexed = reinforced = 0
@@ -491,7 +505,7 @@ class MemoryEngine:
             records = []
             for i, (fact, fact_hash) in enumerate(fresh):
                 meta = {
-                    **scope.metadata, "type": "extracted_fact", "layer": "graph", "factType": fact.type,
+                    **scope.metadata, **(metadata or {}), "type": "extracted_fact", "layer": "graph", "factType": fact.type,
                     "factHash": fact_hash, "confidence": fact.confidence, "sourceTurnId": turn_id,
                     "extractor": self.extractor.name,
                 }
@@ -572,13 +586,12 @@ class MemoryEngine:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
         timings: dict[str, float] = {}
         vector = None
-        if any(l in ("graph", "vectors") for l in selected):
-            if self.embedder is None:
-                degrade(NO_EMBEDDER)
-            else:
-                t0 = time.perf_counter()
-                vector = self.embedder.embed([text], input_type="query")[0]
-                timings["embed"] = (time.perf_counter() - t0) * 1000
+        if self.embedder is None:
+            degrade(NO_EMBEDDER)
+        elif any(l in ("graph", "vectors") for l in selected):
+            t0 = time.perf_counter()
+            vector = self.embedder.embed([text], input_type="query")[0]
+            timings["embed"] = (time.perf_counter() - t0) * 1000
         req = LayerRequest(
             store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
             config=self.config.retrieval, options=RankOptions(decay=decay, rerank=rerank, mmr=mmr),

@@ -49,7 +49,7 @@ _SENTENCE = regex.compile(r"[^.!?\n]+[.!?]?")
 # (fact type, confidence, pattern on one sentence of a user message)
 _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
     ("identity", 0.9, regex.compile(r"\b(?:my name is|call me)\s+\p{Lu}[\p{L}'-]+", regex.I)),
-    ("identity", 0.8, regex.compile(r"\bI(?:'m| am)\s+(?:a|an)\s+[\p{L}-]+(?:\s+[\p{L}-]+){0,4}", regex.I)),
+    ("identity", 0.8, regex.compile(r"\bI(?:'m| am)\s+(?:a|an)\s+(?!big fan\b)[\p{L}-]+(?:\s+[\p{L}-]+){0,4}", regex.I)),
     ("identity", 0.8, regex.compile(r"\bI (?:work|am working) (?:as|at|for)\b", regex.I)),
     ("identity", 0.75, regex.compile(r"\bI(?:'m| am) from\b", regex.I)),
     ("preference", 0.85, regex.compile(
@@ -82,16 +82,19 @@ _PRONOUNS = [
     (regex.compile(r"\bmyself\b", regex.I), "themselves"),
 ]
 _VERB_S = regex.compile(
-    r"\bthe user (prefer|like|love|enjoy|hate|dislike|want|work|live|use|speak|know|code|program|run|deploy|need)\b",
+    r"\bthe user ((?:really |strongly |usually |always |often |also |still |now )?)"
+    r"(prefer|like|love|enjoy|hate|dislike|want|work|live|use|speak|know|code|program|run|deploy|need)\b",
     regex.I,
 )
+_NEGATION = regex.compile(r"\bthe user (don't|do not)\b", regex.I)
 
 
 def _third_person(sentence: str) -> str:
     out = sentence.strip().rstrip(".!?").strip()
     for pattern, repl in _PRONOUNS:
         out = pattern.sub(repl, out)
-    out = _VERB_S.sub(lambda m: f"the user {m.group(1).lower()}s", out)
+    out = _NEGATION.sub(lambda m: "the user doesn't" if "'" in m.group(1) else "the user does not", out)
+    out = _VERB_S.sub(lambda m: f"the user {m.group(1).lower()}{m.group(2).lower()}s", out)
     out = out.replace("the user dos ", "the user does ")
     out = out[0].upper() + out[1:] if out else out
     return out + "."
@@ -152,6 +155,8 @@ _SYSTEM_PROMPT = (
 
 def parse_facts(raw: str, *, max_per_turn: int = 5, min_confidence: float = 0.6, max_chars: int = 240) -> list[ExtractedFact]:
     """Validate a model's JSON answer into facts (rows that break a rule are skipped)."""
+    if not isinstance(raw, str):
+        raise ExtractionError(f"the model answered with {type(raw).__name__}, not text")
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, TypeError):

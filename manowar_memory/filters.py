@@ -86,6 +86,8 @@ def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, FilterValu
                 raise FilterError(f"filter {path!r} has an empty list, which would match nothing; remove it")
             if not all(_is_primitive(v) for v in value):
                 raise FilterError(f"filter {path!r} has a list with a non-primitive element; {_HELP}")
+            if any(isinstance(v, float) and v != v for v in value):
+                raise FilterError(f"filter {path!r} has NaN in its list, which equals nothing")
             normalized: FilterValue = tuple(value)
         elif _is_primitive(value):
             if isinstance(value, float) and value != value:

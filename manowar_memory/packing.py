@@ -206,6 +206,8 @@ def pack(
             raw_lines.append(cand.text)
             text = truncate(sanitize(cand.text), max_item_chars)
             if not text:
+                decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
+                                          characters=0, reason="no text left after sanitising"))
                 continue
             line = f"[{layer.upper()}] {text}"
             score, extra = score_candidate(cand, terms, text, now)

@@ -110,9 +110,14 @@ class Scope:
         return self.hai_id or self.agent_wallet
 
     def thread_session_id(self) -> str:
-        """Session id of the working buffer for this scope's thread (reference buildThreadSessionId)."""
+        """Session id of this scope's thread (reference buildThreadSessionId, plus the user).
+
+        The reference left the user out, so two users on the same thread id shared one
+        working buffer and transcript; a user-scoped session id ends in ``:u:{user}``.
+        """
         key = f"local:{self.hai_id or self.agent_wallet}" if self.mode == "local" else f"global:{self.agent_wallet}"
-        return f"session:{key}:{self.thread_id or 'main'}"
+        base = f"session:{key}:{self.thread_id or 'main'}"
+        return f"{base}:u:{self.user_address}" if self.user_address else base
 
     def cache_key(self) -> str:
         """A stable key for caches: every part lower-cased and URI-encoded, missing parts as ``_``."""

@@ -32,4 +32,4 @@ def rrf(
             totals[item_id] = totals.get(item_id, 0.0) + w / (k + rank)
     best = sum(float(weights.get(name, 1.0)) for name in live) / (k + 1)
     fused = sorted(totals.items(), key=lambda kv: kv[1], reverse=True)
-    return [(i, s / best) for i, s in fused]
+    return [(i, min(1.0, s / best)) for i, s in fused]

@@ -137,8 +137,8 @@ class Store(Protocol):
         """Insert or replace a transcript by session id."""
         ...
 
-    def get_transcript(self, session_id: str) -> Transcript | None:
-        """A transcript by session id."""
+    def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
+        """A transcript by agent and session id (session ids are unique per agent)."""
         ...
 
     def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:

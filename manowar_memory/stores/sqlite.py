@@ -87,9 +87,9 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
         CREATE INDEX idx_sessions_expiry ON sessions (expires_at);
 
         CREATE TABLE transcripts (
-            rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL UNIQUE, agent_wallet TEXT NOT NULL,
+            rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, agent_wallet TEXT NOT NULL,
             user_address TEXT, thread_id TEXT, mode TEXT, hai_id TEXT, doc TEXT NOT NULL,
-            search_text TEXT NOT NULL, created_at INTEGER NOT NULL
+            search_text TEXT NOT NULL, created_at INTEGER NOT NULL, UNIQUE (agent_wallet, session_id)
         );
         CREATE INDEX idx_transcripts_scope ON transcripts (agent_wallet, created_at DESC);
         CREATE VIRTUAL TABLE transcripts_fts USING fts5(
@@ -682,8 +682,8 @@ class SQLiteStore:
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO transcripts (session_id, agent_wallet, user_address, thread_id, mode, hai_id, doc, "
-                "search_text, created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
-                "agent_wallet = excluded.agent_wallet, user_address = excluded.user_address, "
+                "search_text, created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (agent_wallet, session_id) DO UPDATE SET "
+                "user_address = excluded.user_address, "
                 "thread_id = excluded.thread_id, mode = excluded.mode, hai_id = excluded.hai_id, doc = excluded.doc, "
                 "search_text = excluded.search_text, created_at = excluded.created_at",
                 (
@@ -693,9 +693,11 @@ class SQLiteStore:
                 ),
             )
 
-    def get_transcript(self, session_id: str) -> Transcript | None:
+    def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
         with self._conn() as conn:
-            row = conn.execute("SELECT doc FROM transcripts WHERE session_id = ?", (session_id,)).fetchone()
+            row = conn.execute(
+                "SELECT doc FROM transcripts WHERE session_id = ? AND agent_wallet = ?", (session_id, agent_wallet)
+            ).fetchone()
         return Transcript.model_validate_json(row[0]) if row else None
 
     def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:
@@ -887,17 +889,27 @@ def _split_script(migrate: Callable[[sqlite3.Connection], None]) -> list[str]:
 
 
 def _equality(expr: str, value: FilterValue) -> tuple[str, list[Any]]:
-    if isinstance(value, tuple):
-        non_null = [v for v in value if v is not None]
-        parts = []
-        if non_null:
-            parts.append(f"{expr} IN ({','.join('?' * len(non_null))})")
-        if len(non_null) != len(value):
+    """SQL for ``expr`` equals ``value`` (a list means any of them), with JSON's types kept:
+    ``true`` does not equal ``1`` and ``"1"`` does not equal ``1``, as in :func:`matches_filters`."""
+    values = list(value) if isinstance(value, tuple) else [value]
+    parts: list[str] = []
+    params: list[Any] = []
+    json_type = expr.replace("json_extract(", "json_type(", 1) if expr.startswith("json_extract(") else None
+    for v in values:
+        if v is None:
             parts.append(f"{expr} IS NULL")
-        return "(" + " OR ".join(parts) + ")", non_null
-    if value is None:
-        return f"{expr} IS NULL", []
-    return f"{expr} = ?", [value]
+        elif json_type is None:
+            parts.append(f"{expr} = ?")
+            params.append(v)
+        elif isinstance(v, bool):
+            parts.append(f"{json_type} = '{'true' if v else 'false'}'")
+        elif isinstance(v, (int, float)):
+            parts.append(f"({expr} = ? AND {json_type} IN ('integer', 'real'))")
+            params.append(v)
+        else:
+            parts.append(f"({expr} = ? AND {json_type} = 'text')")
+            params.append(v)
+    return "(" + " OR ".join(parts) + ")", params
 
 
 def _qualify(where: str, alias: str) -> str:

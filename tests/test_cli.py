@@ -1,0 +1,155 @@
+"""The ``manowar`` command line, through click's CliRunner and through ``main()``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from manowar_memory.cli import cli, main
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch) -> CliRunner:
+    monkeypatch.setenv("MANOWAR_HOME", str(tmp_path / "home"))  # never touch ~/.manowar
+    return CliRunner()
+
+
+@pytest.fixture
+def store_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'm.db'}"
+
+
+def test_demo_with_the_fake_embedder(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["demo", "--embedder", "fake"])
+    assert result.exit_code == 0, result.output
+    assert "Memory context:" in result.output
+    assert "Facts extracted" in result.output
+    assert "[GRAPH]" in result.output
+    assert "Lisbon" in result.output
+
+
+def test_demo_keyword_only_explains_decisions(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["demo", "--embedder", "none", "--explain", "--budget", "300"])
+    assert result.exit_code == 0, result.output
+    assert "vector lane disabled: no embedder configured" in result.output
+    assert "kept" in result.output
+    assert "/300 chars" in result.output
+
+
+def test_remember_then_recall_round_trip(runner: CliRunner, store_url: str) -> None:
+    stored = runner.invoke(cli, ["remember", "User likes oolong tea", "--agent", "a1", "--user", "u1",
+                                 "--type", "preference", "--store", store_url])
+    assert stored.exit_code == 0, stored.output
+    assert stored.output.startswith("stored vec_") and "(preference)" in stored.output
+    again = runner.invoke(cli, ["remember", "User likes oolong tea", "--agent", "a1", "--user", "u1",
+                                "--store", store_url])
+    assert again.output.startswith("reinforced vec_")
+    recalled = runner.invoke(cli, ["recall", "what tea does the user drink?", "--agent", "a1", "--user", "u1",
+                                   "--store", store_url, "--explain"])
+    assert recalled.exit_code == 0, recalled.output
+    assert "Memory context:\n[GRAPH] User likes oolong tea" in recalled.output
+    assert "kept" in recalled.output
+    # another user of the same agent sees nothing
+    other = runner.invoke(cli, ["recall", "tea", "--agent", "a1", "--user", "u2", "--store", store_url])
+    assert other.exit_code == 0 and "(no memory matched)" in other.output
+
+
+def test_recall_json_output(runner: CliRunner, store_url: str) -> None:
+    runner.invoke(cli, ["remember", "User plays the oboe", "--agent", "a1", "--store", store_url])
+    result = runner.invoke(cli, ["recall", "oboe", "--agent", "a1", "--store", store_url, "--json",
+                                 "--layers", "graph", "--embedder", "fake"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["prompt"] == "Memory context:\n[GRAPH] User plays the oboe"
+    assert data["totals"] == {"graph": 1}
+    assert data["context_usage"]["items"] == 1
+
+
+def test_ingest_and_stats(runner: CliRunner, store_url: str, tmp_path) -> None:
+    path = tmp_path / "memories.jsonl"
+    path.write_text('{"content": "The wiki lives at wiki.internal"}\n\n"Standup is at 9:30"\n')
+    ingested = runner.invoke(cli, ["ingest", str(path), "--agent", "a1", "--store", store_url])
+    assert ingested.exit_code == 0, ingested.output
+    assert "ingested 2 memories" in ingested.output
+    stats = runner.invoke(cli, ["stats", "--store", store_url])
+    assert stats.exit_code == 0
+    data = json.loads(stats.output)
+    assert data["totalVectors"] == 2 and data["bySource"] == {"knowledge": 2}
+    assert json.loads(runner.invoke(cli, ["stats", "--store", store_url, "--agent", "nobody"]).output)["totalVectors"] == 0
+
+
+def test_ingest_rejects_a_line_that_is_not_json(runner: CliRunner, store_url: str, tmp_path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"content": "ok"}\nnot json\n')
+    result = runner.invoke(cli, ["ingest", str(path), "--agent", "a1", "--store", store_url])
+    assert result.exit_code == 2
+    assert "line 2" in result.output and "not JSON" in result.output
+
+
+def test_default_store_lives_under_manowar_home(runner: CliRunner, tmp_path) -> None:
+    result = runner.invoke(cli, ["remember", "Home fact", "--agent", "a1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "home" / "memory.db").exists()
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["remember", "x"], "Missing option '--agent'"),
+        (["remember", "x", "--agent", "a", "--type", "hobby"], "Invalid value for '--type'"),
+        (["remember", "x", "--agent", "a", "--confidence", "2"], "Invalid value for '--confidence'"),
+        (["recall", "x", "--agent", "a", "--budget", "10"], "Invalid value for '--budget'"),
+        (["recall", "x", "--agent", "a", "--max-items", "0"], "Invalid value for '--max-items'"),
+        (["ingest", "/does/not/exist.jsonl", "--agent", "a"], "does not exist"),
+        (["recall"], "Missing argument 'QUERY'"),
+        (["forget", "x"], "No such command 'forget'"),
+    ],
+)
+def test_bad_arguments_give_a_clear_usage_error(runner: CliRunner, args: list[str], fragment: str) -> None:
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 2
+    assert fragment in result.output
+
+
+def _run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["manowar", *args])
+    with pytest.raises(SystemExit) as info:
+        main()
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def test_main_turns_library_errors_into_one_line_and_exit_2(monkeypatch, capsys, store_url: str) -> None:
+    code, out, err = _run_main(monkeypatch, capsys, "recall", "   ", "--agent", "a1", "--store", store_url)
+    assert code == 2
+    assert err.strip() == "error: query is required: pass the user's message or question as a non-empty string"
+    assert "Traceback" not in err and out == ""
+
+
+def test_main_reports_a_bad_store_url(monkeypatch, capsys) -> None:
+    code, _, err = _run_main(monkeypatch, capsys, "stats", "--store", "postgres://nowhere")
+    assert code == 2 and err.startswith("error: unknown store 'postgres://nowhere'")
+
+
+def test_main_reports_usage_errors_with_their_exit_code(monkeypatch, capsys) -> None:
+    code, _, err = _run_main(monkeypatch, capsys, "remember", "x")
+    assert code == 2 and "Missing option '--agent'" in err
+
+
+def test_main_succeeds_with_exit_code_zero_or_none(monkeypatch, capsys, store_url: str) -> None:
+    monkeypatch.setattr(sys, "argv", ["manowar", "remember", "Fact via main", "--agent", "a1", "--store", store_url])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:  # click may exit 0 explicitly
+        code = exc.code or 0
+    assert code == 0
+    assert capsys.readouterr().out.startswith("stored vec_")
+
+
+def test_version_option(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["--version"])
+    assert result.exit_code == 0 and "0.1.0" in result.output

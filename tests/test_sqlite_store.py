@@ -1,0 +1,398 @@
+"""The embedded SQLite store: persistence, memory rows, both search lanes, sessions and expiry,
+transcripts, patterns, archives, stats."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from manowar_memory import (
+    Archive,
+    FakeEmbedder,
+    MemoryConfig,
+    MemoryEngine,
+    MemoryRecord,
+    Pattern,
+    Scope,
+    Session,
+    SQLiteStore,
+    StoreError,
+    Transcript,
+)
+from manowar_memory._util import now_ms
+from manowar_memory.filters import normalize_filters
+from manowar_memory.records import Message, PatternTrigger, WorkingMemory
+from manowar_memory.stores import sqlite as sqlite_module
+from manowar_memory.stores.base import MemoryQuery, Store
+
+EMB = FakeEmbedder(32)
+SCOPE = Scope(agent_wallet="agent", user_address="u")
+
+
+def _record(content: str, *, scope: Scope = SCOPE, source: str = "knowledge", created_at: int | None = None,
+            metadata: dict | None = None, model: FakeEmbedder | None = EMB, rid: str | None = None) -> MemoryRecord:
+    stamp = created_at if created_at is not None else now_ms()
+    vector = model.embed([content])[0] if model is not None else None
+    return MemoryRecord(
+        id=rid or MemoryRecord.make_id(scope.agent_wallet, content, stamp), **MemoryRecord.scope_fields(scope),
+        content=content, source=source, embedding=vector, embedding_model=model.model_id if model else None,
+        created_at=stamp, updated_at=stamp, last_accessed_at=stamp, metadata=metadata or {},
+    )
+
+
+@pytest.fixture
+def store() -> SQLiteStore:
+    s = SQLiteStore(":memory:")
+    yield s
+    s.close()
+
+
+def test_sqlite_store_implements_the_store_protocol(store: SQLiteStore) -> None:
+    assert isinstance(store, Store)
+    assert store.migrations() == ["m001_initial"]
+
+
+def test_file_store_persists_across_reopen(tmp_path) -> None:
+    path = tmp_path / "sub" / "memory.db"
+    first = SQLiteStore(path)
+    (rid,) = first.add_memories([_record("Persisted across processes")])
+    first.close()
+    second = SQLiteStore(path)
+    try:
+        got = second.get_memory(rid)
+        assert got is not None and got.content == "Persisted across processes"
+        assert got.embedding_model == EMB.model_id
+        assert len(got.embedding) == 32
+        assert second.migrations() == ["m001_initial"]  # not re-applied
+        hits, _ = second.vector_search(MemoryQuery(scope=SCOPE), EMB.embed(["persisted processes"])[0], EMB.model_id, 5)
+        assert [h.record.id for h in hits] == [rid]
+    finally:
+        second.close()
+
+
+def test_engine_memory_persists_in_a_file_store(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    with MemoryEngine(store=url, embedder="fake") as engine:
+        engine.remember(SCOPE, "The user's favourite colour is teal.", fact_type="preference")
+    with MemoryEngine(store=url, embedder="fake") as engine:
+        assert "teal" in engine.pre_turn("favourite colour", SCOPE).prompt
+
+
+def test_database_from_a_newer_version_is_refused(tmp_path) -> None:
+    path = tmp_path / "m.db"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO _manowar_migrations VALUES ('m999_future', 0)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer manowar-memory"):
+        SQLiteStore(path)
+
+
+def test_closed_store_raises_store_error(store: SQLiteStore) -> None:
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.get_memory("x")
+
+
+# ---------------------------------------------------------------- memory rows
+
+
+def test_colliding_id_gets_a_suffix(store: SQLiteStore) -> None:
+    ids = store.add_memories([_record("same", rid="vec_x"), _record("same", rid="vec_x"), _record("same", rid="vec_x")])
+    assert ids == ["vec_x", "vec_x_1", "vec_x_2"]
+
+
+def test_update_memory_changes_fields_and_rejects_unknown_ones(store: SQLiteStore) -> None:
+    (rid,) = store.add_memories([_record("old text")])
+    updated = store.update_memory(rid, {"content": "new text about kites", "metadata": {"status": "archived"}})
+    assert updated.content == "new text about kites" and updated.status == "archived"
+    assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kites", 5)] == [rid]
+    assert store.keyword_search(MemoryQuery(scope=SCOPE), "old", 5) == []
+    with pytest.raises(StoreError, match="cannot update"):
+        store.update_memory(rid, {"agent_wallet": "thief"})
+    assert store.update_memory("missing", {"content": "x"}) is None
+
+
+def test_soft_deleted_and_superseded_rows_are_hidden_from_active_reads(store: SQLiteStore) -> None:
+    ids = store.add_memories([
+        _record("row alpha visible"),
+        _record("row alpha deleted", metadata={"status": "deleted"}),
+        _record("row alpha superseded", metadata={"status": "superseded"}),
+    ])
+    active = MemoryQuery(scope=SCOPE)
+    assert [r.id for r in store.list_memories(active)] == [ids[0]]
+    assert store.count_memories(MemoryQuery(scope=SCOPE, active_only=False)) == 3
+    assert [h.record.id for h in store.keyword_search(active, "alpha", 10)] == [ids[0]]
+    hits, _ = store.vector_search(active, EMB.embed(["row alpha"])[0], EMB.model_id, 10)
+    assert [h.record.id for h in hits] == [ids[0]]
+
+
+def test_hard_delete_removes_the_row_from_both_lanes(store: SQLiteStore) -> None:
+    (rid,) = store.add_memories([_record("ephemeral zeppelin")])
+    vector = EMB.embed(["ephemeral zeppelin"])[0]
+    assert store.vector_search(MemoryQuery(scope=SCOPE), vector, EMB.model_id, 5)[0]
+    assert store.delete_memory(rid) is True
+    assert store.delete_memory(rid) is False
+    assert store.keyword_search(MemoryQuery(scope=SCOPE), "zeppelin", 5) == []
+    assert store.vector_search(MemoryQuery(scope=SCOPE), vector, EMB.model_id, 5)[0] == []
+
+
+def test_find_fact_by_hash_and_bump_access(store: SQLiteStore) -> None:
+    (rid,) = store.add_memories([_record("fact", source="fact", metadata={"factHash": "h1"})])
+    store.add_memories([_record("not a fact", metadata={"factHash": "h2"})])
+    assert store.find_fact_by_hash("agent", "h1").id == rid
+    assert store.find_fact_by_hash("agent", "h2") is None  # only source=fact rows
+    assert store.find_fact_by_hash("other", "h1") is None
+    store.bump_access([rid], 123)
+    store.bump_access([rid], 456)
+    row = store.get_memory(rid)
+    assert (row.access_count, row.last_accessed_at) == (2, 456)
+
+
+def test_list_memories_newest_first_with_source_selection(store: SQLiteStore) -> None:
+    store.add_memories([
+        _record("one", created_at=1_000), _record("two", created_at=3_000, source="fact"), _record("three", created_at=2_000),
+    ])
+    assert [r.content for r in store.list_memories(MemoryQuery(scope=SCOPE))] == ["two", "three", "one"]
+    assert [r.content for r in store.list_memories(MemoryQuery(scope=SCOPE, sources=("fact",)))] == ["two"]
+    assert [r.content for r in store.list_memories(MemoryQuery(scope=SCOPE, exclude_sources=("fact",)))] == ["three", "one"]
+    assert len(store.list_memories(MemoryQuery(scope=SCOPE), limit=1)) == 1
+
+
+def test_get_memory_with_a_query_enforces_scope(store: SQLiteStore) -> None:
+    (rid,) = store.add_memories([_record("alice only", scope=Scope(agent_wallet="agent", user_address="alice"))])
+    assert store.get_memory(rid, MemoryQuery(scope=Scope(agent_wallet="agent", user_address="alice"))) is not None
+    assert store.get_memory(rid, MemoryQuery(scope=Scope(agent_wallet="agent", user_address="bob"))) is None
+    assert store.get_memory(rid, MemoryQuery(scope=Scope(agent_wallet="agent"))) is None
+
+
+# ---------------------------------------------------------------- lanes
+
+
+def test_keyword_search_ranks_by_bm25_and_stems(store: SQLiteStore) -> None:
+    store.add_memories([
+        _record("The user runs marathons and running shoes matter"),
+        _record("The user likes tea"),
+    ])
+    hits = store.keyword_search(MemoryQuery(scope=SCOPE), "running", 5)
+    assert [h.record.content for h in hits] == ["The user runs marathons and running shoes matter"]
+    assert hits[0].score > 0
+    assert store.keyword_search(MemoryQuery(scope=SCOPE), "the a of", 5) == []  # stop words only
+
+
+def test_keyword_search_quotes_fts_syntax(store: SQLiteStore) -> None:
+    store.add_memories([_record('He said "NEAR" and OR AND NOT')])
+    hits = store.keyword_search(MemoryQuery(scope=SCOPE), 'near" OR * AND ( NOT', 5)
+    assert len(hits) == 1
+
+
+def test_vector_search_only_returns_rows_of_the_requested_model(store: SQLiteStore) -> None:
+    other = FakeEmbedder(32)
+    other.model_id = "other:32"
+    store.add_memories([_record("green tea ceremony", model=EMB), _record("green tea ceremony", model=other,
+                                                                             rid="vec_other")])
+    vector = EMB.embed(["green tea ceremony"])[0]
+    hits, info = store.vector_search(MemoryQuery(scope=SCOPE), vector, EMB.model_id, 10)
+    assert [h.record.embedding_model for h in hits] == [EMB.model_id]
+    assert info.method == "exact" and info.skipped_other_models == 1
+    other_hits, _ = store.vector_search(MemoryQuery(scope=SCOPE), vector, "other:32", 10)
+    assert [h.record.id for h in other_hits] == ["vec_other"]
+    assert store.vector_search(MemoryQuery(scope=SCOPE), vector, "never-used", 10)[0] == []
+
+
+def test_vector_scores_are_on_the_atlas_scale(store: SQLiteStore) -> None:
+    store.add_memories([_record("identical text here")])
+    hits, _ = store.vector_search(MemoryQuery(scope=SCOPE), EMB.embed(["identical text here"])[0], EMB.model_id, 1)
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_vector_search_with_wrong_dimensions_is_a_store_error(store: SQLiteStore) -> None:
+    store.add_memories([_record("some text")])
+    with pytest.raises(StoreError, match="dimensions"):
+        store.vector_search(MemoryQuery(scope=SCOPE), [1.0, 0.0], EMB.model_id, 5)
+
+
+def test_vector_index_grows_past_its_initial_capacity(store: SQLiteStore) -> None:
+    small = FakeEmbedder(8)
+    records = [_record(f"note {i} token{i}", model=small, rid=f"r{i}") for i in range(1500)]
+    store.add_memories(records[:10])
+    query = MemoryQuery(scope=SCOPE)
+    assert store.vector_search(query, small.embed(["note 3 token3"])[0], small.model_id, 1)[0][0].record.id == "r3"
+    store.add_memories(records[10:])  # the in-process index must grow from 1024 rows
+    hits, info = store.vector_search(query, small.embed(["note 1499 token1499"])[0], small.model_id, 1)
+    assert [h.record.id for h in hits] == ["r1499"] and info.candidates == 1500
+    other = Scope(agent_wallet="agent", user_address="someone-else-entirely")
+    store.add_memories([_record("note private", model=small, rid="priv", scope=other)])
+    assert "priv" not in {h.record.id for h in store.vector_search(query, small.embed(["note private"])[0],
+                                                                   small.model_id, 2000)[0]}
+
+
+def test_vector_index_sees_writes_made_through_another_connection(tmp_path) -> None:
+    path = tmp_path / "shared.db"
+    reader, writer = SQLiteStore(path), SQLiteStore(path)
+    try:
+        vector = EMB.embed(["harbour lighthouse"])[0]
+        assert reader.vector_search(MemoryQuery(scope=SCOPE), vector, EMB.model_id, 5)[0] == []
+        writer.add_memories([_record("harbour lighthouse")])
+        hits, _ = reader.vector_search(MemoryQuery(scope=SCOPE), vector, EMB.model_id, 5)
+        assert [h.record.content for h in hits] == ["harbour lighthouse"]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_filters_on_memory_rows_support_lists_and_null(store: SQLiteStore) -> None:
+    store.add_memories([
+        _record("row a", metadata={"app_id": "a"}), _record("row b", metadata={"app_id": "b"}), _record("row none"),
+    ])
+
+    def contents(filters: dict) -> set[str]:
+        return {r.content for r in store.list_memories(MemoryQuery(scope=SCOPE, filters=normalize_filters(filters)))}
+
+    assert contents({"appId": ["a", "b"]}) == {"row a", "row b"}
+    assert contents({"appId": None}) == {"row none"}
+    assert contents({"appId": ["a", None]}) == {"row a", "row none"}
+    assert contents({"source": "knowledge", "scopeId": "agent"}) == {"row a", "row b", "row none"}
+    assert contents({"workingMemory.state.step": "x"}) == set()  # not a memory-row path
+
+
+def test_sql_filter_distinguishes_true_from_one(store: SQLiteStore) -> None:
+    store.add_memories([_record("flag one", metadata={"flag": 1}), _record("flag true", metadata={"flag": True})])
+    query = MemoryQuery(scope=SCOPE, filters=normalize_filters({"metadata.flag": True}))
+    assert [r.content for r in store.list_memories(query)] == ["flag true"]
+
+
+# ---------------------------------------------------------------- sessions and expiry
+
+
+def _session(sid: str, expires_at: int, *, scope: Scope = SCOPE, lines: list[str] | None = None,
+             last: int | None = None) -> Session:
+    return Session(session_id=sid, **Session.scope_fields(scope),
+                   working_memory=WorkingMemory(context=lines or ["user: hi"]), expires_at=expires_at,
+                   last_accessed_at=last if last is not None else now_ms())
+
+
+def test_expired_session_disappears_from_reads_at_once_and_is_purged(store: SQLiteStore) -> None:
+    now = now_ms()
+    store.upsert_session(_session("live", now + 60_000))
+    store.upsert_session(_session("dead", now - 1))
+    assert store.get_session("live", "agent") is not None
+    assert store.get_session("dead", "agent") is None
+    assert [s.session_id for s in store.find_sessions(MemoryQuery(scope=SCOPE, durable=False), 10)] == ["live"]
+    assert store.stats()["totalSessions"] == 2  # still stored until purged
+    assert store.purge_expired_sessions(now) == 1
+    assert store.stats()["totalSessions"] == 1
+    assert store.purge_expired_sessions(now) == 0
+
+
+def test_session_expires_when_the_clock_passes_expires_at(store: SQLiteStore, monkeypatch) -> None:
+    now = now_ms()
+    store.upsert_session(_session("s", now + 1_000))
+    assert store.get_session("s", "agent") is not None
+    monkeypatch.setattr(sqlite_module, "now_ms", lambda: now + 1_000)
+    assert store.get_session("s", "agent") is None
+    assert store.find_sessions(MemoryQuery(scope=SCOPE, durable=False), 10) == []
+
+
+def test_engine_session_ttl_comes_from_config(monkeypatch) -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=None, config=MemoryConfig(session_ttl_ms=1000))
+    scope = Scope(agent_wallet="agent", user_address="u", thread_id="t")
+    engine.post_turn(scope, [{"role": "user", "content": "Remember the lighthouse keeper."}], extract_facts=False)
+    session = engine.store.get_session(scope.thread_session_id(), "agent")
+    assert session.expires_at - session.last_accessed_at == 1000
+    assert engine.search_layers("lighthouse keeper", scope, ["working"]).totals == {"working": 1}
+    monkeypatch.setattr(sqlite_module, "now_ms", lambda: session.expires_at + 1)
+    assert engine.search_layers("lighthouse keeper", scope, ["working"]).totals == {"working": 0}
+    assert engine.store.purge_expired_sessions(session.expires_at + 1) == 1
+    engine.close()
+
+
+def test_session_ttl_below_one_second_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        MemoryConfig(session_ttl_ms=999)
+
+
+def test_upsert_session_replaces_by_agent_and_session_id(store: SQLiteStore) -> None:
+    far = now_ms() + 60_000
+    store.upsert_session(_session("s", far, lines=["user: one"]))
+    store.upsert_session(_session("s", far, lines=["user: two"]))
+    store.upsert_session(_session("s", far, lines=["user: other agent"], scope=Scope(agent_wallet="other")))
+    assert store.get_session("s", "agent").working_memory.context == ["user: two"]
+    assert store.get_session("s", "other").working_memory.context == ["user: other agent"]
+
+
+def test_find_sessions_orders_by_last_access_and_filters_working_state(store: SQLiteStore) -> None:
+    far = now_ms() + 60_000
+    a = _session("a", far, last=1)
+    a.working_memory.state["step"] = "plan"
+    store.upsert_session(a)
+    store.upsert_session(_session("b", far, last=2))
+    query = MemoryQuery(scope=SCOPE, durable=False)
+    assert [s.session_id for s in store.find_sessions(query, 10)] == ["b", "a"]
+    filtered = MemoryQuery(scope=SCOPE, durable=False, filters=normalize_filters({"workingMemory.state.step": "plan"}))
+    assert [s.session_id for s in store.find_sessions(filtered, 10)] == ["a"]
+
+
+def test_delete_sessions_older_than(store: SQLiteStore) -> None:
+    far = now_ms() + 60_000
+    store.upsert_session(_session("old", far, last=100))
+    store.upsert_session(_session("new", far, last=10_000))
+    assert store.delete_sessions_older_than(5_000) == 1
+    assert store.get_session("old", "agent") is None and store.get_session("new", "agent") is not None
+
+
+# ---------------------------------------------------------------- transcripts, patterns, archives
+
+
+def test_transcript_upsert_and_full_text_search(store: SQLiteStore) -> None:
+    t = Transcript(session_id="s1", **Transcript.scope_fields(SCOPE.with_thread("t1")),
+                   messages=[Message(role="user", content="We talked about sailing boats")], summary="sailing chat")
+    store.upsert_transcript(t)
+    t2 = t.model_copy(update={"messages": [*t.messages, Message(role="user", content="and about kayaks")]})
+    store.upsert_transcript(t2)
+    assert len(store.get_transcript("s1", SCOPE.agent_wallet).messages) == 2
+    hits = store.search_transcripts(MemoryQuery(scope=SCOPE, durable=False), "kayaks", 5)
+    assert [tr.session_id for tr, _ in hits] == ["s1"] and hits[0][1] > 0
+    assert store.search_transcripts(MemoryQuery(scope=SCOPE, durable=False), "submarine", 5) == []
+    newest = store.search_transcripts(MemoryQuery(scope=SCOPE, durable=False), None, 5)
+    assert [tr.session_id for tr, _ in newest] == ["s1"]
+    other_thread = MemoryQuery(scope=SCOPE.with_thread("t2"), durable=False)
+    assert store.search_transcripts(other_thread, "kayaks", 5) == []
+
+
+def test_pattern_upsert_keeps_created_at_and_orders_by_success(store: SQLiteStore) -> None:
+    base = dict(**Pattern.scope_fields(SCOPE), trigger=PatternTrigger(value="deploy"))
+    store.upsert_pattern(Pattern(pattern_id="p1", summary="deploy flow", success_rate=0.4, created_at=100, **base))
+    store.upsert_pattern(Pattern(pattern_id="p1", summary="deploy flow v2", success_rate=0.6, created_at=999, **base))
+    store.upsert_pattern(Pattern(pattern_id="p2", summary="rollback flow", success_rate=0.9, **base))
+    p1 = store.get_pattern("p1")
+    assert (p1.summary, p1.created_at) == ("deploy flow v2", 100)
+    assert [p.pattern_id for p in store.find_patterns(MemoryQuery(scope=SCOPE), 10)] == ["p2", "p1"]
+    assert store.find_patterns(MemoryQuery(scope=Scope(agent_wallet="agent", user_address="bob")), 10) == []
+
+
+def test_archives_add_update_and_find_newest_first(store: SQLiteStore) -> None:
+    for i, stamp in enumerate((100, 300, 200)):
+        store.add_archive(Archive(archive_id=f"a{i}", **Archive.scope_fields(SCOPE), summary=f"archive {i}",
+                                  content="x", date_range={"start": 0, "end": 1}, created_at=stamp))
+    assert [a.archive_id for a in store.find_archives(MemoryQuery(scope=SCOPE), 10)] == ["a1", "a2", "a0"]
+    store.update_archive("a0", {"ipfs_cid": "bafy"})
+    assert store.get_archive("a0").ipfs_cid == "bafy"
+    with pytest.raises(StoreError):
+        store.update_archive("nope", {"ipfs_cid": "x"})
+    store.update_archive("a2", {"metadata": {"status": "deleted"}})
+    assert [a.archive_id for a in store.find_archives(MemoryQuery(scope=SCOPE), 10)] == ["a1", "a0"]
+
+
+def test_stats_counts_per_agent(store: SQLiteStore) -> None:
+    store.add_memories([_record("a", source="fact"), _record("b"), _record("c", scope=Scope(agent_wallet="other"))])
+    store.upsert_session(_session("s", now_ms() + 60_000))
+    stats = store.stats("agent")
+    assert stats["totalVectors"] == 2
+    assert stats["bySource"] == {"fact": 1, "knowledge": 1}
+    assert stats["byStatus"] == {"active": 2}
+    assert stats["totalSessions"] == 1
+    assert store.stats()["totalVectors"] == 3
+    assert store.stats("nobody")["totalVectors"] == 0
