@@ -26,6 +26,7 @@ from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
 from .packing import ContextUsage, Decision, PackedItem, pack
+from .ranking.mmr import mmr_order
 from .records import FACT_TYPES, MemoryRecord, Message, Session, Transcript, WorkingMemory
 from .rerankers.base import Reranker
 from .retrieval.hybrid import LaneReport, RankOptions
@@ -569,6 +570,8 @@ class MemoryEngine:
         result = self.search_layers(query, scope, layers, filters=filters, limit=k, decay=decay, rerank=rerank, mmr=mmr)
         merged = [c for layer in result.layers.values() for c in layer]
         merged.sort(key=lambda c: c.score, reverse=True)
+        if mmr:  # MMR across the merged layers; its order is final (no re-sort by score)
+            merged = mmr_order(merged, lambda_=self.config.retrieval.mmr_lambda, limit=k)
         return merged[:k], result.degradations
 
     def _search(
