@@ -1,0 +1,98 @@
+"""LlamaIndex adapters for manowar-memory.
+
+Every adapter is built from an engine and a scope (``engine=``, ``scope=``) plus its own
+options:
+
+* :class:`ManowarRetriever`: layered hybrid search as a ``BaseRetriever`` (sync and async).
+* :class:`ManowarDecayPostprocessor`, :class:`ManowarRerankPostprocessor`,
+  :class:`ManowarMMRPostprocessor`, :class:`ManowarPackerPostprocessor`: the engine's
+  ranking stages and packer as node postprocessors, for nodes of any retriever.
+* :class:`ManowarMemoryBlock`: a block for ``llama_index.core.memory.Memory``;
+  :class:`ManowarMemory`: a ``BaseMemory`` for anything that takes ``memory=``.
+* :class:`ManowarVectorStore`: a ``stores_text`` vector store on the engine's rows, for
+  ``VectorStoreIndex`` and ``VectorMemoryBlock``, with ``MetadataFilters`` translated to the
+  engine's allowlisted filters.
+* :class:`ManowarEmbedding` (engine embedder → LlamaIndex) and :class:`LlamaIndexEmbedder`
+  (LlamaIndex embedding → engine).
+* :class:`ManowarToolSpec` / :func:`make_tools`: remember, recall and item operations as
+  ``FunctionTool``s.
+
+Importing this package is cheap and touches neither the network nor LlamaIndex's global
+``Settings``: names load on first use (``llama_index.core`` with them), and nothing here
+ever sets ``Settings.llm`` or ``Settings.embed_model``; pass ``llm=``/``embed_model=``
+explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .embeddings import LlamaIndexEmbedder, ManowarEmbedding, to_engine_embedder
+    from .errors import EmbeddingModelMismatchError, UnsupportedFilterError
+    from .filters import translate_filters
+    from .memory import ManowarMemory, ManowarMemoryBlock
+    from .postprocessors import (
+        ManowarDecayPostprocessor,
+        ManowarMMRPostprocessor,
+        ManowarPackerPostprocessor,
+        ManowarRerankPostprocessor,
+    )
+    from .retriever import ManowarRetriever
+    from .tools import ManowarToolSpec, make_tools
+    from .vector_store import ManowarVectorStore
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "EmbeddingModelMismatchError": ".errors",
+    "LlamaIndexEmbedder": ".embeddings",
+    "ManowarDecayPostprocessor": ".postprocessors",
+    "ManowarEmbedding": ".embeddings",
+    "ManowarMMRPostprocessor": ".postprocessors",
+    "ManowarMemory": ".memory",
+    "ManowarMemoryBlock": ".memory",
+    "ManowarPackerPostprocessor": ".postprocessors",
+    "ManowarRerankPostprocessor": ".postprocessors",
+    "ManowarRetriever": ".retriever",
+    "ManowarToolSpec": ".tools",
+    "ManowarVectorStore": ".vector_store",
+    "UnsupportedFilterError": ".errors",
+    "make_tools": ".tools",
+    "to_engine_embedder": ".embeddings",
+    "translate_filters": ".filters",
+}
+
+__all__ = [
+    "EmbeddingModelMismatchError",
+    "LlamaIndexEmbedder",
+    "ManowarDecayPostprocessor",
+    "ManowarEmbedding",
+    "ManowarMMRPostprocessor",
+    "ManowarMemory",
+    "ManowarMemoryBlock",
+    "ManowarPackerPostprocessor",
+    "ManowarRerankPostprocessor",
+    "ManowarRetriever",
+    "ManowarToolSpec",
+    "ManowarVectorStore",
+    "UnsupportedFilterError",
+    "__version__",
+    "make_tools",
+    "to_engine_embedder",
+    "translate_filters",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

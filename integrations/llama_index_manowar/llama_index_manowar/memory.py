@@ -1,0 +1,396 @@
+"""Long-term memory for LlamaIndex chat engines and agents.
+
+Two ways in:
+
+* :class:`ManowarMemoryBlock` plugs the engine into LlamaIndex's own ``Memory`` as one of
+  its ``memory_blocks``. On every turn it returns the engine's packed context for the
+  latest user message; messages that ``Memory`` flushes out of its short-term FIFO are
+  recorded with ``post_turn`` (transcript, working buffer, session summary, fact extraction).
+
+  >>> from llama_index.core.memory import Memory
+  >>> memory = Memory.from_defaults(session_id="s1", token_limit=2000,
+  ...                               memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope)])
+
+  ``Memory`` only hands a block the messages it flushes. To record what is still in the
+  short-term queue when a session ends::
+
+      active = await memory.aget_all(status=MessageStatus.ACTIVE)   # from llama_index.core.storage.chat_store.sql
+      await block.arecord(active, session_id=memory.session_id)
+
+* :class:`ManowarMemory` is a ``BaseMemory`` of its own, for anything that takes
+  ``memory=`` (``SimpleChatEngine``, ``ContextChatEngine``, ``FunctionAgent``...). It keeps
+  the session's recent messages in process, puts the engine's packed context in front of
+  them as a system message, and records every completed turn (user message ... assistant
+  reply) in the engine as it happens.
+
+Both work on one scope; the thread is the scope's ``thread_id`` or, when the scope has
+none, the LlamaIndex session id. Durable layers (graph facts, vectors) ignore the thread,
+so a fact told in one session is recalled in the next.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.types import BaseMemory
+
+from manowar_memory.engine import PostTurnResult, PreTurnResult
+from manowar_memory.layers import normalize_layers
+from manowar_memory.scope import Scope
+
+from ._convert import chat_messages_to_engine, message_text
+from ._fields import EngineField, ScopeField
+
+__all__ = ["ManowarMemory", "ManowarMemoryBlock"]
+
+_CHARS_PER_TOKEN = 4  # a conservative estimate for cutting lines when Memory asks for fewer tokens
+
+
+def _query_from(messages: Sequence[ChatMessage], window: int) -> str:
+    """The query for recall: the latest user message, or with ``window > 1`` the text of the
+    last ``window`` messages (falling back to the latest message with text)."""
+    texts = [(m.role, message_text(m)) for m in messages]
+    texts = [(role, text) for role, text in texts if text]
+    if not texts:
+        return ""
+    if window > 1:
+        return "\n".join(text for _, text in texts[-window:])
+    for role, text in reversed(texts):
+        if role == MessageRole.USER:
+            return text
+    return texts[-1][1]
+
+
+class _RecallFields(Protocol):
+    """The recall options the block and the memory share."""
+
+    budget_chars: int | None
+    max_items: int | None
+    max_item_chars: int | None
+    rerank: bool
+    mmr: bool
+
+
+def _pre_turn_kwargs(options: _RecallFields) -> dict[str, Any]:
+    return {
+        "budget_chars": options.budget_chars, "max_items": options.max_items,
+        "max_item_chars": options.max_item_chars, "rerank": options.rerank, "mmr": options.mmr,
+    }
+
+
+def _check_layers(layers: list[str] | None) -> list[str] | None:
+    return None if layers is None else list(normalize_layers(layers))
+
+
+class ManowarMemoryBlock(BaseMemoryBlock[str]):
+    """A ``Memory`` block backed by the engine: packed context out, flushed messages in.
+
+    ``aget`` returns the engine's packed context (``"Memory context:"`` plus one line per
+    memory, within ``budget_chars``) for the latest user message, or ``""`` when nothing
+    is relevant. :attr:`last_result` keeps the full ``PreTurnResult`` (items, decisions,
+    degradations). ``aput`` records the messages ``Memory`` flushes (``post_turn``; fact
+    extraction runs in the background, or before returning with ``wait_for_facts``).
+    ``atruncate`` drops the lowest-ranked lines when ``Memory`` runs over its token limit
+    (only for a block with ``priority`` > 0; priority 0 is never truncated).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = Field(default="manowar_memory", description="Block name (the tag around its content).")
+    engine: EngineField
+    scope: ScopeField
+    layers: list[str] | None = Field(default=None, description="Layers to search (default: all six).")
+    budget_chars: int | None = Field(default=None, description="Character budget (default: the engine's, 900).")
+    max_items: int | None = Field(default=None, description="Most memories per turn (default 6).")
+    max_item_chars: int | None = Field(default=None, description="Characters per memory (default 120).")
+    rerank: bool = Field(default=False, description="Rerank with the engine's reranker.")
+    mmr: bool = Field(default=False, description="Select by MMR when packing.")
+    query_window: int = Field(default=1, ge=1, description="1: query with the latest user message; n: the last n messages.")
+    thread_from_session: bool = Field(
+        default=True, description="Use the Memory session id as thread when the scope has none."
+    )
+    extract_facts: bool = Field(default=True, description="Queue fact extraction for recorded messages.")
+    wait_for_facts: bool = Field(default=False, description="Wait for fact extraction before aput returns.")
+
+    _last_result: PreTurnResult | None = PrivateAttr(default=None)
+
+    @field_validator("layers")
+    @classmethod
+    def _valid_layers(cls, value: list[str] | None) -> list[str] | None:
+        """Reject unknown layer names when the object is built, not on the first turn."""
+        return _check_layers(value)
+
+    @property
+    def last_result(self) -> PreTurnResult | None:
+        """The engine's result for the latest ``aget`` (None before the first, or when there was no query)."""
+        return self._last_result
+
+    def scope_for(self, session_id: str | None) -> Scope:
+        """The scope of a session: the block's scope, with the session as thread when it has none."""
+        if self.scope.thread_id is None and self.thread_from_session and session_id:
+            return self.scope.with_thread(session_id)
+        return self.scope
+
+    async def _aget(
+        self, messages: list[ChatMessage] | None = None, session_id: str | None = None, **block_kwargs: Any
+    ) -> str:
+        """The packed context for the latest user message (``""`` when none or nothing relevant)."""
+        query = _query_from(messages or [], self.query_window)
+        if not query:
+            self._last_result = None
+            return ""
+        result = await self.engine.apre_turn(query, self.scope_for(session_id), self.layers, **_pre_turn_kwargs(self))
+        self._last_result = result
+        return result.prompt
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Record messages flushed from short-term memory."""
+        await self.arecord(messages)
+
+    def _prepare(
+        self, messages: Sequence[ChatMessage], session_id: str | None
+    ) -> tuple[Scope, list[dict[str, str]]] | None:
+        engine_messages = chat_messages_to_engine(messages)
+        if not engine_messages:
+            return None
+        if session_id is None:
+            stamped = [m.additional_kwargs.get("session_id") for m in messages if m.additional_kwargs]
+            session_id = next((s for s in stamped if isinstance(s, str) and s), None)
+        return self.scope_for(session_id), engine_messages
+
+    async def arecord(self, messages: Sequence[ChatMessage], session_id: str | None = None) -> PostTurnResult | None:
+        """Record ``messages`` in the engine now (``post_turn``); None when none has text.
+
+        The session comes from ``session_id`` or from the messages (``Memory`` stamps
+        ``additional_kwargs['session_id']`` on what it flushes); it is the thread when
+        the scope has none.
+        """
+        prepared = self._prepare(messages, session_id)
+        if prepared is None:
+            return None
+        scope, engine_messages = prepared
+        result = await self.engine.apost_turn(scope, engine_messages, extract_facts=self.extract_facts)
+        if self.wait_for_facts:
+            await self.engine.aflush()
+        return result
+
+    def record(self, messages: Sequence[ChatMessage], session_id: str | None = None) -> PostTurnResult | None:
+        """Sync twin of :meth:`arecord`."""
+        prepared = self._prepare(messages, session_id)
+        if prepared is None:
+            return None
+        scope, engine_messages = prepared
+        result = self.engine.post_turn(scope, engine_messages, extract_facts=self.extract_facts)
+        if self.wait_for_facts:
+            self.engine.flush()
+        return result
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Drop memory lines from the end (the lowest ranked) until about ``tokens_to_truncate``
+        tokens are saved; None when no memory line is left."""
+        lines = content.split("\n")
+        header, items = lines[0], lines[1:]
+        target = max(0, tokens_to_truncate) * _CHARS_PER_TOKEN
+        removed = 0
+        while items and removed < target:
+            removed += len(items.pop()) + 1
+        return "\n".join([header, *items]) if items else None
+
+
+class ManowarMemory(BaseMemory):
+    """A ``BaseMemory`` backed by the engine, for chat engines and agents (``memory=``).
+
+    * ``get(input)``: the session's recent messages (at most ``max_messages``, starting at
+      a user message; a leading system message is kept), with the engine's packed context
+      for ``input`` (or the latest user message) in front as a system message, merged into
+      the session's own system message when there is one.
+    * ``put(message)``: appends to the session; when an assistant reply with text arrives
+      after a user message, the turn (user, tool and assistant messages) is recorded with
+      ``post_turn``. :meth:`commit` records pending messages early.
+    * ``set`` replaces the session's messages without recording them (they are history
+      already); ``reset`` clears the session. Long-term memory is never erased by
+      either: use the engine's ``delete_item`` for that.
+
+    The session's messages live in this object; what persists across sessions is what
+    the engine recorded.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    engine: EngineField
+    scope: ScopeField
+    session_id: str | None = Field(default=None, description="Session id (default: the scope's thread, else a new id).")
+    max_messages: int = Field(default=40, ge=1, description="Most recent messages returned by get().")
+    layers: list[str] | None = Field(default=None, description="Layers to search (default: all six).")
+    budget_chars: int | None = Field(default=None, description="Character budget (default: the engine's, 900).")
+    max_items: int | None = Field(default=None, description="Most memories per turn (default 6).")
+    max_item_chars: int | None = Field(default=None, description="Characters per memory (default 120).")
+    rerank: bool = Field(default=False, description="Rerank with the engine's reranker.")
+    mmr: bool = Field(default=False, description="Select by MMR when packing.")
+    extract_facts: bool = Field(default=True, description="Queue fact extraction for recorded turns.")
+
+    _history: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _pending: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _last_result: PreTurnResult | None = PrivateAttr(default=None)
+
+    @field_validator("layers")
+    @classmethod
+    def _valid_layers(cls, value: list[str] | None) -> list[str] | None:
+        """Reject unknown layer names when the object is built, not on the first turn."""
+        return _check_layers(value)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Pick the session id: given, else the scope's thread, else a fresh one."""
+        super().model_post_init(context)
+        if self.session_id is None:
+            self.session_id = self.scope.thread_id or f"li-{uuid.uuid4().hex[:16]}"
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name for serialisation."""
+        return "ManowarMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]
+        cls, *, engine: Any, scope: Any, chat_history: list[ChatMessage] | None = None, **kwargs: Any
+    ) -> ManowarMemory:
+        """A memory for ``engine`` and ``scope``; ``chat_history`` seeds the session (not recorded)."""
+        memory = cls(engine=engine, scope=scope, **kwargs)
+        if chat_history:
+            memory.set(chat_history)
+        return memory
+
+    @property
+    def last_result(self) -> PreTurnResult | None:
+        """The engine's result for the latest ``get`` (None when there was no query)."""
+        return self._last_result
+
+    @property
+    def thread_scope(self) -> Scope:
+        """The scope turns are recorded in: the scope, with the session as thread when it has none."""
+        return self.scope if self.scope.thread_id else self.scope.with_thread(self.session_id)
+
+    # ---------------------------------------------------------------- reads
+    def _window(self) -> list[ChatMessage]:
+        history = list(self._history)
+        pinned = [history.pop(0)] if history and history[0].role == MessageRole.SYSTEM else []
+        window = history[-self.max_messages:]
+        first_user = next((i for i, m in enumerate(window) if m.role == MessageRole.USER), None)
+        if first_user:
+            window = window[first_user:]  # start at a user message, as chat APIs expect
+        return pinned + window
+
+    def _query(self, input: str | ChatMessage | None) -> str:
+        if isinstance(input, ChatMessage):
+            return message_text(input)
+        if isinstance(input, str) and input.strip():
+            return input.strip()
+        return _query_from(self._history, 1)
+
+    def _with_context(self, messages: list[ChatMessage], result: PreTurnResult | None) -> list[ChatMessage]:
+        if result is None or not result.prompt:
+            return messages
+        if messages and messages[0].role == MessageRole.SYSTEM:
+            own = message_text(messages[0])
+            merged = ChatMessage(role=MessageRole.SYSTEM, content=f"{result.prompt}\n\n{own}" if own else result.prompt)
+            return [merged, *messages[1:]]
+        return [ChatMessage(role=MessageRole.SYSTEM, content=result.prompt), *messages]
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Recent messages with the recalled context in front (extra keyword arguments, such
+        as ``initial_token_count`` from chat engines, are accepted and ignored)."""
+        query = self._query(input)
+        result = self.engine.pre_turn(query, self.thread_scope, self.layers, **_pre_turn_kwargs(self)) if query else None
+        self._last_result = result
+        return self._with_context(self._window(), result)
+
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async twin of :meth:`get`."""
+        query = self._query(input)
+        result = (
+            await self.engine.apre_turn(query, self.thread_scope, self.layers, **_pre_turn_kwargs(self))
+            if query else None
+        )
+        self._last_result = result
+        return self._with_context(self._window(), result)
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every message of the session."""
+        return list(self._history)
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async twin of :meth:`get_all`."""
+        return self.get_all()
+
+    # ---------------------------------------------------------------- writes
+    def _take_turn(self, message: ChatMessage) -> list[dict[str, str]] | None:
+        self._history.append(message)
+        self._pending.append(message)
+        completes = (
+            message.role == MessageRole.ASSISTANT and bool(message_text(message))
+            and any(m.role == MessageRole.USER for m in self._pending)
+        )
+        if not completes:
+            return None
+        return self._drain()
+
+    def _drain(self) -> list[dict[str, str]] | None:
+        pending, self._pending = self._pending, []
+        engine_messages = chat_messages_to_engine(pending)
+        return engine_messages or None
+
+    def put(self, message: ChatMessage) -> None:
+        """Add a message; a completed turn is recorded in the engine."""
+        turn = self._take_turn(message)
+        if turn:
+            self.engine.post_turn(self.thread_scope, turn, extract_facts=self.extract_facts)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async twin of :meth:`put`."""
+        turn = self._take_turn(message)
+        if turn:
+            await self.engine.apost_turn(self.thread_scope, turn, extract_facts=self.extract_facts)
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Add several messages in order."""
+        for message in messages:
+            self.put(message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async twin of :meth:`put_messages`."""
+        for message in messages:
+            await self.aput(message)
+
+    def commit(self) -> PostTurnResult | None:
+        """Record the messages not yet recorded (for example a user message with no reply
+        yet) now; None when there were none with text."""
+        turn = self._drain()
+        return self.engine.post_turn(self.thread_scope, turn, extract_facts=self.extract_facts) if turn else None
+
+    async def acommit(self) -> PostTurnResult | None:
+        """Async twin of :meth:`commit`."""
+        turn = self._drain()
+        return await self.engine.apost_turn(self.thread_scope, turn, extract_facts=self.extract_facts) if turn else None
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the session's messages (not recorded: they are history already)."""
+        self._history = list(messages)
+        self._pending = []
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async twin of :meth:`set`."""
+        self.set(messages)
+
+    def reset(self) -> None:
+        """Clear the session's messages (long-term memory stays)."""
+        self._history = []
+        self._pending = []
+
+    async def areset(self) -> None:
+        """Async twin of :meth:`reset`."""
+        self.reset()

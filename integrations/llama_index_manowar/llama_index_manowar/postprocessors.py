@@ -1,0 +1,316 @@
+"""The engine's ranking stages and packer as LlamaIndex node postprocessors.
+
+They work on nodes from any LlamaIndex retriever, not only :class:`ManowarRetriever`:
+
+* :class:`ManowarDecayPostprocessor`: temporal decay with a floor.
+* :class:`ManowarRerankPostprocessor`: cross-encoder rerank with the skip rule, a timeout and fail-soft.
+* :class:`ManowarMMRPostprocessor`: maximal marginal relevance (cosine over node
+  embeddings when every node has one, else word overlap).
+* :class:`ManowarPackerPostprocessor`: dedupe, score and fit the nodes into a character
+  budget, with the packer's full accounting in :attr:`~ManowarPackerPostprocessor.last_result`.
+
+Like every adapter they take ``engine=`` and ``scope=``; here both are optional. The
+engine supplies defaults (its ranking config and its reranker); the scope lets the packer
+count which of the scope's memory rows were used (access counts, as ``pre_turn`` does).
+
+Nodes are never mutated: each stage returns copies whose ``metadata['manowar_trace']``
+records what it did (``decay``, ``rerank``, ``mmr_rank``, ``pack_score``...), hidden from
+the LLM. A node from another retriever is treated as a ``vectors`` memory (change with
+``default_layer``); its age comes from ``time_key`` or the first usable of
+``created_at``, ``creation_date``, ``last_modified_date``, ``timestamp``, ``date``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from manowar_memory.candidates import Candidate
+from manowar_memory.config import RetrievalConfig
+from manowar_memory.errors import ConfigurationError
+from manowar_memory.packing import PackResult, pack
+from manowar_memory.ranking import RerankOutcome, apply_decay, mmr_order, rerank_candidates
+from manowar_memory.records import LAYERS, Layer
+from manowar_memory.rerankers.base import Reranker
+
+from ._convert import TRACE_KEY, node_to_candidate, with_trace
+from ._fields import OptionalEngineField, OptionalScopeField
+
+__all__ = [
+    "ManowarDecayPostprocessor",
+    "ManowarMMRPostprocessor",
+    "ManowarPackerPostprocessor",
+    "ManowarRerankPostprocessor",
+]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _ManowarPostprocessor(BaseNodePostprocessor):
+    """Shared fields and conversions."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    engine: OptionalEngineField = None
+    scope: OptionalScopeField = None
+    default_layer: Layer = Field(default="vectors", description="Layer assumed for nodes from other retrievers.")
+    time_key: str | None = Field(default=None, description="Metadata key holding a node's timestamp.")
+
+    def _retrieval_config(self) -> RetrievalConfig:
+        return self.engine.config.retrieval if self.engine is not None else RetrievalConfig()
+
+    def _candidates(self, nodes: list[NodeWithScore]) -> list[Candidate]:
+        return [node_to_candidate(n, default_layer=self.default_layer, time_key=self.time_key) for n in nodes]
+
+
+class ManowarDecayPostprocessor(_ManowarPostprocessor):
+    """Multiply each node's score by ``0.5 ** (age / half_life_days)``, never below ``floor``,
+    and sort by the new score. Nodes without a timestamp keep their score (multiplier 1).
+
+    Defaults come from the engine's config (30 days, floor 0.35) when none are given. A node
+    the engine already decayed (a :class:`ManowarRetriever` node with ``decay=True``) or
+    that went through this stage before is not decayed twice unless ``force=True``.
+    """
+
+    half_life_days: float | None = Field(default=None, gt=0, description="Half-life in days.")
+    floor: float | None = Field(default=None, ge=0, le=1, description="Lowest multiplier.")
+    now: int | None = Field(default=None, description="Current time in epoch ms (default: the clock).")
+    force: bool = Field(default=False, description="Decay nodes that were decayed already.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name for serialisation."""
+        return "ManowarDecayPostprocessor"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        config = self._retrieval_config()
+        half_life = self.half_life_days if self.half_life_days is not None else config.decay_half_life_days
+        floor = self.floor if self.floor is not None else config.decay_floor
+        candidates = self._candidates(nodes)
+        fresh = [c for c in candidates if self.force or not _already_decayed(c)]
+        apply_decay(fresh, half_life_days=half_life, floor=floor, now=self.now if self.now is not None else _now_ms())
+        fresh_ids = {id(c) for c in fresh}
+        ordered = sorted(candidates, key=lambda c: c.score, reverse=True)
+        return [
+            with_trace(c.record, c.score, {"decay": c.trace["decay"]} if id(c) in fresh_ids else {})
+            for c in ordered
+        ]
+
+
+def _already_decayed(cand: Candidate) -> bool:
+    provenance = cand.metadata.get("provenance")
+    if isinstance(provenance, dict) and "decay" in (provenance.get("trace") or {}):
+        return True
+    trace = cand.metadata.get(TRACE_KEY)
+    return isinstance(trace, dict) and "decay" in trace
+
+
+class ManowarRerankPostprocessor(_ManowarPostprocessor):
+    """Rerank nodes with a cross-encoder (``reranker=``, else the engine's reranker).
+
+    The skip rule comes first: fewer than ``min_candidates`` nodes (``few-candidates``) or
+    a top node ahead of the second by ``dominance_delta`` (``top1-dominates``) keeps the
+    order without calling the reranker. A timeout, missing credentials or an upstream
+    error fail soft: the incoming order is kept and the reason is in
+    :attr:`last_degradations`. :attr:`last_outcome` says ``reranked``, ``skipped`` (with the
+    reason) or ``failed``. Without a query the nodes pass through unchanged. ``top_n``
+    keeps the best n afterwards.
+    """
+
+    reranker: Any = Field(default=None, exclude=True, description="A manowar Reranker; default: the engine's.")
+    top_n: int | None = Field(default=None, ge=1, description="Keep at most this many nodes.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds to wait for the reranker.")
+    min_candidates: int | None = Field(default=None, ge=2, description="Skip when fewer nodes than this.")
+    dominance_delta: float | None = Field(default=None, ge=0, description="Skip when top1 - top2 >= this.")
+
+    _last_outcome: RerankOutcome | None = PrivateAttr(default=None)
+    _last_degradations: list[str] = PrivateAttr(default_factory=list)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Resolve the reranker (given, else the engine's) and fail early when there is none."""
+        super().model_post_init(context)
+        if self.reranker is None and self.engine is not None:
+            self.reranker = self.engine.reranker
+        if self.reranker is None:
+            raise ConfigurationError(
+                "ManowarRerankPostprocessor needs a reranker: pass reranker=... or an engine built with "
+                "MemoryEngine(reranker=...)"
+            )
+        if not isinstance(self.reranker, Reranker):
+            raise ConfigurationError(
+                f"reranker must implement the manowar Reranker protocol, got {type(self.reranker).__name__}"
+            )
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name for serialisation."""
+        return "ManowarRerankPostprocessor"
+
+    @property
+    def last_outcome(self) -> RerankOutcome | None:
+        """What the latest call did: ``reranked``, ``skipped`` (with the reason) or ``failed``."""
+        return self._last_outcome
+
+    @property
+    def last_degradations(self) -> list[str]:
+        """Degradations of the latest call (for example ``rerank skipped: ... timed out``)."""
+        return list(self._last_degradations)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if query_bundle is None or not query_bundle.query_str.strip():
+            self._last_outcome = RerankOutcome("skipped", "no-query")
+            self._last_degradations = []
+            return list(nodes)[: self.top_n] if self.top_n else list(nodes)
+        config = self._retrieval_config()
+        candidates = self._candidates(nodes)
+        ranked, outcome = rerank_candidates(
+            query_bundle.query_str, candidates, self.reranker,
+            timeout=self.timeout if self.timeout is not None else config.rerank_timeout_s,
+            min_candidates=self.min_candidates if self.min_candidates is not None else config.rerank_min_candidates,
+            dominance_delta=self.dominance_delta if self.dominance_delta is not None else config.rerank_dominance_delta,
+        )
+        self._last_outcome = outcome
+        # a failed rerank carries its degradation message as the reason
+        self._last_degradations = [outcome.reason] if outcome.status == "failed" and outcome.reason else []
+        status = outcome.status if outcome.reason is None else f"{outcome.status}: {outcome.reason}"
+        if self.top_n:
+            ranked = ranked[: self.top_n]
+        return [
+            with_trace(c.record, c.score, {"rerank": c.trace["rerank"], "rerank_status": status}
+                       if "rerank" in c.trace and outcome.status == "reranked" else {"rerank_status": status})
+            for c in ranked
+        ]
+
+
+class ManowarMMRPostprocessor(_ManowarPostprocessor):
+    """Reorder nodes by maximal marginal relevance: each pick maximises
+    ``λ·relevance − (1−λ)·similarity to what was already picked``, so near-duplicates give
+    way to variety. Similarity is cosine over node embeddings when every node has one,
+    else Jaccard over word sets. Scores are unchanged; the MMR position is recorded as
+    ``mmr_rank``. ``lambda_`` defaults to the engine's (0.7); ``top_n`` keeps the first n.
+    """
+
+    lambda_: float | None = Field(default=None, ge=0, le=1, description="1 = relevance only, 0 = variety only.")
+    top_n: int | None = Field(default=None, ge=1, description="Keep at most this many nodes.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name for serialisation."""
+        return "ManowarMMRPostprocessor"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        lam = self.lambda_ if self.lambda_ is not None else self._retrieval_config().mmr_lambda
+        ordered = mmr_order(self._candidates(nodes), lambda_=lam, limit=self.top_n)
+        if self.top_n:
+            ordered = ordered[: self.top_n]
+        return [with_trace(c.record, c.record.score, {"mmr_rank": c.trace["mmr_rank"]}) for c in ordered]
+
+
+class ManowarPackerPostprocessor(_ManowarPostprocessor):
+    """Fit the nodes into a character budget with the engine's packer.
+
+    Nodes are deduplicated by fingerprint, scored (layer priority, retrieval score, query
+    overlap, confidence, importance, recency, access count), and the best that fit
+    ``budget_chars`` (at most ``max_items``, each cut to ``max_item_chars``) are kept, in
+    packed order, with the packer's score as their score. With ``use_packed_text`` (the
+    default) a kept node's text is the packed, sanitised line, so what reaches the LLM
+    really fits the budget. :attr:`last_result` holds the packed prompt, the context
+    usage and a decision per node (kept, duplicate, below_threshold, over_budget,
+    max_items). ``mmr_lambda`` selects by MMR instead of by score. Defaults come from the
+    engine's packer config (6 items, 120 characters each, 900 in all).
+
+    With an engine and a scope, the kept nodes that are memory rows of that scope (from
+    :class:`ManowarRetriever`) get their access counts bumped, as ``pre_turn`` does;
+    ``bump_access=False`` turns that off.
+    """
+
+    max_items: int | None = Field(default=None, ge=1)
+    max_item_chars: int | None = Field(default=None, ge=20)
+    budget_chars: int | None = Field(default=None, ge=2)
+    header: str | None = Field(default=None, description="First line of the packed prompt.")
+    mmr_lambda: float | None = Field(default=None, ge=0, le=1)
+    use_packed_text: bool = Field(default=True, description="Replace kept nodes' text with the packed line.")
+    bump_access: bool = Field(default=True, description="Bump access counts of kept memory rows of the scope.")
+
+    _last_result: PackResult | None = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name for serialisation."""
+        return "ManowarPackerPostprocessor"
+
+    @property
+    def last_result(self) -> PackResult | None:
+        """The packer's result of the latest call: prompt, items, decisions, omitted, context usage."""
+        return self._last_result
+
+    def pack_nodes(self, nodes: list[NodeWithScore], query: str = "") -> tuple[list[NodeWithScore], PackResult]:
+        """Pack ``nodes`` for ``query``; returns the kept nodes and the full :class:`PackResult`."""
+        packer = self.engine.config.packer if self.engine is not None else None
+        max_items = self.max_items or (packer.max_items if packer else 6)
+        max_item_chars = self.max_item_chars or (packer.max_item_chars if packer else 120)
+        budget = self.budget_chars or (packer.budget_chars if packer else 900)
+        header = self.header if self.header is not None else (packer.header if packer else "Memory context:")
+        candidates = self._candidates(nodes)
+        # the packer reports by candidate id: make ids unique when two nodes share one
+        seen: dict[str, int] = {}
+        for cand in candidates:
+            count = seen.get(cand.id, 0)
+            seen[cand.id] = count + 1
+            if count:
+                cand.id = f"{cand.id}#{count}"
+        by_layer: dict[str, list[Candidate]] = {}
+        for cand in candidates:
+            by_layer.setdefault(cand.layer, []).append(cand)
+        result = pack(
+            query, by_layer, layer_order=list(LAYERS), max_items=max_items, max_item_chars=max_item_chars,
+            budget_chars=budget, header=header, mmr_lambda=self.mmr_lambda,
+        )
+        by_id = {c.id: c for c in candidates}
+        kept: list[NodeWithScore] = []
+        for rank, item in enumerate(result.items):
+            cand = by_id[item.id]
+            kept.append(with_trace(
+                cand.record, item.score,
+                {"pack_score": item.score, "pack_rank": rank, "pack_characters": item.characters,
+                 "retrieval_score": cand.record.score if cand.record.score is not None else 0.0},
+                text=item.text if self.use_packed_text else None,
+            ))
+        self._last_result = result
+        self._bump(kept)
+        return kept, result
+
+    def _bump(self, kept: list[NodeWithScore]) -> None:
+        if not self.bump_access or self.engine is None or self.scope is None:
+            return
+        ids = []
+        for nws in kept:
+            metadata = nws.node.metadata
+            provenance = metadata.get("provenance")
+            scope = metadata.get("scope")
+            if (
+                metadata.get("layer") in ("graph", "vectors") and isinstance(provenance, dict)
+                and isinstance(scope, dict) and scope.get("agentWallet") == self.scope.agent_wallet
+                and scope.get("userAddress") == self.scope.user_address
+            ):
+                ids.append(str(provenance.get("id")))
+        if ids:
+            self.engine.store.bump_access(ids, _now_ms())
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        kept, _ = self.pack_nodes(nodes, query_bundle.query_str if query_bundle is not None else "")
+        return kept

@@ -1,0 +1,227 @@
+"""ManowarMemoryBlock in LlamaIndex's Memory, and ManowarMemory as a chat engine's memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from llama_index.core import Settings
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
+from llama_index.core.memory import Memory, VectorMemoryBlock
+from llama_index.core.storage.chat_store.sql import MessageStatus
+
+from llama_index_manowar import ManowarMemory, ManowarMemoryBlock, ManowarVectorStore
+from manowar_memory import MemoryEngine, Scope, ScopeError
+
+SESSION_ONE = [
+    "Hi! My name is Ada and I live in Lisbon.",
+    "I prefer green tea over coffee.",
+    "Can you suggest a weekend plan?",
+    "Something outdoors would be nice.",
+]
+
+
+@pytest.fixture(autouse=True)
+def _settings_untouched() -> Iterator[None]:
+    """No adapter may set LlamaIndex's global LLM or embedding model."""
+    before = (Settings._llm, Settings._embed_model)
+    yield
+    assert (Settings._llm, Settings._embed_model) == before
+
+
+@pytest.fixture
+def engine() -> Iterator[MemoryEngine]:
+    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def scope() -> Scope:
+    return Scope(agent_wallet="agent-li", user_address="user-1")
+
+
+@pytest.fixture
+def llm() -> MockLLMWithChatMemoryOfLastCall:
+    # short canned replies, so recorded turns hold what the user said, not an echoed prompt
+    return MockLLMWithChatMemoryOfLastCall(max_tokens=4)
+
+
+def _system_text(llm: MockLLMWithChatMemoryOfLastCall) -> str:
+    messages = llm.last_chat_messages or []
+    return "\n".join(m.content or "" for m in messages if m.role == MessageRole.SYSTEM)
+
+
+# ---------------------------------------------------------------------- the block in Memory
+
+
+def test_chat_engine_with_memory_block_recalls_a_fact_from_an_earlier_session(
+    engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall
+) -> None:
+    """End to end, offline: session 1 tells a fact; Memory flushes it to our block, which
+    records it; session 2 (a new Memory, a new chat store) gets it back in the system prompt."""
+    block_one = ManowarMemoryBlock(engine=engine, scope=scope, wait_for_facts=True)
+    memory_one = Memory.from_defaults(session_id="session-1", token_limit=60, memory_blocks=[block_one])
+    chat_one = SimpleChatEngine.from_defaults(llm=llm, memory=memory_one)
+    for message in SESSION_ONE:
+        chat_one.chat(message)
+
+    # Memory's FIFO overflowed and the oldest turn went to the block, which recorded it
+    archived = memory_one.get_all(status=MessageStatus.ARCHIVED)
+    assert archived and archived[0].content == SESSION_ONE[0], "Memory should have flushed the first turn"
+    facts = engine.list_items(scope, sources=["fact"])
+    assert any("Lisbon" in f.content for f in facts)
+    assert any(f.thread_id == "session-1" for f in engine.list_items(scope, sources=["session"]))
+    # what is still in the short-term queue is recorded at the end of the session, as documented
+    active = memory_one.get_all(status=MessageStatus.ACTIVE)
+    assert SESSION_ONE[-1] in [m.content for m in active]
+    assert block_one.record(active, session_id=memory_one.session_id) is not None
+    summaries = [r.content for r in engine.list_items(scope, sources=["session"]) if r.thread_id == "session-1"]
+    assert any(SESSION_ONE[-1] in text for text in summaries)
+
+    memory_two = Memory.from_defaults(
+        session_id="session-2", token_limit=4000,
+        memory_blocks=[block_two := ManowarMemoryBlock(engine=engine, scope=scope)],
+    )
+    chat_two = SimpleChatEngine.from_defaults(llm=llm, memory=memory_two)
+    chat_two.chat("Where do I live?")
+    system = _system_text(llm)
+    assert "<manowar_memory>" in system and "Memory context:" in system
+    assert "[GRAPH] The user's name is Ada and the user lives in Lisbon." in system
+    result = block_two.last_result
+    assert result is not None and any(i.layer == "graph" and "Lisbon" in i.text for i in result.items)
+    assert result.context_usage.characters <= 900
+
+
+async def test_block_get_put_and_record(engine: MemoryEngine, scope: Scope) -> None:
+    """aget without a query is empty; aput records under the Memory session; arecord works directly."""
+    block = ManowarMemoryBlock(engine=engine, scope=scope, budget_chars=300)
+    assert await block.aget([]) == ""
+    await block.aput([ChatMessage(role="user", content="I work at a bakery in Porto."),
+                      ChatMessage(role="assistant", content="Nice!")], session_id="s-9")
+    await engine.aflush()
+    transcripts = engine.list_items(scope, sources=["session"])
+    assert [t.thread_id for t in transcripts] == ["s-9"]
+    text = await block.aget([ChatMessage(role="user", content="Where does the user work?")], session_id="s-10")
+    assert text.startswith("Memory context:") and "bakery" in text and len(text) <= 300
+    # recording needs a thread: the Memory session, or the scope's own thread
+    with pytest.raises(ScopeError):
+        await block.arecord([ChatMessage(role="user", content="no session here")])
+    threaded = ManowarMemoryBlock(engine=engine, scope=scope.with_thread("t-1"))
+    assert (await threaded.arecord([ChatMessage(role="user", content="I like chess.")])).thread_id == "t-1"  # type: ignore[union-attr]
+    assert threaded.record([ChatMessage(role="assistant", content="")]) is None  # nothing with text
+
+
+def test_unknown_layers_fail_when_built(engine: MemoryEngine, scope: Scope) -> None:
+    """A misspelt layer is an error at construction, not on the first turn."""
+    with pytest.raises(ValueError, match="unknown layer"):
+        ManowarMemoryBlock(engine=engine, scope=scope, layers=["graph", "vector"])
+    with pytest.raises(ValueError, match="unknown layer"):
+        ManowarMemory(engine=engine, scope=scope, layers=["facts"])
+    assert ManowarMemoryBlock(engine=engine, scope=scope, layers=["graph", "graph"]).layers == ["graph"]
+
+
+async def test_block_truncates_lowest_ranked_lines_first(engine: MemoryEngine, scope: Scope) -> None:
+    """atruncate drops lines from the end and gives None when no memory line is left."""
+    block = ManowarMemoryBlock(engine=engine, scope=scope, priority=1)
+    content = "Memory context:\n[GRAPH] first memory line\n[VECTORS] second memory line"
+    assert await block.atruncate(content, 2) == "Memory context:\n[GRAPH] first memory line"
+    assert await block.atruncate(content, 1000) is None
+    assert await block.atruncate(content, 0) == content
+
+
+def test_vector_memory_block_on_the_manowar_store(engine: MemoryEngine, scope: Scope) -> None:
+    """LlamaIndex's own VectorMemoryBlock works on ManowarVectorStore (stores_text, session filter)."""
+    store = ManowarVectorStore(engine=engine, scope=scope, collection="chat")
+    block = VectorMemoryBlock(vector_store=store, embed_model=store.embed_model, similarity_top_k=2)
+    memory = Memory.from_defaults(session_id="s-1", token_limit=40, memory_blocks=[block])
+    for text in ["The parking code is 4321 for the garage.", "ok", "Lunch is at noon today.", "thanks", "bye now"]:
+        memory.put(ChatMessage(role="user", content=text))
+        memory.put(ChatMessage(role="assistant", content="noted"))
+    rows = engine.list_items(scope, filters={"metadata.li_collection": "chat"})
+    assert rows and all(r.metadata["session_id"] == "s-1" for r in rows)
+    assert any("4321" in r.content for r in rows)
+    messages = memory.get(input="What is the parking code?")
+    assert "4321" in (messages[0].content or "")
+
+
+# ---------------------------------------------------------------------- ManowarMemory
+
+
+def test_manowar_memory_in_a_chat_engine_recalls_across_sessions(
+    engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall
+) -> None:
+    """End to end, offline: ManowarMemory records each turn; a later session recalls the fact."""
+    first = ManowarMemory.from_defaults(engine=engine, scope=scope, session_id="s-1")
+    SimpleChatEngine.from_defaults(llm=llm, memory=first).chat("My name is Ada and I live in Porto.")
+    engine.flush()
+    assert any("Porto" in f.content for f in engine.list_items(scope, sources=["fact"]))
+
+    second = ManowarMemory.from_defaults(engine=engine, scope=scope)
+    response = SimpleChatEngine.from_defaults(llm=llm, memory=second, system_prompt="Be brief.").chat("Where do I live?")
+    assert str(response) == "text text text text"
+    system = _system_text(llm)
+    assert "Memory context:" in system and "lives in Porto" in system
+    assert second.session_id is not None and second.session_id.startswith("li-")
+    assert [m.role for m in second.get_all()] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+
+def test_manowar_memory_records_whole_turns(engine: MemoryEngine, scope: Scope) -> None:
+    """A turn (user, tool, assistant) is recorded when the assistant replies with text; commit
+    records what is pending; set() and reset() record nothing and leave long-term memory alone."""
+    memory = ManowarMemory(engine=engine, scope=scope, session_id="s-1", extract_facts=False)
+    memory.put(ChatMessage(role="user", content="Look up the weather in Lisbon."))
+    memory.put(ChatMessage(role="assistant", content=""))  # a bare tool-call request: no text
+    memory.put(ChatMessage(role="tool", content="sunny, 24C"))
+    assert engine.list_items(scope, sources=["session"]) == []
+    memory.put(ChatMessage(role="assistant", content="It is sunny in Lisbon."))
+    rows = engine.list_items(scope, sources=["session"])
+    assert len(rows) == 1 and rows[0].thread_id == "s-1"
+    assert "tool: sunny, 24C" in rows[0].content and "assistant: It is sunny in Lisbon." in rows[0].content
+
+    memory.put(ChatMessage(role="user", content="Thanks, bye."))
+    assert memory.commit() is not None
+    assert len(engine.list_items(scope, sources=["session"])) == 2
+    assert memory.commit() is None
+
+    memory.set([ChatMessage(role="user", content="old"), ChatMessage(role="assistant", content="history")])
+    assert [m.content for m in memory.get_all()] == ["old", "history"]
+    memory.reset()
+    assert memory.get_all() == []
+    assert len(engine.list_items(scope, sources=["session"])) == 2
+
+
+def test_manowar_memory_window_and_system_message(engine: MemoryEngine, scope: Scope) -> None:
+    """get() keeps a leading system message, starts the window at a user message, and merges
+    the recalled context into the session's system message."""
+    engine.remember(scope, "The user is allergic to peanuts.")
+    memory = ManowarMemory(engine=engine, scope=scope, max_messages=3)
+    memory.set([
+        ChatMessage(role="system", content="You are a chef."),
+        ChatMessage(role="user", content="hello"), ChatMessage(role="assistant", content="hi"),
+        ChatMessage(role="user", content="Plan a dinner"), ChatMessage(role="assistant", content="Sure"),
+        ChatMessage(role="user", content="Any allergies to consider, peanuts?"),
+    ])
+    messages = memory.get()
+    assert messages[0].role == MessageRole.SYSTEM
+    assert "allergic to peanuts" in (messages[0].content or "") and (messages[0].content or "").endswith("You are a chef.")
+    assert [m.content for m in messages[1:]] == ["Plan a dinner", "Sure", "Any allergies to consider, peanuts?"]
+    memory.max_messages = 2  # the last two start with an assistant message: the window starts at the user
+    assert [m.content for m in memory.get()[1:]] == ["Any allergies to consider, peanuts?"]
+    assert memory.last_result is not None and memory.last_result.items
+
+
+async def test_manowar_memory_async_chat(
+    engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall
+) -> None:
+    """achat uses aget/aput, and records the turn."""
+    memory = ManowarMemory(engine=engine, scope=scope, session_id="s-async")
+    chat = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    await chat.achat("I speak Portuguese and English.")
+    await engine.aflush()
+    assert any("Portuguese" in f.content for f in engine.list_items(scope, sources=["fact"]))
+    await chat.achat("Which languages do I speak?")
+    assert "Portuguese" in _system_text(llm)
+    assert len(await memory.aget_all()) == 4
