@@ -8,26 +8,61 @@ __all__ = ["MemoryConfig", "PackerConfig", "RetrievalConfig"]
 
 
 class RetrievalConfig(BaseModel):
-    """Lanes, fusion and ranking."""
+    """Lanes, fusion, ranking, boosts and trust.
+
+    The lane weights are tuned on the LoCoMo development split with the local MiniLM
+    embedder (``benchmarks/locomo.py``): the keyword lane (FTS5, Porter stemming) is the
+    strong one there, so the dense lane gets a light weight that lets it break ties and
+    add semantic matches without dragging exact keyword hits down. Comis's own defaults
+    (vector 1.5) suit a strong embedder; raise ``lane_weights["vector"]`` with one.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    rrf_k: int = Field(60, ge=1, description="RRF constant k.")
+    rrf_k: int = Field(60, ge=1, description="RRF constant k (Comis: 60).")
     lane_weights: dict[str, float] = Field(
-        default_factory=lambda: {"keyword": 1.0, "vector": 1.5, "entity": 0.5},
-        description="Per-lane RRF weights (Comis: keyword 1.0, vector 1.5).",
+        default_factory=lambda: {"keyword": 1.0, "vector": 0.15, "entity": 0.1},
+        description="Per-lane RRF weights (Comis: keyword 1.0, vector 1.5; tuned here, see the class doc).",
     )
     lane_depth: int = Field(4, ge=1, description="Each lane fetches limit × lane_depth candidates before fusion.")
+    lane_depths: dict[str, int] = Field(
+        default_factory=lambda: {"vector": 1},
+        description="Per-lane overrides of lane_depth, e.g. {'vector': 1}: a weak lane's deep ranks only add noise.",
+    )
     min_vector_cosine: float = Field(
         0.1, ge=-1.0, le=1.0,
         description="Vector-only hits below this cosine are dropped as below threshold (keyword hits are kept).",
     )
+    # entity lane (Comis §2.8): memories sharing named entities with the top fused hits
+    entity_lane: bool = Field(True, description="Run the entity lane (needs a non-zero entity weight).")
+    entity_seed_count: int = Field(5, ge=1, description="Top fused hits whose entities seed the lane.")
+    entity_cap: int = Field(50, ge=1, description="Most rows the entity lane fetches.")
+    entity_max_share: float = Field(
+        0.2, gt=0.0, le=1.0,
+        description="Entities found in more than this share of the keyword and vector hits (the user's own "
+        "name, the agent's) link everything and are ignored.",
+    )
+    # ranking stages, in this order: decay, rerank, boosts, MMR
     decay_half_life_days: float = Field(30.0, gt=0)
     decay_floor: float = Field(0.35, ge=0.0, le=1.0, description="Decay never multiplies a score below this.")
     rerank_timeout_s: float = Field(0.8, gt=0)
     rerank_min_candidates: int = Field(3, ge=2)
     rerank_dominance_delta: float = Field(0.05, ge=0)
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0)
+    # boosts (Comis score.ts): factor = 1 + alpha × (signal − 0.5); 0 turns a boost off
+    recency_alpha: float = Field(0.2, ge=0.0, le=1.0, description="Signal 1/(1 + age in days of created_at).")
+    temporal_alpha: float = Field(
+        0.2, ge=0.0, le=1.0, description="Signal 1/(1 + age in days of metadata.occurredAt); neutral when absent."
+    )
+    proof_alpha: float = Field(
+        0.1, ge=0.0, le=1.0, description="Signal from metadata.proofCount and confidence; neutral when absent."
+    )
+    trust_alpha: float = Field(0.1, ge=0.0, le=1.0, description="Signal system 1.0, learned 0.5, external 0.0.")
+    # trust (Comis): which levels a search may return; rows without a level count as default_trust
+    include_trust: tuple[str, ...] = Field(
+        ("system", "learned"), description="Trust levels returned; external is excluded by default."
+    )
+    default_trust: str = Field("learned", pattern="^(system|learned|external)$")
 
 
 class PackerConfig(BaseModel):
@@ -53,5 +88,11 @@ class MemoryConfig(BaseModel):
     fact_min_confidence: float = Field(0.6, ge=0.0, le=1.0)
     fact_max_chars: int = Field(240, ge=40)
     concurrent_layers: bool = True
+    query_cache: bool | None = Field(
+        None,
+        description="Cache layered search results keyed by scope namespace tokens. None: on only with a "
+        "shared cache (Redis), since an in-process cache cannot see other processes' writes.",
+    )
+    query_cache_ttl_s: float = Field(120.0, gt=0)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     packer: PackerConfig = Field(default_factory=PackerConfig)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from ._notes import collect, degrade
 from ._util import as_str, collapse_ws, content_hash, now_ms, truncate
 from .cache.base import Cache, InMemoryCache
+from .cache.namespace import QueryCache, cached_search, scope_of
 from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
@@ -194,6 +195,14 @@ class MemoryEngine:
         elif isinstance(extractor, str):
             raise ConfigurationError(f"unknown extractor {extractor!r}; pass 'rules', None or a FactExtractor")
         self.extractor: FactExtractor | None = extractor
+        use_query_cache = self.config.query_cache
+        if use_query_cache is None:
+            use_query_cache = getattr(self.cache, "name", "") == "redis"
+        self.query_cache: QueryCache | None = (
+            QueryCache(self.cache, ttl_seconds=self.config.query_cache_ttl_s, label="layer query cache")
+            if use_query_cache else None
+        )
+        self.query_cache_hits = 0
         self._layer_pool = concurrent.futures.ThreadPoolExecutor(max_workers=6, thread_name_prefix="manowar-layer")
         self._bg_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="manowar-bg")
         self._pending: list[concurrent.futures.Future[dict[str, int]]] = []
@@ -288,6 +297,7 @@ class MemoryEngine:
         record = self._new_record(scope, text, source="fact", metadata=meta, created_at=created_at,
                                   embedding=vectors[0] if vectors else None)
         (memory_id,) = self.store.add_memories([record])
+        self._invalidate(scope)
         return RememberResult(id=memory_id, fact_type=kind, fact_hash=fact_hash)
 
     @staticmethod
@@ -346,6 +356,7 @@ class MemoryEngine:
                 for j, b in enumerate(batch)
             ]
             ids.extend(self.store.add_memories(records))
+            self._invalidate(scope)
             if bar is not None:
                 bar.update(len(batch))
         if bar is not None:
@@ -404,12 +415,14 @@ class MemoryEngine:
         self._update_working(thread_scope, msgs, meta, tid, sid, now)
         record = self._new_record(scope, turn_summary, source="session", metadata=meta, created_at=now,
                                   embedding=vectors[0] if vectors else None, thread_id=thread_id)
-        (vector_id,) = self.store.add_memories([record])
+        with collect() as cache_notes:
+            (vector_id,) = self.store.add_memories([record])
+            self._invalidate(scope)
         queued = False
         if extract_facts and self.extractor is not None and any(m.role == "user" for m in msgs):
             self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid, dict(metadata or {}))
             queued = True
-        notes = [] if self.embedder is not None else [NO_EMBEDDER]
+        notes = ([] if self.embedder is not None else [NO_EMBEDDER]) + list(cache_notes)
         return PostTurnResult(
             session_id=sid, thread_id=thread_id, turn_id=tid, vector_id=vector_id,
             stored={"transcript": True, "working": True, "vector": True},
@@ -481,6 +494,12 @@ class MemoryEngine:
         )
         self.store.upsert_session(session)
 
+    def _invalidate(self, *scopes: Scope) -> None:
+        """Tell the query cache that rows visible in these scopes changed."""
+        if self.query_cache is not None:
+            for s in dict.fromkeys(scopes):
+                self.query_cache.invalidate(s)
+
     def _submit(self, fn: Any, *args: Any) -> None:
         future = self._bg_pool.submit(fn, *args)
         with self._pending_lock:
@@ -513,6 +532,7 @@ class MemoryEngine:
                 records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta,
                                                 embedding=vectors[i] if vectors else None))
             self.store.add_memories(records)
+            self._invalidate(scope)
             indexed = len(records)
         return {"indexed": indexed, "reinforced": reinforced}
 
@@ -587,6 +607,28 @@ class MemoryEngine:
         limit = self.config.packer.limit if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        if self.query_cache is None:
+            return self._search_uncached(text, scope, selected, merged_filters, limit, decay, rerank, mmr)
+        payload = {
+            "query": text, "layers": sorted(selected), "limit": limit,
+            "filters": {k: list(v) if isinstance(v, tuple) else v for k, v in merged_filters.items()},
+            "decay": decay, "rerank": rerank, "mmr": mmr, "model": self.model_id,
+            "retrieval": self.config.retrieval.model_dump(),
+        }
+        result, hit = cached_search(
+            self.query_cache, scope, payload,
+            lambda: self._search_uncached(text, scope, selected, merged_filters, limit, decay, rerank, mmr),
+            thread_scoped=any(layer in ("working", "scene") for layer in selected),
+        )
+        if hit:
+            self.query_cache_hits += 1
+            result[2]["_cache"] = {"hit": True}
+        return result
+
+    def _search_uncached(
+        self, text: str, scope: Scope, selected: list[Any], merged_filters: dict[str, FilterValue], limit: int,
+        decay: bool, rerank: bool, mmr: bool,
+    ) -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, dict[str, Any]], dict[str, float]]:
         timings: dict[str, float] = {}
         vector = None
         if self.embedder is None:
@@ -736,15 +778,21 @@ class MemoryEngine:
         updated = self.store.update_memory(memory_id, changes)
         if updated is None:
             raise NotFoundError(f"memory {memory_id!r} disappeared during the update")
+        self._invalidate(scope_of(current), scope_of(updated))
         return updated
 
     def delete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
         """Soft delete (``status: deleted``, ``decayScore: 0``, kept for history) or hard delete."""
         current = self.get_item(scope, memory_id)
         if hard:
-            return self.store.delete_memory(memory_id)
-        meta = {**current.metadata, "status": "deleted", "deletedAt": now_ms()}
-        return self.store.update_memory(memory_id, {"metadata": meta, "decay_score": 0.0, "updated_at": now_ms()}) is not None
+            removed = self.store.delete_memory(memory_id)
+        else:
+            meta = {**current.metadata, "status": "deleted", "deletedAt": now_ms()}
+            removed = self.store.update_memory(
+                memory_id, {"metadata": meta, "decay_score": 0.0, "updated_at": now_ms()}
+            ) is not None
+        self._invalidate(scope_of(current))
+        return removed
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored (optionally for one agent)."""

@@ -31,13 +31,16 @@ def mmr_order(
     lambda_: float = 0.7,
     relevance: Callable[[Candidate], float] | None = None,
     limit: int | None = None,
+    keep_order_in_scores: bool = False,
 ) -> list[Candidate]:
     """Greedy MMR: pick the candidate maximising ``λ·rel − (1−λ)·max_sim(selected)``.
 
     Similarity is cosine over embeddings when every candidate has one, else Jaccard over
     word sets. Relevance is min–max normalised. The returned order IS the MMR order (the
-    reference re-sorted by score afterwards, which undid it). Scores are not changed;
-    ``trace['mmr_rank']`` records the position.
+    reference re-sorted by score afterwards, which undid it); ``trace['mmr_rank']`` records
+    the position. Scores are not changed, unless ``keep_order_in_scores``: then each score
+    is lowered just enough to be no higher than the one before it (the original goes to
+    ``trace['pre_mmr_score']``), so a later stable sort by score keeps the MMR order.
     """
     items = list(candidates)
     lam = min(1.0, max(0.0, lambda_))
@@ -72,4 +75,15 @@ def mmr_order(
     ordered = [items[i] for i in selected] + [items[i] for i in range(n) if remaining[i]]
     for i, c in enumerate(ordered):
         c.trace["mmr_rank"] = i
+    if keep_order_in_scores:
+        _monotone(ordered)
     return ordered
+
+
+def _monotone(ordered: list[Candidate]) -> None:
+    ceiling = float("inf")
+    for c in ordered:
+        if c.score > ceiling:
+            c.trace["pre_mmr_score"] = c.score
+            c.score = ceiling
+        ceiling = c.score

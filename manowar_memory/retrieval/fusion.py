@@ -1,4 +1,4 @@
-"""Reciprocal Rank Fusion across lanes."""
+"""Reciprocal Rank Fusion across lanes (Comis ``fuse``)."""
 
 from __future__ import annotations
 
@@ -14,22 +14,44 @@ def rrf(
 ) -> list[tuple[str, float]]:
     """Fuse ranked lanes ``{lane: [(id, score), ...best first]}``.
 
-    Each id gets ``Σ weight / (k + rank)`` (rank from 1), normalised to 0–1 by the best
-    possible total (rank 1 in every non-empty lane). With a single non-empty lane its
-    own scores pass through unchanged. Ties keep first-seen order.
+    * Each id gets ``Σ weight / (k + rank)`` over the lanes that found it (rank from 1),
+      normalised to 0–1 by the best possible total, ``Σ weights / (k + 1)`` (rank 1 in every
+      fused lane), so rank 1 everywhere scores exactly 1.
+    * A lane whose weight is 0 takes no part; a lane without a weight counts as 1.
+    * With a single non-empty lane, its own scores pass through unchanged (its order and
+      its score spread survive, so thresholds keep their meaning).
+    * Ties go to the better best rank in any lane, then to the first seen with the lanes
+      taken in name order, so the result never depends on the order of the lanes.
     """
     weights = weights or {}
-    live = {name: hits for name, hits in lanes.items() if hits}
+    for name, w in weights.items():
+        if w < 0:
+            raise ValueError(f"lane weight {name!r} must be >= 0, got {w}")
+    live = {name: hits for name, hits in lanes.items() if hits and float(weights.get(name, 1.0)) > 0}
     if not live:
         return []
     if len(live) == 1:
         (hits,) = live.values()
-        return [(i, float(s)) for i, s in hits]
+        seen: set[str] = set()
+        out = []
+        for i, s in hits:
+            if i not in seen:
+                seen.add(i)
+                out.append((i, float(s)))
+        return out
     totals: dict[str, float] = {}
-    for name, hits in live.items():
+    best_rank: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    for name in sorted(live):
         w = float(weights.get(name, 1.0))
-        for rank, (item_id, _) in enumerate(hits, start=1):
+        lane_seen: set[str] = set()
+        for rank, (item_id, _) in enumerate(live[name], start=1):
+            if item_id in lane_seen:  # a lane lists an id once; later repeats are ignored
+                continue
+            lane_seen.add(item_id)
             totals[item_id] = totals.get(item_id, 0.0) + w / (k + rank)
+            best_rank[item_id] = min(best_rank.get(item_id, rank), rank)
+            first_seen.setdefault(item_id, len(first_seen))
     best = sum(float(weights.get(name, 1.0)) for name in live) / (k + 1)
-    fused = sorted(totals.items(), key=lambda kv: kv[1], reverse=True)
-    return [(i, min(1.0, s / best)) for i, s in fused]
+    fused = sorted(totals, key=lambda i: (-totals[i], best_rank[i], first_seen[i]))
+    return [(i, min(1.0, totals[i] / best)) for i in fused]

@@ -1,0 +1,198 @@
+"""``ManowarMemoryMiddleware``: recall before the model, record after it, for ``create_agent``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+from manowar_memory import MemoryEngine, PreTurnResult, Scope
+from manowar_memory.scope import ScopeLike
+
+from ._convert import coerce_scope, message_text, messages_to_turn
+from .tools import create_manowar_tools
+
+__all__ = ["ManowarMemoryMiddleware"]
+
+ScopeResolver = Callable[[Runtime[Any]], ScopeLike]
+
+
+def _config_thread() -> str | None:
+    try:
+        from langgraph.config import get_config
+
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a graph run
+        return None
+    thread = configurable.get("thread_id")
+    return str(thread) if thread is not None and str(thread).strip() else None
+
+
+def _last_human_index(messages: Sequence[BaseMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return None
+
+
+def _with_context(system: SystemMessage | None, block: str) -> SystemMessage:
+    if system is None:
+        return SystemMessage(content=block)
+    if isinstance(system.content, str):
+        text = system.content.rstrip()
+        return SystemMessage(content=f"{text}\n\n{block}" if text else block)
+    return SystemMessage(content=[*system.content, {"type": "text", "text": block}])
+
+
+class ManowarMemoryMiddleware(AgentMiddleware):
+    """Agent middleware that gives a ``create_agent`` agent long-term memory.
+
+    Before every model call it searches the engine with the latest user message
+    (:meth:`MemoryEngine.pre_turn`) and appends the packed ``Memory context:`` block to
+    the system message of that call only (the conversation state is not changed). After
+    the model gives its final answer (an AI message without tool calls) it records the
+    turn, from the user's message through tool calls and results to the answer, with
+    :meth:`MemoryEngine.post_turn`.
+
+    ``engine`` and ``scope`` are required. When the scope has no ``thread_id`` the run's
+    ``configurable.thread_id`` is used (``thread_from_config``); ``scope_resolver`` can
+    derive the whole scope from the runtime instead (for example the user from
+    ``runtime.context``). ``tools=True`` (or a list of names) also registers the memory
+    tools (remember, recall, item operations) bound to ``scope``. ``record=False``
+    disables recording; ``wait_for_facts=True`` waits for fact extraction after each
+    recorded turn. The latest recall is kept in ``last_result``.
+
+    Example::
+
+        agent = create_agent(model, tools=[...], middleware=[ManowarMemoryMiddleware(engine=engine, scope=scope)])
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: MemoryEngine,
+        scope: ScopeLike,
+        layers: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        budget_chars: int | None = None,
+        max_items: int | None = None,
+        max_item_chars: int | None = None,
+        rerank: bool = False,
+        mmr: bool = False,
+        record: bool = True,
+        wait_for_facts: bool = False,
+        thread_from_config: bool = True,
+        scope_resolver: ScopeResolver | None = None,
+        tools: bool | Iterable[str] = False,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.scope = coerce_scope(scope)
+        self.layers = list(layers) if layers else None
+        self.filters = filters
+        self.budget_chars = budget_chars
+        self.max_items = max_items
+        self.max_item_chars = max_item_chars
+        self.rerank = rerank
+        self.mmr = mmr
+        self.record = record
+        self.wait_for_facts = wait_for_facts
+        self.thread_from_config = thread_from_config
+        self.scope_resolver = scope_resolver
+        self.last_result: PreTurnResult | None = None
+        if tools:
+            self.tools = create_manowar_tools(engine, self.scope, include=None if tools is True else list(tools))
+        else:
+            self.tools = []
+
+    # ---------------------------------------------------------------- helpers
+    def resolve_scope(self, runtime: Runtime[Any] | None) -> Scope:
+        """The scope of this run: the resolver's, else the configured one with the run's thread."""
+        if self.scope_resolver is not None and runtime is not None:
+            return coerce_scope(self.scope_resolver(runtime))
+        if self.scope.thread_id is None and self.thread_from_config:
+            thread = _config_thread()
+            if thread is not None:
+                return self.scope.with_thread(thread)
+        return self.scope
+
+    def _pre_turn_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"filters": self.filters, "rerank": self.rerank, "mmr": self.mmr}
+        for name in ("budget_chars", "max_items", "max_item_chars"):
+            value = getattr(self, name)
+            if value is not None:
+                kwargs[name] = value
+        return kwargs
+
+    @staticmethod
+    def _query(messages: Sequence[AnyMessage]) -> str | None:
+        index = _last_human_index(messages)
+        if index is None:
+            return None
+        text = message_text(messages[index]).strip()
+        return text or None
+
+    def _inject(self, request: ModelRequest, result: PreTurnResult) -> ModelRequest:
+        self.last_result = result
+        if not result.prompt:
+            return request
+        return request.override(system_message=_with_context(request.system_message, result.prompt))
+
+    def _turn(self, state: AgentState[Any]) -> list[dict[str, Any]] | None:
+        messages: list[BaseMessage] = list(state.get("messages") or [])
+        if not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
+            return None  # not the final answer yet
+        start = _last_human_index(messages)
+        if start is None:
+            return None
+        turn = messages_to_turn(messages[start:])
+        return turn if any(m["role"] == "user" for m in turn) else None
+
+    @staticmethod
+    def _post_turn_kwargs(scope: Scope) -> dict[str, Any]:
+        return {} if scope.thread_id is not None else {"session_id": scope.thread_session_id()}
+
+    # ---------------------------------------------------------------- hooks
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        """Append the memory context for the latest user message to this call's system message."""
+        query = self._query(request.messages)
+        if query is not None:
+            scope = self.resolve_scope(request.runtime)
+            result = self.engine.pre_turn(query, scope, self.layers, **self._pre_turn_kwargs())
+            request = self._inject(request, result)
+        return handler(request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        """Async twin of :meth:`wrap_model_call`."""
+        query = self._query(request.messages)
+        if query is not None:
+            scope = self.resolve_scope(request.runtime)
+            result = await self.engine.apre_turn(query, scope, self.layers, **self._pre_turn_kwargs())
+            request = self._inject(request, result)
+        return await handler(request)
+
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record the finished turn with ``post_turn`` (nothing while the model is still calling tools)."""
+        turn = self._turn(state) if self.record else None
+        if turn:
+            scope = self.resolve_scope(runtime)
+            self.engine.post_turn(scope, turn, **self._post_turn_kwargs(scope))
+            if self.wait_for_facts:
+                self.engine.flush()
+        return None
+
+    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_model`."""
+        turn = self._turn(state) if self.record else None
+        if turn:
+            scope = self.resolve_scope(runtime)
+            await self.engine.apost_turn(scope, turn, **self._post_turn_kwargs(scope))
+            if self.wait_for_facts:
+                await self.engine.aflush()
+        return None

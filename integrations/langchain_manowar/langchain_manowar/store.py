@@ -1,0 +1,397 @@
+"""``ManowarStore``: a LangGraph ``BaseStore`` backed by the engine (and ``ManowarKVStore``, a
+LangChain key-value store on top of it).
+
+Each item ``(namespace, key) -> value`` is one memory row in the store's scope
+(``source="knowledge"``, so it is searched in the vectors layer). Its metadata holds:
+
+* ``lg_kind: "item"`` (marks store rows), ``lg_namespace`` (the namespace as JSON, for
+  exact lookups), ``lg_ns: {"d0": ..., "d1": ...}`` (one label per depth, for prefix
+  filters), ``lg_depth``, ``lg_key``;
+* ``lg_value`` (the value itself) and ``lg_indexed`` (False for ``index=False`` puts).
+
+The row's text is built from the value: the configured index fields
+(``index={"fields": [...]}``, LangGraph's path syntax; default ``["$"]``, the whole value
+as JSON), or the ``index=[...]`` of a put. The engine embeds it with its own embedder, so
+``search(query=...)`` is the engine's hybrid search (keyword lane + vector lane, RRF,
+decay); a keyword-only engine still searches (keyword lane only).
+
+Semantics follow LangGraph's stores: in one batch, reads see the state before the
+batch's writes, and several writes to one key keep the last. ``search`` without a query
+lists newest first; with a query, ranked hits come first (with ``score``), then, with
+``fill_unranked`` (default, as ``InMemoryStore`` does with unindexed items), the other
+matching items with ``score=None``. Filters on the value support equality and
+``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``; simple equalities are pushed into the
+engine's query. TTLs are not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.stores import BaseStore as KVBaseStore
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    get_text_at_path,
+    tokenize_path,
+)
+
+try:
+    from langgraph.store.base import validate_op_namespace
+except ImportError:  # langgraph before the helper existed
+    from langgraph.store.base import _validate_namespace_labels
+
+    def validate_op_namespace(op: Op) -> None:
+        """Check the labels an op carries (empty, non-string, '.' or NUL are refused)."""
+        if isinstance(op, (GetOp, PutOp)):
+            _validate_namespace_labels(tuple(op.namespace))
+        elif isinstance(op, SearchOp):
+            _validate_namespace_labels(tuple(op.namespace_prefix))
+        elif isinstance(op, ListNamespacesOp):
+            for condition in op.match_conditions or ():
+                _validate_namespace_labels(tuple(condition.path))
+from manowar_memory import MemoryEngine, MemoryRecord, Scope
+from manowar_memory.scope import ScopeLike
+
+from ._convert import coerce_scope
+
+__all__ = ["ManowarKVStore", "ManowarStore"]
+
+KIND = "item"
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _ns_json(namespace: Sequence[str]) -> str:
+    return json.dumps(list(namespace), ensure_ascii=False, separators=(",", ":"))
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _compare(item_value: Any, filter_value: Any) -> bool:
+    """LangGraph's filter semantics: nested equality, lists element-wise, ``$`` operators."""
+    if isinstance(filter_value, Mapping):
+        if any(str(k).startswith("$") for k in filter_value):
+            return all(_operator(item_value, op, v) for op, v in filter_value.items())
+        if not isinstance(item_value, Mapping):
+            return False
+        return all(_compare(item_value.get(k), v) for k, v in filter_value.items())
+    if isinstance(filter_value, (list, tuple)):
+        return (
+            isinstance(item_value, (list, tuple)) and len(item_value) == len(filter_value)
+            and all(_compare(a, b) for a, b in zip(item_value, filter_value, strict=True))
+        )
+    return bool(item_value == filter_value)
+
+
+def _operator(value: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(value == operand)
+    if op == "$ne":
+        return bool(value != operand)
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        try:
+            a, b = float(value), float(operand)
+        except (TypeError, ValueError):
+            return False
+        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+    raise ValueError(f"unsupported filter operator {op!r}; use $eq, $ne, $gt, $gte, $lt or $lte")
+
+
+def _matches(ns: tuple[str, ...], condition: MatchCondition) -> bool:
+    path = tuple(condition.path)
+    if len(ns) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(ns, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(ns), reversed(path), strict=False)
+    else:
+        raise ValueError(f"unsupported match type {condition.match_type!r}")
+    return all(p == "*" or a == p for a, p in pairs)
+
+
+class ManowarStore(BaseStore):
+    """A LangGraph store whose items are memories of a :class:`MemoryEngine`.
+
+    ``create_agent(model, tools, store=ManowarStore(engine=engine, scope=scope))`` makes it
+    ``runtime.store`` for tools and middleware, and memory tools that read and write a
+    LangGraph store (LangMem's ``create_manage_memory_tool`` / ``create_search_memory_tool``)
+    work on it unchanged. Items written here are ordinary memories: the engine's recall
+    (``pre_turn``, :class:`ManowarRetriever`) finds them in the vectors layer.
+
+    ``index={"fields": [...]}`` chooses the value fields that make the searchable text
+    (LangGraph path syntax; default the whole value as JSON). An ``embed`` entry is
+    refused: the engine embeds with its own embedder (wrap a LangChain model with
+    :class:`LangChainEmbedder` and give it to the engine). ``fill_unranked`` appends the
+    non-matching items (``score=None``) after the ranked ones in a query search, as
+    ``InMemoryStore`` does. ``max_scan`` bounds the rows read for listings and filtered scans.
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        *,
+        engine: MemoryEngine,
+        scope: ScopeLike,
+        index: Mapping[str, Any] | None = None,
+        fill_unranked: bool = True,
+        max_scan: int = 10_000,
+    ) -> None:
+        self.engine = engine
+        self.scope: Scope = coerce_scope(scope)
+        index = dict(index or {})
+        if index.get("embed") is not None:
+            raise ValueError(
+                "ManowarStore embeds with the engine's embedder; configure it on the engine "
+                "(MemoryEngine(embedder=LangChainEmbedder(your_embeddings))) instead of index['embed']"
+            )
+        self.index_fields: list[str] = list(index.get("fields") or ["$"])
+        self.fill_unranked = fill_unranked
+        if max_scan < 1:
+            raise ValueError("max_scan must be positive")
+        self.max_scan = max_scan
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- rows
+    def _base_filters(self) -> dict[str, Any]:
+        return {"metadata.lg_kind": KIND}
+
+    def _prefix_filters(self, prefix: Sequence[str]) -> dict[str, Any]:
+        out = self._base_filters()
+        for depth, label in enumerate(prefix):
+            if label != "*":
+                out[f"metadata.lg_ns.d{depth}"] = label
+        return out
+
+    def _rows(self, namespace: tuple[str, ...], key: str) -> list[MemoryRecord]:
+        filters = {**self._base_filters(), "metadata.lg_namespace": _ns_json(namespace), "metadata.lg_key": key}
+        return self.engine.list_items(self.scope, filters=filters, limit=5)
+
+    @staticmethod
+    def _namespace(rec: MemoryRecord) -> tuple[str, ...]:
+        return tuple(json.loads(rec.metadata["lg_namespace"]))
+
+    def _item(self, rec: MemoryRecord) -> Item:
+        return Item(value=dict(rec.metadata.get("lg_value") or {}), key=str(rec.metadata["lg_key"]),
+                    namespace=self._namespace(rec), created_at=_dt(rec.created_at), updated_at=_dt(rec.updated_at))
+
+    def _search_item(self, rec: MemoryRecord, score: float | None) -> SearchItem:
+        return SearchItem(namespace=self._namespace(rec), key=str(rec.metadata["lg_key"]),
+                          value=dict(rec.metadata.get("lg_value") or {}), created_at=_dt(rec.created_at),
+                          updated_at=_dt(rec.updated_at), score=score)
+
+    def text_for(self, value: Mapping[str, Any], index: Sequence[str] | None = None) -> str:
+        """The searchable text of a value: the given (or configured) index fields' texts, one per line."""
+        paths = list(index) if index else self.index_fields
+        texts: list[str] = []
+        for path in paths:
+            found = get_text_at_path(dict(value), path if path == "$" else tokenize_path(path))
+            texts.extend(t for t in found if t and t.strip())
+        text = "\n".join(texts).strip()
+        return text or json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str)
+
+    # ---------------------------------------------------------------- operations
+    def _get(self, op: GetOp) -> Item | None:
+        rows = self._rows(tuple(op.namespace), str(op.key))
+        return self._item(rows[0]) if rows else None
+
+    def _value_filters(self, flt: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Simple equalities on top-level value keys, pushed into the engine query."""
+        out: dict[str, Any] = {}
+        for key, expected in (flt or {}).items():
+            if isinstance(expected, Mapping) and set(expected) == {"$eq"}:
+                expected = expected["$eq"]
+            if not isinstance(key, str) or not _SAFE_KEY.match(key):
+                continue
+            if isinstance(expected, (str, int, float)) and not isinstance(expected, bool):
+                out[f"metadata.lg_value.{key}"] = expected
+        return out
+
+    def _keep(self, rec: MemoryRecord, op: SearchOp) -> bool:
+        ns = self._namespace(rec)
+        if ns[: len(op.namespace_prefix)] != tuple(op.namespace_prefix):
+            return False
+        value = rec.metadata.get("lg_value") or {}
+        return all(_compare(value.get(k), v) for k, v in (op.filter or {}).items())
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.limit < 1:
+            return []
+        offset = max(0, op.offset)
+        want = offset + op.limit
+        filters = {**self._prefix_filters(op.namespace_prefix), **self._value_filters(op.filter)}
+        exact_pushdown = "*" not in op.namespace_prefix and (
+            not op.filter or len(self._value_filters(op.filter)) == len(op.filter))
+        ranked: list[SearchItem] = []
+        seen: set[str] = set()
+        if op.query and op.query.strip():
+            cands, _ = self.engine.search(
+                op.query, self.scope, layers=("vectors",), k=max(want * 2, 10),
+                filters={**filters, "metadata.lg_indexed": True},
+            )
+            for cand in cands:
+                rec = cand.record
+                if isinstance(rec, MemoryRecord) and rec.id not in seen and self._keep(rec, op):
+                    seen.add(rec.id)
+                    ranked.append(self._search_item(rec, float(cand.score)))
+            if not self.fill_unranked or len(ranked) >= want:
+                return ranked[offset:want]
+        scan = want + len(seen) if exact_pushdown else self.max_scan
+        rows = self.engine.list_items(self.scope, filters=filters, limit=min(scan, self.max_scan))
+        rest = [self._search_item(r, None) for r in rows if r.id not in seen and self._keep(r, op)]
+        return (ranked + rest)[offset:want]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = tuple(op.match_conditions or ())
+        prefix = next((c.path for c in conditions if c.match_type == "prefix"), ())
+        rows = self.engine.list_items(self.scope, filters=self._prefix_filters(prefix), limit=self.max_scan)
+        namespaces = {self._namespace(r) for r in rows}
+        namespaces = {ns for ns in namespaces if all(_matches(ns, c) for c in conditions)}
+        if op.max_depth is not None:
+            namespaces = {ns[: op.max_depth] for ns in namespaces}
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
+
+    def _put(self, op: PutOp) -> None:
+        namespace, key = tuple(op.namespace), str(op.key)
+        rows = self._rows(namespace, key)
+        if op.value is None:
+            for rec in rows:
+                self.engine.delete_item(self.scope, rec.id, hard=True)
+            return
+        value = dict(op.value)
+        text = self.text_for(value, op.index if isinstance(op.index, list) else None)
+        meta: dict[str, Any] = {
+            "lg_kind": KIND, "lg_namespace": _ns_json(namespace),
+            "lg_ns": {f"d{depth}": label for depth, label in enumerate(namespace)},
+            "lg_depth": len(namespace), "lg_key": key, "lg_value": value, "lg_indexed": op.index is not False,
+        }
+        if rows:
+            self.engine.update_item(self.scope, rows[0].id, content=text, metadata=meta)
+            for extra in rows[1:]:  # a concurrent writer outside this process could have doubled a key
+                self.engine.delete_item(self.scope, extra.id, hard=True)
+        else:
+            self.engine.ingest(self.scope, [{"content": text, "source": "knowledge", "metadata": meta}])
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations: reads first (they see the state before this batch's writes),
+        then the writes, the last one per (namespace, key)."""
+        ops = list(ops)
+        results: list[Result] = [None] * len(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            validate_op_namespace(op)
+            if isinstance(op, PutOp) and op.ttl is not None:
+                raise NotImplementedError("ManowarStore does not support TTLs; put with ttl=None")
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                results[i] = self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = self._list_namespaces(op)
+            elif isinstance(op, PutOp):
+                puts[(tuple(op.namespace), str(op.key))] = op
+            else:
+                raise ValueError(f"unknown operation {type(op).__name__}")
+        if puts:
+            with self._lock:
+                for op in puts.values():
+                    self._put(op)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async twin of :meth:`batch` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+
+# ---------------------------------------------------------------- key-value store
+
+
+_BYTES = "__manowar_bytes__"
+
+
+def _encode(value: Any) -> dict[str, Any]:
+    if isinstance(value, (bytes, bytearray)):
+        return {"v": {_BYTES: base64.b64encode(bytes(value)).decode("ascii")}}
+    return {"v": value}
+
+
+def _decode(stored: Mapping[str, Any]) -> Any:
+    value = stored.get("v")
+    if isinstance(value, Mapping) and set(value) == {_BYTES}:
+        return base64.b64decode(value[_BYTES])
+    return value
+
+
+class ManowarKVStore(KVBaseStore[str, Any]):
+    """A LangChain key-value store (``langchain_core.stores.BaseStore``) on a :class:`ManowarStore`.
+
+    Values are bytes or JSON-serialisable data (bytes round-trip, so it also serves as a
+    ``ByteStore``, for example for ``CacheBackedEmbeddings``). Keys live under one
+    LangGraph namespace (default ``("kv",)``). The rows are memories of the scope: give
+    the key-value store a scope of its own (for example a dedicated ``agent_wallet``) so
+    cached values stay out of an agent's recall.
+    """
+
+    def __init__(self, *, engine: MemoryEngine, scope: ScopeLike, namespace: Sequence[str] = ("kv",)) -> None:
+        self.store = ManowarStore(engine=engine, scope=scope, fill_unranked=False)
+        self.namespace = tuple(namespace)
+
+    def mget(self, keys: Sequence[str]) -> list[Any | None]:
+        """The values of ``keys`` (None where missing)."""
+        items = self.store.batch([GetOp(self.namespace, k) for k in keys])
+        return [_decode(i.value) if isinstance(i, Item) else None for i in items]
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, Any]]) -> None:
+        """Set the values (the last one wins for a repeated key)."""
+        self.store.batch([PutOp(self.namespace, k, _encode(v), index=False) for k, v in key_value_pairs])
+
+    def mdelete(self, keys: Sequence[str]) -> None:
+        """Delete the keys (missing keys are ignored)."""
+        self.store.batch([PutOp(self.namespace, k, None) for k in keys])
+
+    def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
+        """The keys, optionally those starting with ``prefix``."""
+        rows = self.store.engine.list_items(
+            self.store.scope, filters={"metadata.lg_kind": KIND, "metadata.lg_namespace": _ns_json(self.namespace)},
+            limit=self.store.max_scan,
+        )
+        for rec in rows:
+            key = str(rec.metadata["lg_key"])
+            if prefix is None or key.startswith(prefix):
+                yield key
+
+    async def amget(self, keys: Sequence[str]) -> list[Any | None]:
+        """Async twin of :meth:`mget`."""
+        return await asyncio.to_thread(self.mget, keys)
+
+    async def amset(self, key_value_pairs: Sequence[tuple[str, Any]]) -> None:
+        """Async twin of :meth:`mset`."""
+        await asyncio.to_thread(self.mset, key_value_pairs)
+
+    async def amdelete(self, keys: Sequence[str]) -> None:
+        """Async twin of :meth:`mdelete`."""
+        await asyncio.to_thread(self.mdelete, keys)
+
+    async def ayield_keys(self, *, prefix: str | None = None) -> AsyncIterator[str]:
+        """Async twin of :meth:`yield_keys`."""
+        for key in await asyncio.to_thread(lambda: list(self.yield_keys(prefix=prefix))):
+            yield key

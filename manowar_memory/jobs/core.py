@@ -1,0 +1,467 @@
+"""The five maintenance jobs, archive restore, and pattern → skill promotion.
+
+Semantics follow the reference (manowar-behaviour §9, §10.2) with its quirks fixed:
+
+* consolidate: duplicates are found within one agent **and user** only; rows already
+  superseded (or soft-deleted) are never counted or touched again.
+* patterns_extract: a pattern qualifies by the validate rule (count ≥ 2, success rate ≥ 0.55,
+  confidence = min(1, count/10 × successRate) ≥ 0.2); the upsert sets createdAt only on insert.
+* archive_create / archive_restore: an archive can be decoded back into rows; restoring
+  skips rows that still exist.
+* decay_update: only active rows are recomputed; the ≤ 0.05 of superseded rows and the 0 of
+  soft-deleted rows stay. halfLifeDays must be > 0.
+* cleanup: olderThanDays must be given and > 0; 0 or a negative value is rejected.
+
+Every job takes a :class:`~manowar_memory.jobs._store.JobStore`, a params model, and
+``dry_run`` (report what would change, write nothing) and returns a plain report dict.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._util import DAY_MS, content_hash, now_ms
+from ..errors import InvalidInputError, NotFoundError
+from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigger, Skill
+from ._store import JobStore
+
+__all__ = [
+    "ArchiveCreateParams", "ArchiveRestoreParams", "CleanupParams", "ConsolidateParams", "DecayUpdateParams",
+    "PatternsExtractParams", "PromotePatternParams", "ValidatePatternParams", "ListSkillsParams", "TimeRange",
+    "archive_create", "archive_restore", "cleanup", "consolidate", "decay_update", "patterns_extract",
+    "promote_pattern", "validate_pattern", "list_skills", "get_skill", "fingerprint",
+    "SUPERSEDED_DECAY_CAP", "STALE_DECAY_THRESHOLD",
+]
+
+SUPERSEDED_DECAY_CAP = 0.05
+STALE_DECAY_THRESHOLD = 0.2
+MIN_PATTERN_COUNT = 2
+MIN_PATTERN_SUCCESS_RATE = 0.55
+MIN_PATTERN_CONFIDENCE = 0.2
+_INACTIVE = ("superseded", "deleted")
+
+Progress = Callable[[int], None]  # called with the number of rows just processed
+T = TypeVar("T")
+
+
+def _tick(items: Iterable[T], progress: Progress | None, every: int = 1000) -> Iterator[T]:
+    n = 0
+    for item in items:
+        yield item
+        n += 1
+        if progress is not None and n % every == 0:
+            progress(every)
+    if progress is not None and n % every:
+        progress(n % every)
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class TimeRange(_Params):
+    """An inclusive createdAt window in epoch milliseconds."""
+
+    start: int = Field(description="window start, epoch ms (inclusive)")
+    end: int = Field(description="window end, epoch ms (inclusive)")
+
+
+def _window(rng: TimeRange | None, window_days: float | None, default_days: float, now: int) -> tuple[int, int]:
+    if rng is not None:
+        if rng.end < rng.start:
+            raise InvalidInputError(f"time range end ({rng.end}) is before its start ({rng.start})")
+        return rng.start, rng.end
+    days = window_days if (window_days is not None and math.isfinite(window_days) and window_days > 0) else default_days
+    return now - int(days * DAY_MS), now
+
+
+# --------------------------------------------------------------------------- consolidate
+class ConsolidateParams(_Params):
+    """Supersede older duplicates of the same content within one agent + user."""
+
+    agent_wallets: list[str] | None = Field(default=None, description="agents to consolidate")
+    agent_wallet: str | None = Field(default=None, description="one agent (used when agent_wallets is empty)")
+
+
+def fingerprint(record: MemoryRecord) -> str:
+    """H(lower(trim(content)) :: source :: user), first 20 hex chars. The user is part of it,
+    so rows of different users are never duplicates of each other."""
+    key = f"{record.content.strip().lower()}::{record.source}::{record.user_address or ''}"
+    return content_hash(key, 20)
+
+
+def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = False,
+                progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+    now = now if now is not None else now_ms()
+    wallets = params.agent_wallets or ([params.agent_wallet] if params.agent_wallet else [])
+    if not wallets:
+        raise InvalidInputError("consolidate needs agent_wallets (or agent_wallet)")
+    wanted = list(dict.fromkeys(wallets))
+    # (wallet, fingerprint) -> newest active row; only the light fields are kept in memory
+    best: dict[tuple[str, str], _Row] = {}
+    dupes: dict[tuple[str, str], list[_Row]] = {}
+    scanned = 0
+    # one agent: read its rows; several: one pass over the table beats one scan per agent
+    sources = [store.iter_memories(w) for w in wanted] if len(wanted) == 1 else [store.iter_memories(None)]
+    wanted_set = set(wanted)
+    for source in sources:
+        for rec in _tick(source, progress):
+            if rec.agent_wallet not in wanted_set:
+                continue
+            scanned += 1
+            if rec.status in _INACTIVE:
+                continue  # already superseded / deleted: not counted again
+            key = (rec.agent_wallet, fingerprint(rec))
+            row = _Row(rec.id, rec.created_at, rec.updated_at, rec.decay_score, rec.metadata)
+            cur = best.get(key)
+            if cur is None:
+                best[key] = row
+                continue
+            newer, older = (row, cur) if (row.created_at, row.updated_at) > (cur.created_at, cur.updated_at) else (cur, row)
+            best[key] = newer
+            dupes.setdefault(key, []).append(older)
+    per_agent: dict[str, int] = dict.fromkeys(wanted, 0)
+    updates: list[tuple[str, dict[str, Any]]] = []
+    for (wallet, fp), olds in dupes.items():
+        keeper = best[(wallet, fp)]
+        per_agent[wallet] += len(olds)
+        for old in olds:
+            meta = {**old.metadata, "status": "superseded", "supersededAt": now,
+                    "duplicateFingerprint": fp, "supersededBy": keeper.id}
+            updates.append((old.id, {"decay_score": min(old.decay_score, SUPERSEDED_DECAY_CAP),
+                                     "updated_at": now, "metadata": meta}))
+    if updates and not dry_run:
+        for i in range(0, len(updates), 1000):
+            store.update_memories(updates[i:i + 1000])
+    return {"consolidated": len(updates), "duplicateGroups": len(dupes), "scanned": scanned, "byAgent": per_agent,
+            "supersededIds": [u[0] for u in updates[:200]]}
+
+
+class _Row(NamedTuple):
+    id: str
+    created_at: int
+    updated_at: int
+    decay_score: float
+    metadata: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- patterns_extract
+class PatternsExtractParams(_Params):
+    """Find repeated tool-call sequences in an agent's transcripts and store them as patterns."""
+
+    agent_wallet: str = Field(description="the agent whose transcripts are read")
+    time_range: TimeRange | None = Field(default=None, description="explicit createdAt window")
+    window_days: float | None = Field(default=None, description="window ending now, in days (default 1)")
+    confidence_threshold: float = Field(
+        default=MIN_PATTERN_CONFIDENCE, ge=MIN_PATTERN_CONFIDENCE, le=1.0,
+        description="minimum confidence = min(1, count/10 × successRate); never below 0.2",
+    )
+
+
+def _call_failed(call: dict[str, Any]) -> bool:
+    return call.get("success") is False or bool(call.get("error")) or call.get("status") in ("error", "failed")
+
+
+def pattern_id_for(agent_wallet: str, names: list[str]) -> str:
+    return f"pat_{agent_wallet[2:10]}_{content_hash('|'.join(names), 20)}"
+
+
+def _confidence(count: int, success_rate: float) -> float:
+    return min(1.0, (count / 10) * success_rate)
+
+
+def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run: bool = False,
+                     progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+    now = now if now is not None else now_ms()
+    start, end = _window(params.time_range, params.window_days, 1, now)
+    transcripts = store.list_transcripts(params.agent_wallet, start, end)
+    groups: dict[str, dict[str, Any]] = {}
+    for t in _tick(transcripts, progress, every=100):
+        names: list[str] = []
+        failed = False
+        for msg in t.messages:
+            for call in msg.tool_calls or []:
+                name = call.get("name") if isinstance(call, dict) else None
+                if name:
+                    names.append(str(name))
+                    failed = failed or _call_failed(call)
+        if not names:
+            continue
+        g = groups.setdefault("|".join(names), {"names": names, "count": 0, "ok": 0, "last": 0})
+        g["count"] += 1
+        g["ok"] += 0 if failed else 1
+        g["last"] = max(g["last"], t.created_at)
+    written: list[dict[str, Any]] = []
+    skipped = 0
+    for g in groups.values():
+        count = g["count"]
+        # reference rate min(0.99, 0.5 + count/20), scaled by the share of runs with no failed call
+        success_rate = round(min(0.99, 0.5 + count / 20) * (g["ok"] / count), 6)
+        confidence = _confidence(count, success_rate)
+        if count < MIN_PATTERN_COUNT or success_rate < MIN_PATTERN_SUCCESS_RATE or confidence < params.confidence_threshold:
+            skipped += 1
+            continue
+        names = g["names"]
+        pid = pattern_id_for(params.agent_wallet, names)
+        pattern = Pattern(
+            pattern_id=pid, agent_wallet=params.agent_wallet, pattern_type="tool_sequence",
+            trigger=PatternTrigger(type="context", value=names[0]),
+            steps=[PatternStep(action=n, order=i) for i, n in enumerate(names)],
+            summary=" -> ".join(names), success_rate=success_rate, execution_count=count, last_executed=g["last"],
+            metadata={"taskType": "auto-extracted", "tags": ["tool-sequence", "learned"]},
+            created_at=now, updated_at=now,
+        )
+        if not dry_run:
+            existing = store.get_pattern(pid)
+            if existing is not None and existing.metadata.get("taskType") == "promoted":
+                pattern.metadata["taskType"] = "promoted"  # keep the promotion mark
+            store.upsert_pattern(pattern)  # createdAt kept from the first insert by the store
+        written.append({"patternId": pid, "summary": pattern.summary, "count": count,
+                        "successRate": success_rate, "confidence": round(confidence, 6)})
+    return {"patterns": len(written), "extracted": len(transcripts), "skippedGroups": skipped,
+            "window": {"start": start, "end": end}, "items": written}
+
+
+# --------------------------------------------------------------------------- archives
+class ArchiveCreateParams(_Params):
+    """Serialise an agent's rows of a date range into a compressed archive."""
+
+    agent_wallet: str = Field(description="the agent whose rows are archived")
+    date_range: TimeRange | None = Field(default=None, description="explicit createdAt window")
+    window_days: float | None = Field(default=None, description="window ending now, in days (default 7)")
+    compress: bool = Field(default=True, description="gzip + base64 the payload")
+
+
+class ArchiveRestoreParams(_Params):
+    """Decode an archive back into memory rows (rows that still exist are skipped)."""
+
+    archive_id: str = Field(description="the archive to restore")
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: bool = False,
+                   progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+    now = now if now is not None else now_ms()
+    start, end = _window(params.date_range, params.window_days, 7, now)
+    rows = [r.to_doc() for r in _tick(store.iter_memories(params.agent_wallet, created_from=start, created_to=end), progress)]
+    archive_id = f"arc_{params.agent_wallet[2:10]}_{now}"
+    n = 0
+    while not dry_run and store.get_archive(archive_id) is not None:
+        n += 1
+        archive_id = f"arc_{params.agent_wallet[2:10]}_{now}_{n}"
+    date_range = {"start": start, "end": end}
+    payload = json.dumps({"archiveId": archive_id, "agentWallet": params.agent_wallet, "dateRange": date_range,
+                          "vectors": rows}, ensure_ascii=False, separators=(",", ":"))
+    original_size = len(payload.encode("utf-8"))
+    content = base64.b64encode(gzip.compress(payload.encode("utf-8"))).decode("ascii") if params.compress else payload
+    compressed_size = len(content.encode("utf-8"))
+    if not dry_run:
+        store.add_archive(Archive(
+            archive_id=archive_id, agent_wallet=params.agent_wallet,
+            summary=f"Archive for {_iso(start)} - {_iso(end)}", content=content, compressed=params.compress,
+            date_range=date_range,
+            metadata={"entryCount": len(rows), "originalSize": original_size, "compressedSize": compressed_size,
+                      "topics": []},
+            created_at=now,
+        ))
+    return {"archiveId": None if dry_run else archive_id, "memoriesArchived": len(rows), "originalSize": original_size,
+            "compressedSize": compressed_size, "dateRange": date_range}
+
+
+def decode_archive(archive: Archive) -> dict[str, Any]:
+    """The archive's payload ``{archiveId, agentWallet, dateRange, vectors}``."""
+    raw = gzip.decompress(base64.b64decode(archive.content)).decode("utf-8") if archive.compressed else archive.content
+    return json.loads(raw)
+
+
+def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: bool = False,
+                    progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+    archive = store.get_archive(params.archive_id)
+    if archive is None:
+        raise NotFoundError(f"archive {params.archive_id} does not exist")
+    payload = decode_archive(archive)
+    to_add: list[MemoryRecord] = []
+    existing = 0
+    for doc in _tick(payload.get("vectors", []), progress):
+        doc = {k: v for k, v in doc.items() if k not in ("scopeKind", "scopeId", "_id")}
+        rec = MemoryRecord.model_validate(doc)
+        if store.get_memory(rec.id) is not None:
+            existing += 1
+            continue
+        to_add.append(rec)
+    if to_add and not dry_run:
+        for i in range(0, len(to_add), 1000):
+            store.add_memories(to_add[i:i + 1000])
+    return {"archiveId": archive.archive_id, "restored": len(to_add), "skippedExisting": existing,
+            "entryCount": len(payload.get("vectors", []))}
+
+
+# --------------------------------------------------------------------------- decay_update
+class DecayUpdateParams(_Params):
+    """Recompute decayScore = 0.5^(age/halfLife) for active rows."""
+
+    half_life_days: float = Field(default=30.0, description="half-life in days; must be > 0")
+    agent_wallet: str | None = Field(default=None, description="only this agent (default: every agent)")
+
+
+def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = False,
+                 progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+    half_life = params.half_life_days
+    if not (isinstance(half_life, (int, float)) and math.isfinite(half_life) and half_life > 0):
+        raise InvalidInputError(f"half_life_days must be a finite number > 0, got {half_life!r}")
+    now = now if now is not None else now_ms()
+    updated = 0
+    skipped_inactive = 0
+    total = 0.0
+    batch: list[tuple[str, dict[str, Any]]] = []
+    for rec in _tick(store.iter_memories(params.agent_wallet, batch_size=5000), progress):
+        if rec.status in _INACTIVE:
+            skipped_inactive += 1  # keep the ≤ 0.05 / 0 floors
+            continue
+        age_days = max(0, now - rec.created_at) / DAY_MS
+        score = 0.5 ** (age_days / half_life)
+        total += score
+        updated += 1
+        if not dry_run:
+            batch.append((rec.id, {"decay_score": score, "updated_at": now}))
+            if len(batch) >= 5000:
+                store.update_memories(batch)
+                batch = []
+    if batch:
+        store.update_memories(batch)
+    return {"updated": updated, "avgDecayScore": (total / updated) if updated else 0.0,
+            "skippedInactive": skipped_inactive, "halfLifeDays": half_life}
+
+
+# --------------------------------------------------------------------------- cleanup
+class CleanupParams(_Params):
+    """Delete stale low-decay unpinned rows, expired/stale sessions and old transcripts."""
+
+    older_than_days: float | None = Field(
+        default=None, description="required, > 0: only data older than this many days is removed")
+
+
+def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
+            progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+    days = params.older_than_days
+    if days is None or not math.isfinite(days) or days <= 0:
+        raise InvalidInputError(
+            f"cleanup needs older_than_days > 0 (got {days!r}); 0 or a negative value would delete everything")
+    now = now if now is not None else now_ms()
+    cutoff = now - int(days * DAY_MS)
+    victims: list[str] = []
+    freed = 0
+    for rec in _tick(store.iter_memories(None, created_to=cutoff - 1), progress):
+        if rec.created_at < cutoff and rec.decay_score < STALE_DECAY_THRESHOLD and rec.metadata.get("retention") != "pinned":
+            victims.append(rec.id)
+            freed += len(rec.content.encode("utf-8"))
+    if dry_run:
+        vectors, sessions, transcripts = len(victims), store.count_stale_sessions(now, cutoff), store.count_transcripts_older_than(cutoff)
+    else:
+        vectors = sum(store.delete_memories(victims[i:i + 1000]) for i in range(0, len(victims), 1000))
+        sessions = store.purge_expired_sessions(now) + store.delete_sessions_older_than(cutoff)
+        transcripts = store.delete_transcripts_older_than(cutoff)
+    deleted = vectors + (sessions or 0) + (transcripts or 0)
+    return {"deleted": deleted, "vectorsDeleted": vectors, "sessionsDeleted": sessions,
+            "transcriptsDeleted": transcripts, "freedBytes": freed, "cutoff": cutoff}
+
+
+# --------------------------------------------------------------------------- patterns → skills
+class ValidatePatternParams(_Params):
+    """Check whether a stored pattern is good enough to become a skill."""
+
+    pattern_id: str = Field(description="the pattern to validate")
+
+
+class PromotePatternParams(_Params):
+    """Promote a valid pattern into a learned skill (validated again here)."""
+
+    pattern_id: str = Field(description="the pattern to promote")
+    skill_name: str = Field(min_length=1, description="name of the new skill")
+
+
+class ListSkillsParams(_Params):
+    """List learned skills."""
+
+    agent_wallet: str | None = Field(default=None, description="only skills of this agent")
+    category: str | None = Field(default=None, description="only this category")
+    limit: int = Field(default=20, description="1..100")
+
+
+def validate_pattern(store: JobStore, pattern_id: str) -> dict[str, Any]:
+    """``{valid, confidence, occurrences, successRate, toolSequence}`` (reference §10.2)."""
+    pattern = store.get_pattern(pattern_id)
+    if pattern is None:
+        return {"patternId": pattern_id, "valid": False, "confidence": 0.0, "occurrences": 0, "successRate": 0.0,
+                "toolSequence": [], "reason": "pattern not found"}
+    confidence = _confidence(pattern.execution_count, pattern.success_rate)
+    reasons = []
+    if pattern.execution_count < MIN_PATTERN_COUNT:
+        reasons.append(f"executionCount {pattern.execution_count} < {MIN_PATTERN_COUNT}")
+    if pattern.success_rate < MIN_PATTERN_SUCCESS_RATE:
+        reasons.append(f"successRate {pattern.success_rate} < {MIN_PATTERN_SUCCESS_RATE}")
+    if confidence < MIN_PATTERN_CONFIDENCE:
+        reasons.append(f"confidence {confidence:.3f} < {MIN_PATTERN_CONFIDENCE}")
+    return {"patternId": pattern_id, "valid": not reasons, "confidence": confidence,
+            "occurrences": pattern.execution_count, "successRate": pattern.success_rate,
+            "toolSequence": [s.action for s in sorted(pattern.steps, key=lambda s: s.order)],
+            "reason": "; ".join(reasons) or None}
+
+
+def _find_promoted(store: JobStore, pattern: Pattern, skill_name: str) -> Skill | None:
+    for skill in store.list_skills(pattern.agent_wallet, "learned", 100_000):
+        pats = skill.trigger.get("patterns") or []
+        if skill.name == skill_name and pats and pats[0] == pattern.pattern_id:
+            return skill
+    return None
+
+
+def promote_pattern(store: JobStore, pattern_id: str, skill_name: str, *, now: int | None = None) -> dict[str, Any]:
+    """Validate the pattern again and, when valid, create the skill. Promoting the same pattern
+    into the same skill name twice returns the existing skill with ``promoted: False``."""
+    now = now if now is not None else now_ms()
+    skill_name = skill_name.strip()
+    if not skill_name:
+        raise InvalidInputError("skill_name must not be empty")
+    validation = validate_pattern(store, pattern_id)
+    pattern = store.get_pattern(pattern_id)
+    if pattern is None or not validation["valid"]:
+        return {"skillId": "", "promoted": False, "reason": validation["reason"], "validation": validation}
+    existing = _find_promoted(store, pattern, skill_name)
+    if existing is not None:
+        return {"skillId": existing.skill_id, "promoted": False, "reason": "already promoted into this skill name",
+                "validation": validation}
+    tools = validation["toolSequence"]
+    skill = Skill(
+        skill_id=f"skill_{pattern_id}_{content_hash(skill_name + str(now), 20)}", name=skill_name,
+        description=f"Learned from pattern {pattern_id}: {pattern.summary}", category="learned",
+        trigger={"type": "pattern", "patterns": [pattern_id, *tools]},
+        spawn_config={"skillType": "learned", "tools": tools, "maxSteps": max(3, len(tools)),
+                      "conditions": {"minConfidence": validation["confidence"]}},
+        success_rate=pattern.success_rate, usage_count=0, creator="system", agents=[pattern.agent_wallet],
+        tags=["auto-promoted", "pattern"], created_at=now,
+    )
+    store.add_skill(skill)
+    store.upsert_pattern(pattern.model_copy(update={
+        "metadata": {**pattern.metadata, "taskType": "promoted"}, "updated_at": now}))
+    return {"skillId": skill.skill_id, "promoted": True, "reason": None, "validation": validation}
+
+
+def list_skills(store: JobStore, agent_wallet: str | None = None, category: str | None = None,
+                limit: int = 20) -> list[Skill]:
+    return store.list_skills(agent_wallet, category, max(1, min(100, int(limit or 20))))
+
+
+def get_skill(store: JobStore, skill_id: str) -> Skill | None:
+    return store.get_skill(skill_id)

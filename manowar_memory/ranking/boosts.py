@@ -1,0 +1,110 @@
+"""Score boosts (Comis ``score.ts``): recency, temporal, proof and trust, as factors centred on 1.
+
+Every signal lies in 0–1 with 0.5 meaning "no information", and every factor follows one rule::
+
+    factor = 1 + alpha × (signal − 0.5)
+
+so an absent signal (or alpha 0) multiplies by exactly 1 and never reorders anything.
+
+* recency: ``1 / (1 + age in days)`` of ``created_at`` (the record time);
+* temporal: the same curve on the event time ``metadata.occurredAt`` (epoch ms), neutral
+  when absent; a future time counts as now;
+* proof: ``0.5 + ln(proofCount) / 10`` clamped to 0–1, with the part above neutral decayed by
+  ``confidence × 0.5 ** (event age / 30 days)``; neutral without ``metadata.proofCount``;
+* trust: system 1.0, learned 0.5, external 0.0.
+
+``boosted = score × recency × temporal × proof × trust``; candidates are sorted by the
+boosted score, and scores within 1e-9 of each other go to the more trusted memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._util import DAY_MS, now_ms
+from ..candidates import Candidate
+from .trust import TRUST_WEIGHT, trust_level
+
+__all__ = ["apply_boosts", "boost_factors", "factor"]
+
+TIE_EPSILON = 1e-9
+
+
+def factor(alpha: float, signal: float) -> float:
+    """``1 + alpha × (signal − 0.5)``."""
+    return 1.0 + alpha * (signal - 0.5)
+
+
+def _age_signal(stamp: Any, now: int) -> float:
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) or stamp <= 0:
+        return 0.5
+    age_days = max(0.0, (now - float(stamp)) / DAY_MS)
+    return 1.0 / (1.0 + age_days)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _occurred_at(meta: Mapping[str, Any]) -> Any:
+    return meta.get("occurredAt", meta.get("occurred_at"))
+
+
+def boost_factors(
+    cand: Candidate, *, now: int, recency_alpha: float = 0.2, temporal_alpha: float = 0.2,
+    proof_alpha: float = 0.1, trust_alpha: float = 0.1, default_trust: str = "learned",
+) -> dict[str, float]:
+    """The four factors for one candidate."""
+    meta = cand.metadata or {}
+    recency = factor(recency_alpha, _age_signal(cand.created_at, now))
+    occurred = _occurred_at(meta)
+    temporal = factor(temporal_alpha, _age_signal(occurred, now)) if occurred is not None else 1.0
+    proof_count = _number(meta.get("proofCount", meta.get("proof_count")))
+    proof = 1.0
+    if proof_count is not None and proof_count >= 1:
+        norm = min(1.0, max(0.0, 0.5 + math.log(proof_count) / 10.0))
+        confidence = _number(meta.get("confidence"))
+        stamp = _number(occurred) or _number(cand.created_at)
+        age = max(0.0, (now - stamp) / DAY_MS) if stamp else 0.0
+        conf_factor = (confidence if confidence is not None else 1.0) * 0.5 ** (age / 30.0)
+        proof = factor(proof_alpha, 0.5 + (norm - 0.5) * conf_factor)
+    trust = factor(trust_alpha, TRUST_WEIGHT[trust_level(meta, default_trust)])
+    return {"recency": recency, "temporal": temporal, "proof": proof, "trust": trust}
+
+
+def apply_boosts(
+    candidates: Sequence[Candidate], *, now: int | None = None, recency_alpha: float = 0.2,
+    temporal_alpha: float = 0.2, proof_alpha: float = 0.1, trust_alpha: float = 0.1,
+    default_trust: str = "learned",
+) -> list[Candidate]:
+    """Multiply each score by its factors (recorded in ``trace``) and sort: boosted score
+    descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
+    now = now_ms() if now is None else now
+    weights: dict[int, float] = {}
+    for cand in candidates:
+        factors = boost_factors(
+            cand, now=now, recency_alpha=recency_alpha, temporal_alpha=temporal_alpha, proof_alpha=proof_alpha,
+            trust_alpha=trust_alpha, default_trust=default_trust,
+        )
+        total = math.prod(factors.values())
+        for name, value in factors.items():
+            if value != 1.0:
+                cand.trace[f"boost_{name}"] = value
+        cand.trace["boost"] = total
+        cand.score *= total
+        weights[id(cand)] = TRUST_WEIGHT[trust_level(cand.metadata, default_trust)]
+
+    ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
+    out: list[Candidate] = []
+    start = 0
+    while start < len(ranked):  # runs of near-equal scores go to the more trusted memory first
+        end = start + 1
+        while end < len(ranked) and ranked[start].score - ranked[end].score <= TIE_EPSILON:
+            end += 1
+        out.extend(sorted(ranked[start:end], key=lambda c: -weights[id(c)]))
+        start = end
+    return out

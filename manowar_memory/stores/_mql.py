@@ -1,0 +1,423 @@
+"""Pure builders for the MongoDB store: collection and index definitions, the filter of a
+:class:`~manowar_memory.stores.base.MemoryQuery`, and every aggregation pipeline.
+
+Nothing here talks to a server or imports pymongo, so ``tests/test_mql.py`` checks the exact
+documents; :mod:`manowar_memory.stores.mongo` then sends the same documents to the server.
+
+Scope rules (the same as the embedded store, :mod:`manowar_memory.stores.sqlite`):
+
+* ``agentWallet`` equals the scope's agent;
+* with a user: ``userAddress`` is that user **or null/missing** (the agent's shared rows);
+  without a user: ``userAddress`` is null/missing (never other users' rows);
+* ``threadId`` only when the query is not durable and the scope has a thread;
+* ``mode`` and ``haiId`` when the scope sets them;
+* ``active_only``: ``metadata.status`` not in (deleted, superseded); rows without a status match;
+* ``sources`` / ``exclude_sources`` on memory rows;
+* allowlisted caller filters: a primitive is an equality (``None`` matches null or missing),
+  a list is ``$in``. A filter on a key the scope already constrains is ANDed with it (through
+  ``$and``), never allowed to replace it.
+
+One difference from SQLite that no conformance test relies on: MongoDB equality on a field
+that holds an *array* matches when any element equals the value; SQLite's ``json_extract``
+compares the whole array. Filter paths name scalar fields in practice.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..filters import FilterValue
+from .base import INACTIVE_STATUSES, MemoryQuery
+
+__all__ = [
+    "ARCHIVES",
+    "ATLAS_MAX_CANDIDATES",
+    "DEFAULT_PREFILTER_FIELDS",
+    "INDEXES",
+    "JOBS",
+    "MEMORY",
+    "PATTERNS",
+    "REFERENCE_FILTER_FIELDS",
+    "SESSIONS",
+    "SKILLS",
+    "TRANSCRIPTS",
+    "VECTOR_INDEX_NAME",
+    "IndexSpec",
+    "ann_sizes",
+    "atlas_prefilter",
+    "atlas_vector_pipeline",
+    "keyword_pipeline",
+    "live_session_filter",
+    "local_scan_query",
+    "other_model_filter",
+    "ms_to_date",
+    "date_to_ms",
+    "parse_prefilter_fields",
+    "scope_filter",
+    "stats_pipeline",
+    "transcript_search_pipeline",
+    "vector_index_definition",
+]
+
+MEMORY = "memory"
+TRANSCRIPTS = "session_transcripts"
+SESSIONS = "sessions"
+PATTERNS = "patterns"
+ARCHIVES = "archives"
+SKILLS = "skills"
+JOBS = "memory_jobs"
+
+VECTOR_INDEX_NAME = "vector_index"
+ATLAS_MAX_CANDIDATES = 10_000
+
+# The reference's Atlas index filter fields (§2.1), plus the embedding model (ours: a row is
+# only ever compared with a query vector of the same model).
+REFERENCE_FILTER_FIELDS: tuple[str, ...] = (
+    "agentWallet", "userAddress", "threadId", "mode", "haiId", "scopeKind", "scopeId", "source",
+    "metadata.app_id", "metadata.status", "metadata.retention", "metadata.type",
+)
+# Prefiltered when MEMORY_VECTOR_PREFILTER_FIELDS is unset. The reference sent no prefilter
+# by default, so a small agent in a large shared collection could get nothing back from the
+# ANN limit (§13.1 item 5); the agent and the model are always plain equalities, safe to push
+# into $vectorSearch.
+DEFAULT_PREFILTER_FIELDS: tuple[str, ...] = ("agentWallet",)
+
+_INACTIVE = list(INACTIVE_STATUSES)
+
+
+# ----------------------------------------------------------------------------- indexes
+
+
+class IndexSpec:
+    """One index: name, key list and options (``unique``, ``expireAfterSeconds``...)."""
+
+    __slots__ = ("keys", "name", "options")
+
+    def __init__(self, name: str, keys: Sequence[tuple[str, Any]], **options: Any) -> None:
+        self.name = name
+        self.keys = list(keys)
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"IndexSpec({self.name!r}, {self.keys!r}, **{self.options!r})"
+
+
+_TEXT_OPTS = {"default_language": "english", "language_override": "_textLanguage"}
+
+# The reference's indexes (§2.1–§2.7) with deliberate changes:
+# * ``idx_vector_id``, ``patternId``, ``archiveId``, ``skillId`` are unique (the reference's were not,
+#   §13.1 item 27), so concurrent writers can never create duplicates of one id;
+# * sessions and transcripts are keyed by (agentWallet, sessionId), unique: session ids are unique
+#   per agent (the reference made transcript session ids globally unique, so two agents with the
+#   same session id overwrote each other's transcript);
+# * text indexes for the keyword lane (memory content; transcript summary and messages), with the
+#   agent as an equality prefix so a $text query only touches that agent's postings;
+# * a few compound indexes for the store's own queries (fact dedupe, model-restricted scans).
+INDEXES: dict[str, list[IndexSpec]] = {
+    MEMORY: [
+        IndexSpec("idx_vector_wallet", [("agentWallet", 1)]),
+        IndexSpec("idx_vector_id", [("vectorId", 1)], unique=True),
+        IndexSpec("idx_vector_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
+        IndexSpec("idx_vector_wallet_thread", [("agentWallet", 1), ("threadId", 1)]),
+        IndexSpec("idx_vector_wallet_scope_thread", [("agentWallet", 1), ("mode", 1), ("haiId", 1), ("threadId", 1)]),
+        IndexSpec("idx_vector_user", [("userAddress", 1)]),
+        IndexSpec("idx_vector_source", [("source", 1)]),
+        IndexSpec("idx_vector_app_id", [("metadata.app_id", 1)]),
+        IndexSpec("idx_vector_decay", [("decayScore", -1)]),
+        IndexSpec("idx_vector_last_accessed", [("lastAccessedAt", -1)]),
+        IndexSpec("idx_vector_wallet_fact", [("agentWallet", 1), ("metadata.factHash", 1)]),
+        IndexSpec("idx_vector_wallet_model", [("agentWallet", 1), ("embeddingModel", 1), ("createdAt", -1)]),
+        IndexSpec("idx_vector_text", [("agentWallet", 1), ("content", "text")], **_TEXT_OPTS),
+    ],
+    TRANSCRIPTS: [
+        IndexSpec("idx_transcript_session_id", [("sessionId", 1)]),
+        IndexSpec("idx_transcript_wallet_session", [("agentWallet", 1), ("sessionId", 1)], unique=True),
+        IndexSpec("idx_transcript_thread_id", [("threadId", 1)]),
+        IndexSpec("idx_transcript_wallet", [("agentWallet", 1)]),
+        IndexSpec("idx_transcript_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
+        IndexSpec(
+            "idx_transcript_wallet_scope_thread", [("agentWallet", 1), ("mode", 1), ("haiId", 1), ("threadId", 1)]
+        ),
+        IndexSpec("idx_transcript_user", [("userAddress", 1)]),
+        IndexSpec("idx_transcript_app_id", [("metadata.app_id", 1)]),
+        IndexSpec(
+            "idx_transcript_text", [("agentWallet", 1), ("summary", "text"), ("messages.content", "text")],
+            **_TEXT_OPTS,
+        ),
+    ],
+    SESSIONS: [
+        IndexSpec("idx_session_id", [("sessionId", 1)]),
+        IndexSpec("idx_session_wallet_id", [("agentWallet", 1), ("sessionId", 1)], unique=True),
+        IndexSpec("idx_session_wallet", [("agentWallet", 1)]),
+        IndexSpec("idx_session_wallet_scope_thread", [("agentWallet", 1), ("mode", 1), ("haiId", 1), ("threadId", 1)]),
+        IndexSpec("idx_session_app_id", [("metadata.app_id", 1)]),
+        IndexSpec("idx_session_ttl", [("expiresAt", 1)], expireAfterSeconds=0),
+        IndexSpec("idx_session_last_accessed", [("lastAccessedAt", -1)]),
+    ],
+    PATTERNS: [
+        IndexSpec("idx_pattern_wallet", [("agentWallet", 1)]),
+        IndexSpec("idx_pattern_id", [("patternId", 1)], unique=True),
+        IndexSpec("idx_pattern_wallet_type", [("agentWallet", 1), ("patternType", 1)]),
+        IndexSpec("idx_pattern_trigger_lookup", [("trigger.type", 1), ("trigger.value", 1)]),
+        IndexSpec("idx_pattern_success_rate", [("successRate", -1)]),
+        IndexSpec("idx_pattern_last_executed", [("lastExecuted", -1)]),
+        IndexSpec("idx_pattern_wallet_success", [("agentWallet", 1), ("successRate", -1)]),
+        IndexSpec("idx_pattern_app_id", [("metadata.app_id", 1)]),
+    ],
+    ARCHIVES: [
+        IndexSpec("idx_archive_wallet", [("agentWallet", 1)]),
+        IndexSpec("idx_archive_id", [("archiveId", 1)], unique=True),
+        IndexSpec("idx_archive_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
+        IndexSpec("idx_archive_date_range", [("dateRange.start", 1), ("dateRange.end", 1)]),
+        IndexSpec("idx_archive_app_id", [("metadata.app_id", 1)]),
+    ],
+    SKILLS: [
+        IndexSpec("idx_skill_id", [("skillId", 1)], unique=True),
+        IndexSpec("idx_skill_creator", [("creator", 1)]),
+        IndexSpec("idx_skill_trigger_type", [("trigger.type", 1)]),
+        IndexSpec("idx_skill_success_usage", [("successRate", -1), ("usageCount", -1)]),
+        IndexSpec("idx_skill_agents", [("agents", 1)]),
+        IndexSpec("idx_skill_category", [("category", 1)]),
+    ],
+    JOBS: [
+        IndexSpec("idx_memory_job_id", [("jobId", 1)], unique=True),
+        IndexSpec("idx_memory_job_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
+        IndexSpec("idx_memory_job_status_created", [("status", 1), ("createdAt", -1)]),
+    ],
+}
+
+
+# ----------------------------------------------------------------------------- time
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def ms_to_date(ms: int) -> _dt.datetime:
+    """Epoch milliseconds as a UTC datetime (a BSON Date, which keeps milliseconds)."""
+    return _EPOCH + _dt.timedelta(milliseconds=int(ms))
+
+
+def date_to_ms(value: Any) -> int:
+    """A BSON Date (naive datetimes are UTC, as pymongo returns them) or a number as epoch ms."""
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        delta = value - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return int(value)
+
+
+# ----------------------------------------------------------------------------- filters
+
+
+def _condition(value: FilterValue) -> Any:
+    if isinstance(value, tuple):
+        return {"$in": list(value)}
+    return value
+
+
+def _merge(clauses: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Clauses into one filter document; a second, different clause on a key goes into ``$and``."""
+    out: dict[str, Any] = {}
+    extra: list[dict[str, Any]] = []
+    for key, cond in clauses:
+        if key not in out:
+            out[key] = cond
+        elif out[key] != cond and {key: cond} not in extra:
+            extra.append({key: cond})
+    if extra:
+        out["$and"] = extra
+    return out
+
+
+def scope_filter(query: MemoryQuery, *, collection: str = MEMORY) -> dict[str, Any]:
+    """The MQL filter of ``query`` for ``collection`` (memory rows, sessions, transcripts,
+    patterns or archives). ``sources``/``exclude_sources`` apply to memory rows only."""
+    s = query.scope
+    clauses: list[tuple[str, Any]] = [("agentWallet", s.agent_wallet)]
+    if s.user_address is not None:
+        clauses.append(("userAddress", {"$in": [s.user_address, None]}))
+    else:
+        clauses.append(("userAddress", None))
+    if not query.durable and s.thread_id is not None:
+        clauses.append(("threadId", s.thread_id))
+    if s.mode is not None:
+        clauses.append(("mode", s.mode))
+    if s.hai_id is not None:
+        clauses.append(("haiId", s.hai_id))
+    if query.active_only:
+        clauses.append(("metadata.status", {"$nin": list(_INACTIVE)}))
+    if collection == MEMORY:
+        if query.sources is not None:
+            clauses.append(("source", {"$in": list(query.sources)}))
+        if query.exclude_sources:
+            clauses.append(("source", {"$nin": list(query.exclude_sources)}))
+    for path, value in query.filters.items():
+        clauses.append((path, _condition(value)))
+    return _merge(clauses)
+
+
+def live_session_filter(query: MemoryQuery, now_ms: int) -> dict[str, Any]:
+    """Sessions of the query's scope that have not expired at ``now_ms``."""
+    return _merge([*scope_filter(query, collection=SESSIONS).items(), ("expiresAt", {"$gt": ms_to_date(now_ms)})])
+
+
+# ----------------------------------------------------------------------------- keyword lane
+
+
+def keyword_pipeline(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[dict[str, Any]]:
+    """``$text`` over memory content (OR of the terms, English stemming), best textScore first.
+    The score is returned as ``_score``; embeddings are not."""
+    match = {"$text": {"$search": " ".join(terms)}, **scope_filter(query, collection=MEMORY)}
+    return [
+        {"$match": match},
+        {"$set": {"_score": {"$meta": "textScore"}}},
+        {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
+        {"$limit": int(limit)},
+        {"$project": {"embedding": 0}},
+    ]
+
+
+def transcript_search_pipeline(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[dict[str, Any]]:
+    """``$text`` over transcript summaries and message contents, best first (``_score``)."""
+    match = {"$text": {"$search": " ".join(terms)}, **scope_filter(query, collection=TRANSCRIPTS)}
+    return [
+        {"$match": match},
+        {"$set": {"_score": {"$meta": "textScore"}}},
+        {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
+        {"$limit": int(limit)},
+    ]
+
+
+# ----------------------------------------------------------------------------- vector lane
+
+
+def local_scan_query(query: MemoryQuery, model_id: str) -> tuple[dict[str, Any], dict[str, int], list[tuple[str, int]]]:
+    """``(filter, projection, sort)`` of the self-hosted vector path's candidate stream: the
+    scope's rows embedded by ``model_id``, newest first, projected to ``_id`` and ``embedding``."""
+    flt = _merge([*scope_filter(query, collection=MEMORY).items(), ("embeddingModel", model_id)])
+    return flt, {"_id": 1, "embedding": 1}, [("createdAt", -1)]
+
+
+def other_model_filter(query: MemoryQuery, model_id: str) -> dict[str, Any]:
+    """The scope's rows embedded by another model (counted, never scored against this query)."""
+    return _merge([*scope_filter(query, collection=MEMORY).items(), ("embeddingModel", {"$nin": [model_id, None]})])
+
+
+def parse_prefilter_fields(value: str | None) -> tuple[str, ...]:
+    """``MEMORY_VECTOR_PREFILTER_FIELDS``: comma-separated field names, blanks dropped, order kept."""
+    if not value:
+        return ()
+    return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+
+
+def _atlas_safe(cond: Any) -> bool:
+    # $vectorSearch filters cannot reproduce "null or missing" or "$nin matches missing fields"
+    # reliably, so only plain non-null equalities and $in lists without null are pushed down.
+    if cond is None:
+        return False
+    if isinstance(cond, (str, int, float, bool)):
+        return True
+    if isinstance(cond, Mapping) and set(cond) == {"$in"}:
+        return all(v is not None and isinstance(v, (str, int, float, bool)) for v in cond["$in"])
+    return False
+
+
+def atlas_prefilter(filter_doc: Mapping[str, Any], fields: Sequence[str], model_id: str) -> dict[str, Any]:
+    """The ``$vectorSearch`` prefilter: the embedding model, plus each of ``fields`` that the
+    scope filter constrains with a plain equality (or a null-free ``$in``). Everything else
+    stays in the post-ANN ``$match``, which always re-applies the whole filter."""
+    out: dict[str, Any] = {"embeddingModel": model_id}
+    for name in fields:
+        cond = filter_doc.get(name)
+        if name in filter_doc and _atlas_safe(cond):
+            out[name] = cond
+    return out
+
+
+def ann_sizes(limit: int) -> tuple[int, int]:
+    """``(ann_limit, num_candidates)`` for $vectorSearch: the reference's over-fetch
+    (``max(limit, min(500, 10·limit))`` rows, 20 candidates per row), capped at Atlas's
+    10 000-candidate maximum so large limits do not fail."""
+    limit = max(1, int(limit))
+    ann_limit = min(ATLAS_MAX_CANDIDATES, max(limit, min(500, limit * 10)))
+    num_candidates = min(ATLAS_MAX_CANDIDATES, max(ann_limit, ann_limit * 20))
+    return ann_limit, num_candidates
+
+
+def atlas_vector_pipeline(
+    query: MemoryQuery,
+    vector: Sequence[float],
+    model_id: str,
+    limit: int,
+    *,
+    index_name: str = VECTOR_INDEX_NAME,
+    prefilter_fields: Sequence[str] = DEFAULT_PREFILTER_FIELDS,
+    min_score: float | None = None,
+) -> list[dict[str, Any]]:
+    """Atlas Vector Search: ANN with a prefilter, then the full scope filter, an optional
+    score threshold on Atlas's scale (``(1 + cos) / 2`` for cosine, which the embedded store
+    reports too), and ``limit`` rows. The score comes back as ``_score``."""
+    full = scope_filter(query, collection=MEMORY)
+    ann_limit, num_candidates = ann_sizes(limit)
+    stage: dict[str, Any] = {
+        "index": index_name,
+        "path": "embedding",
+        "queryVector": [float(x) for x in vector],
+        "numCandidates": num_candidates,
+        "limit": ann_limit,
+        "filter": atlas_prefilter(full, prefilter_fields, model_id),
+    }
+    pipeline: list[dict[str, Any]] = [
+        {"$vectorSearch": stage},
+        {"$set": {"_score": {"$meta": "vectorSearchScore"}}},
+        {"$match": _merge([*full.items(), ("embeddingModel", model_id)])},
+    ]
+    if min_score is not None:
+        pipeline.append({"$match": {"_score": {"$gte": float(min_score)}}})
+    pipeline += [{"$limit": int(limit)}, {"$project": {"embedding": 0}}]
+    return pipeline
+
+
+def vector_index_definition(dimensions: int, filter_fields: Sequence[str] = ()) -> dict[str, Any]:
+    """The Atlas ``vectorSearch`` index on ``embedding`` (cosine): the reference's filter
+    fields, the prefilter fields and ``embeddingModel``. ``numDimensions`` is the embedder's."""
+    paths = list(dict.fromkeys([*REFERENCE_FILTER_FIELDS, *filter_fields, "embeddingModel"]))
+    return {
+        "fields": [
+            {"type": "vector", "path": "embedding", "numDimensions": int(dimensions), "similarity": "cosine"},
+            *({"type": "filter", "path": p} for p in paths),
+        ]
+    }
+
+
+# ----------------------------------------------------------------------------- stats
+
+
+def stats_pipeline(agent_wallet: str | None) -> list[dict[str, Any]]:
+    """Counts, mean decay and age range of memory rows, by source and by status, in one pass."""
+    pipeline: list[dict[str, Any]] = []
+    if agent_wallet:
+        pipeline.append({"$match": {"agentWallet": agent_wallet}})
+    pipeline.append(
+        {
+            "$facet": {
+                "totals": [
+                    {
+                        "$group": {
+                            "_id": None,
+                            "count": {"$sum": 1},
+                            "avgDecay": {"$avg": "$decayScore"},
+                            "oldest": {"$min": "$createdAt"},
+                            "newest": {"$max": "$createdAt"},
+                        }
+                    }
+                ],
+                "bySource": [{"$group": {"_id": "$source", "n": {"$sum": 1}}}],
+                "byStatus": [{"$group": {"_id": "$metadata.status", "n": {"$sum": 1}}}],
+            }
+        }
+    )
+    return pipeline

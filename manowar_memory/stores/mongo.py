@@ -1,0 +1,870 @@
+"""The MongoDB store (``pip install "manowar-memory[mongo]"``).
+
+Same collections, field names (camelCase, ``vectorId`` as the row id) and indexes as the
+reference (``memory``, ``session_transcripts``, ``sessions`` with a TTL index on the BSON
+Date ``expiresAt``, ``patterns``, ``archives``, ``skills``, ``memory_jobs``); every filter and
+pipeline comes from the pure builders in :mod:`manowar_memory.stores._mql`.
+
+Vector search, chosen by ``vector_search``:
+
+* ``"atlas"``: ``$vectorSearch`` on the Atlas index ``vector_index`` (cosine; filter fields from
+  the reference plus ``MEMORY_VECTOR_PREFILTER_FIELDS`` and ``embeddingModel``), then the full
+  scope filter. Scores are Atlas's ``(1 + cos) / 2``. If the stage fails, the search is served
+  by the local scan and the result's notes say so.
+* ``"local"``: for self-hosted servers, which have no ``$vectorSearch``. The scope's candidate
+  rows are streamed from the server newest first (``_id`` and the embedding only, in batches of
+  ``scan_batch_size``) and scored exactly with numpy, keeping a running top-k, so memory stays
+  bounded by one batch plus ``k`` whatever the corpus size. ``max_scan`` caps the rows scored
+  per query (the newest are kept; the notes say when the cap cut the scan).
+* ``"auto"`` (default): asks the server once whether it has Atlas Search (``$listSearchIndexes``)
+  and uses ``atlas`` or ``local``; :attr:`MongoStore.vector_search_choice` says which and why.
+
+Only rows whose ``embeddingModel`` equals the query's model are scored; rows of other models
+are counted in ``VectorSearchInfo.skipped_other_models``.
+
+Embeddings are stored as BSON ``BinData`` vectors (subtype 9, float32) rather than arrays of
+doubles: 4 bytes per dimension instead of about 13 (each array element carries a type byte
+and its index as a key), one ``numpy.frombuffer`` per batch instead of a Python float per
+dimension when scanning, the same float32 precision as the embedded store (so both stores
+rank identically), and Atlas Vector Search indexes this type natively. Rows written by the
+reference (arrays of numbers) are still read and scored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .._util import now_ms, query_terms
+from ..errors import ConfigurationError, MissingDependencyError, StoreError
+from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
+from . import _mql
+from ._mql import ARCHIVES, JOBS, MEMORY, PATTERNS, SESSIONS, SKILLS, TRANSCRIPTS
+from .base import Hit, MemoryQuery, VectorSearchInfo
+
+try:
+    import pymongo
+    from bson.binary import Binary, BinaryVectorDtype
+    from bson.objectid import ObjectId
+    from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("pymongo", "mongo", "The MongoDB store") from exc
+
+__all__ = ["MongoStore", "VECTOR_SEARCH_MODES"]
+
+log = logging.getLogger("manowar_memory.mongo")
+
+VECTOR_SEARCH_MODES = ("auto", "atlas", "local")
+DEFAULT_DATABASE = "manowar_memory"
+_VECTOR_HEADER = 2  # BinData vector: dtype byte + padding byte
+_FLOAT32_DTYPE = 0x27
+_INDEX_CONFLICT_CODES = {85, 86}  # IndexOptionsConflict, IndexKeySpecsConflict
+_ATLAS_READY_RECHECK_S = 30.0
+T = TypeVar("T")
+
+_MEMORY_ALIASES = {name: (f.alias or name) for name, f in MemoryRecord.model_fields.items()}
+_UPDATABLE = {
+    "content", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
+    "embedding", "embedding_model", "user_address", "thread_id", "created_at",
+}
+_DERIVED = ("_id", "scopeKind", "scopeId", "_score")
+
+
+# ----------------------------------------------------------------------------- conversions
+
+
+def encode_vector(vector: Sequence[float] | None) -> Binary | None:
+    """A vector as a BSON BinData float32 vector (subtype 9)."""
+    if vector is None:
+        return None
+    return Binary.from_vector(np.asarray(vector, dtype=np.float32).tolist(), BinaryVectorDtype.FLOAT32)
+
+
+def decode_vector(value: Any) -> np.ndarray | None:
+    """A stored embedding (BinData float32 vector, or the reference's array of numbers) as float32."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, Binary)):
+        raw = bytes(value)
+        if len(raw) >= _VECTOR_HEADER and raw[0] == _FLOAT32_DTYPE:
+            return np.frombuffer(raw, dtype="<f4", offset=_VECTOR_HEADER)
+        raise StoreError(f"an embedding is stored as binary data of an unsupported kind (dtype byte {raw[:1]!r})")
+    return np.asarray(value, dtype=np.float32)
+
+
+def _scoped_doc(model: Any) -> dict[str, Any]:
+    doc = model.to_doc()
+    doc["scopeKind"] = model.mode
+    doc["scopeId"] = model.hai_id or model.agent_wallet
+    return doc
+
+
+def memory_to_doc(record: MemoryRecord) -> dict[str, Any]:
+    """A memory row as stored: camelCase fields, ``scopeKind``/``scopeId``, a binary embedding."""
+    doc = _scoped_doc(record)
+    doc["embedding"] = encode_vector(record.embedding)
+    if record.embedding is None:
+        doc["embeddingModel"] = None
+    return doc
+
+
+def doc_to_memory(doc: dict[str, Any], with_embedding: bool = True) -> MemoryRecord:
+    """A stored memory document as a record (embedding included only when asked and present)."""
+    data = {k: v for k, v in doc.items() if k not in _DERIVED}
+    emb = data.pop("embedding", None)
+    data["embedding"] = decode_vector(emb).tolist() if (with_embedding and emb is not None) else None
+    return MemoryRecord.model_validate(data)
+
+
+def session_to_doc(session: Session) -> dict[str, Any]:
+    """A session as stored: ``expiresAt`` is a BSON Date so the TTL index can expire it."""
+    doc = _scoped_doc(session)
+    doc["expiresAt"] = _mql.ms_to_date(session.expires_at)
+    return doc
+
+
+def doc_to_session(doc: dict[str, Any]) -> Session:
+    """A stored session document as a :class:`Session` (``expiresAt`` back to epoch ms)."""
+    data = {k: v for k, v in doc.items() if k not in _DERIVED}
+    data["expiresAt"] = _mql.date_to_ms(data["expiresAt"])
+    return Session.model_validate(data)
+
+
+def _strip(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in _DERIVED}
+
+
+def _database_from_uri(uri: str) -> str | None:
+    """The database named in a connection string's path (no DNS lookup, unlike parse_uri for +srv)."""
+    from urllib.parse import unquote
+
+    rest = uri.split("://", 1)[1] if "://" in uri else uri
+    rest = rest.split("?", 1)[0]
+    if "/" not in rest:
+        return None
+    name = unquote(rest.split("/", 1)[1]).strip()
+    return name or None
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+class MongoStore:
+    """MongoDB backend of the :class:`~manowar_memory.stores.base.Store` protocol.
+
+    ``MongoStore("mongodb://127.0.0.1:27017/?replicaSet=rs0")`` or
+    ``MongoStore(client=pymongo.MongoClient(...), database="memory")``.
+
+    * ``database``: explicit name, else the URI's path, else ``"manowar_memory"``.
+    * ``vector_search``: ``"auto"`` (default), ``"atlas"`` or ``"local"`` (see the module doc).
+    * ``max_scan``: most rows the local path scores per query (None: no cap).
+    * ``scan_batch_size``: rows per batch of the local path (bounds its memory).
+    * ``prefilter_fields``: fields pushed into the ``$vectorSearch`` prefilter
+      (default ``MEMORY_VECTOR_PREFILTER_FIELDS``, else ``agentWallet``).
+    * ``min_vector_score``: optional server-side score threshold on Atlas's scale.
+    * ``create_indexes``: ensure the collections' indexes on open (default True).
+    * ``client_options``: passed to :class:`pymongo.MongoClient` when the store creates it.
+    """
+
+    name = "mongo"
+
+    def __init__(
+        self,
+        uri: str | None = None,
+        database: str | None = None,
+        *,
+        vector_search: str = "auto",
+        client: Any = None,
+        max_scan: int | None = 250_000,
+        scan_batch_size: int = 1_000,
+        prefilter_fields: Sequence[str] | None = None,
+        vector_index_name: str = _mql.VECTOR_INDEX_NAME,
+        min_vector_score: float | None = None,
+        create_indexes: bool = True,
+        **client_options: Any,
+    ) -> None:
+        if vector_search not in VECTOR_SEARCH_MODES:
+            raise ConfigurationError(f"vector_search must be one of {VECTOR_SEARCH_MODES}, got {vector_search!r}")
+        if client is None and not uri:
+            uri = os.environ.get("MONGO_MEMORY_URI") or os.environ.get("MONGODB_URI")
+            if not uri:
+                raise ConfigurationError(
+                    "MongoStore needs a connection: pass MongoStore('mongodb://host:27017/db') or "
+                    "client=MongoClient(...), "
+                    "or set MONGO_MEMORY_URI"
+                )
+        if max_scan is not None and max_scan < 1:
+            raise ConfigurationError("max_scan must be a positive integer or None")
+        if scan_batch_size < 1:
+            raise ConfigurationError("scan_batch_size must be a positive integer")
+        self._owns_client = client is None
+        if client is None:
+            options = {
+                "serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000,
+                "appname": "manowar-memory", "tz_aware": True,
+            }
+            options.update(client_options)
+            client = pymongo.MongoClient(uri, **options)
+        self.client = client
+        db_name = (
+            database or (_database_from_uri(uri) if uri else None) or os.environ.get("MONGO_MEMORY_DB")
+            or DEFAULT_DATABASE
+        )
+        self.db = client[db_name]
+        self.database_name = db_name
+        self.max_scan = max_scan
+        self.scan_batch_size = scan_batch_size
+        if prefilter_fields is None:
+            prefilter_fields = _mql.parse_prefilter_fields(os.environ.get("MEMORY_VECTOR_PREFILTER_FIELDS")) or (
+                _mql.DEFAULT_PREFILTER_FIELDS
+            )
+        self.prefilter_fields = tuple(prefilter_fields)
+        self.vector_index_name = vector_index_name
+        self.min_vector_score = min_vector_score
+        self.vector_search_mode = vector_search
+        self.vector_search_choice: tuple[str, str] | None = None  # (method, why), set on first vector search
+        self._choice_lock = threading.Lock()
+        self._atlas_index_dims: int | None = None
+        self._atlas_ready_checked_at = 0.0
+        self._atlas_ready = False
+        self._atlas_failed_until = 0.0
+        self._atlas_error = ""
+        self._closed = False
+        self.memory = self.db[MEMORY]
+        self.transcripts = self.db[TRANSCRIPTS]
+        self.sessions = self.db[SESSIONS]
+        self.patterns = self.db[PATTERNS]
+        self.archives = self.db[ARCHIVES]
+        self.skills = self.db[SKILLS]
+        self.jobs = self.db[JOBS]
+        if create_indexes:
+            self.ensure_indexes()
+
+    # -- plumbing --
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        if self._closed:
+            raise StoreError("this MongoStore is closed; create a new one")
+        try:
+            yield
+        except StoreError:
+            raise
+        except PyMongoError as exc:
+            raise StoreError(f"MongoDB {what} failed: {type(exc).__name__}: {exc}") from exc
+
+    def ensure_indexes(self) -> None:
+        """Create every collection's indexes (idempotent). An index whose options changed is
+        dropped and created again, as the reference does for sessions."""
+        from pymongo import IndexModel
+
+        with self._errors("index creation"):
+            for coll_name, specs in _mql.INDEXES.items():
+                coll = self.db[coll_name]
+                models = [IndexModel(spec.keys, name=spec.name, **spec.options) for spec in specs]
+                try:
+                    coll.create_indexes(models)
+                except OperationFailure as exc:
+                    if exc.code not in _INDEX_CONFLICT_CODES:
+                        raise
+                    for spec, model in zip(specs, models):
+                        try:
+                            coll.create_indexes([model])
+                        except OperationFailure as inner:
+                            if inner.code not in _INDEX_CONFLICT_CODES:
+                                raise
+                            self._drop_conflicting(coll, spec)
+                            coll.create_indexes([model])
+
+    @staticmethod
+    def _drop_conflicting(coll: Any, spec: _mql.IndexSpec) -> None:
+        is_text = any(v == "text" for _, v in spec.keys)
+        for info in coll.list_indexes():
+            same_name = info["name"] == spec.name
+            same_keys = list(info["key"].items()) == spec.keys
+            text_clash = is_text and "_fts" in info["key"]
+            if (same_name or same_keys or text_clash) and info["name"] != "_id_":
+                try:
+                    coll.drop_index(info["name"])
+                except OperationFailure:
+                    pass
+
+    def close(self) -> None:
+        """Close the client when this store created it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self.client.close()
+
+    # -- memory rows --
+    def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
+        if not records:
+            return []
+        docs = [memory_to_doc(r) for r in records]
+        ids = [r.id for r in records]
+        retry: list[int] = []
+        with self._errors("insert"):
+            try:
+                self.memory.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                errors = exc.details.get("writeErrors", [])
+                others = [e for e in errors if e.get("code") != 11000]
+                if others:
+                    raise StoreError(f"MongoDB insert failed: {others[0].get('errmsg')}") from exc
+                retry = sorted(e["index"] for e in errors)
+            for i in retry:
+                ids[i] = self._insert_with_suffix(docs[i], records[i].id)
+        return ids
+
+    def _insert_with_suffix(self, doc: dict[str, Any], base_id: str) -> str:
+        for attempt in range(1, 1000):
+            candidate = f"{base_id}_{attempt}"
+            fresh = {k: v for k, v in doc.items() if k != "_id"}
+            fresh["vectorId"] = candidate
+            try:
+                self.memory.insert_one(fresh)
+                return candidate
+            except DuplicateKeyError:
+                continue
+        raise StoreError(f"could not find a free id for {base_id} after 1000 attempts")
+
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
+        flt: dict[str, Any] = {"vectorId": memory_id}
+        if query is not None:
+            flt = _mql._merge([*flt.items(), *_mql.scope_filter(query).items()])
+        with self._errors("read"):
+            doc = self.memory.find_one(flt)
+        return doc_to_memory(doc) if doc else None
+
+    def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
+        unknown = set(changes) - _UPDATABLE
+        if unknown:
+            raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
+        if not changes:
+            return self.get_memory(memory_id)
+        with self._errors("update"):
+            doc = self.memory.find_one_and_update(
+                {"vectorId": memory_id}, {"$set": self._memory_sets(changes)},
+                return_document=pymongo.ReturnDocument.AFTER,
+            )
+        return doc_to_memory(doc) if doc else None
+
+    @staticmethod
+    def _memory_sets(changes: dict[str, Any]) -> dict[str, Any]:
+        sets: dict[str, Any] = {}
+        for key, value in changes.items():
+            if key == "embedding":
+                sets["embedding"] = encode_vector(value)
+            elif key == "metadata":
+                sets["metadata"] = dict(value)
+            else:
+                sets[_MEMORY_ALIASES[key]] = value
+        return sets
+
+    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        """Apply ``(id, changes)`` pairs in one bulk write (maintenance jobs); returns rows matched."""
+        ops = []
+        for memory_id, changes in updates:
+            unknown = set(changes) - _UPDATABLE
+            if unknown:
+                raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
+            if changes:
+                ops.append(pymongo.UpdateOne({"vectorId": memory_id}, {"$set": self._memory_sets(changes)}))
+        if not ops:
+            return 0
+        with self._errors("bulk update"):
+            return int(self.memory.bulk_write(ops, ordered=False).matched_count)
+
+    def delete_memory(self, memory_id: str) -> bool:
+        with self._errors("delete"):
+            return self.memory.delete_one({"vectorId": memory_id}).deleted_count == 1
+
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Hard delete many rows; returns how many were removed."""
+        if not memory_ids:
+            return 0
+        with self._errors("delete"):
+            return int(self.memory.delete_many({"vectorId": {"$in": list(memory_ids)}}).deleted_count)
+
+    def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
+        with self._errors("read"):
+            doc = self.memory.find_one(
+                {
+                    "agentWallet": agent_wallet, "metadata.factHash": fact_hash, "source": "fact",
+                    "metadata.status": {"$nin": list(_mql.INACTIVE_STATUSES)},
+                },
+                projection={"embedding": 0},
+                sort=[("createdAt", -1), ("_id", -1)],
+            )
+        return doc_to_memory(doc, with_embedding=False) if doc else None
+
+    def bump_access(self, memory_ids: Sequence[str], at: int) -> None:
+        if not memory_ids:
+            return
+        # an id listed twice is bumped twice, as the embedded store does
+        by_count: dict[int, list[str]] = {}
+        for memory_id, n in Counter(memory_ids).items():
+            by_count.setdefault(n, []).append(memory_id)
+        ops = [
+            pymongo.UpdateMany({"vectorId": {"$in": ids}}, {"$inc": {"accessCount": n}, "$set": {"lastAccessedAt": at}})
+            for n, ids in by_count.items()
+        ]
+        with self._errors("update"):
+            self.memory.bulk_write(ops, ordered=False)
+
+    def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
+        with self._errors("read"):
+            cursor = self.memory.find(_mql.scope_filter(query), projection={"embedding": 0}).sort(
+                [("createdAt", -1), ("_id", -1)]
+            )
+            if limit is not None:
+                if limit <= 0:
+                    return []
+                cursor = cursor.limit(int(limit))
+            return [doc_to_memory(d, with_embedding=False) for d in cursor]
+
+    def iter_memories(
+        self, agent_wallet: str | None = None, *, created_from: int | None = None,
+        created_to: int | None = None, batch_size: int = 1000,
+    ) -> Iterator[MemoryRecord]:
+        base: dict[str, Any] = {}
+        if agent_wallet is not None:
+            base["agentWallet"] = agent_wallet
+        created: dict[str, int] = {}
+        if created_from is not None:
+            created["$gte"] = created_from
+        if created_to is not None:
+            created["$lte"] = created_to
+        if created:
+            base["createdAt"] = created
+        last: ObjectId | None = None
+        while True:
+            flt = dict(base)
+            if last is not None:
+                flt["_id"] = {"$gt": last}
+            with self._errors("read"):
+                docs = list(self.memory.find(flt).sort("_id", 1).limit(max(1, int(batch_size))))
+            if not docs:
+                return
+            for doc in docs:
+                yield doc_to_memory(doc)
+            last = docs[-1]["_id"]
+
+    def count_memories(self, query: MemoryQuery) -> int:
+        with self._errors("count"):
+            return int(self.memory.count_documents(_mql.scope_filter(query)))
+
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+        terms = query_terms(text or "")
+        if not terms or limit <= 0:
+            return []
+        with self._errors("text search"):
+            docs = list(self.memory.aggregate(_mql.keyword_pipeline(query, terms, limit)))
+        return [Hit(doc_to_memory(d, with_embedding=False), float(d["_score"])) for d in docs]
+
+    # -- vector search --
+    def _choose_vector_method(self) -> tuple[str, str]:
+        if self.vector_search_choice is not None:
+            return self.vector_search_choice
+        with self._choice_lock:
+            if self.vector_search_choice is not None:
+                return self.vector_search_choice
+            if self.vector_search_mode == "local":
+                choice = ("local-scan", "vector_search='local'")
+            elif self.vector_search_mode == "atlas":
+                choice = ("atlas", "vector_search='atlas'")
+            else:
+                try:
+                    with self._errors("search index listing"):
+                        list(self.memory.aggregate([{"$listSearchIndexes": {}}]))
+                    choice = ("atlas", "vector_search='auto': the server has Atlas Search ($listSearchIndexes works)")
+                except StoreError as exc:
+                    reason = str(exc.__cause__ or exc).split(", full error")[0]
+                    choice = ("local-scan", f"vector_search='auto': no Atlas Search on this server ({reason})")
+            log.info("MongoStore vector search: %s (%s)", *choice)
+            self.vector_search_choice = choice
+            return choice
+
+    def ensure_vector_index(self, dimensions: int) -> None:
+        """Create or update the Atlas ``vectorSearch`` index for ``dimensions`` (Atlas only)."""
+        from pymongo.operations import SearchIndexModel
+
+        definition = _mql.vector_index_definition(dimensions, self.prefilter_fields)
+        with self._errors("vector index creation"):
+            existing = list(self.memory.list_search_indexes(self.vector_index_name))
+            if existing:
+                current = existing[0].get("latestDefinition") or existing[0].get("definition") or {}
+                if current != definition:
+                    self.memory.update_search_index(self.vector_index_name, definition)
+            else:
+                self.memory.create_search_index(
+                    SearchIndexModel(definition=definition, name=self.vector_index_name, type="vectorSearch")
+                )
+        self._atlas_index_dims = dimensions
+
+    def _atlas_index_ready(self, dimensions: int) -> bool:
+        if self._atlas_index_dims != dimensions:
+            self.ensure_vector_index(dimensions)
+            self._atlas_ready = False
+            self._atlas_ready_checked_at = 0.0
+        if self._atlas_ready:
+            return True
+        now = time.monotonic()
+        if now - self._atlas_ready_checked_at < _ATLAS_READY_RECHECK_S and self._atlas_ready_checked_at:
+            return False
+        self._atlas_ready_checked_at = now
+        with self._errors("search index listing"):
+            found = list(self.memory.list_search_indexes(self.vector_index_name))
+        self._atlas_ready = bool(found and found[0].get("queryable"))
+        return self._atlas_ready
+
+    def vector_search(
+        self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo]:
+        q = np.asarray(vector, dtype=np.float32)
+        if q.ndim != 1 or q.shape[0] == 0:
+            raise StoreError("the query vector must be a non-empty list of numbers")
+        if limit <= 0:
+            return [], VectorSearchInfo(method="none")
+        method, _ = self._choose_vector_method()
+        notes: list[str] = []
+        if method == "atlas":
+            if time.monotonic() < self._atlas_failed_until:
+                notes.append(f"Atlas $vectorSearch unavailable ({self._atlas_error}); served by local-scan")
+            else:
+                try:
+                    if self._atlas_index_ready(q.shape[0]):
+                        return self._atlas_search(query, q, model_id, limit)
+                    notes.append(
+                        f"Atlas vector index {self.vector_index_name!r} is not queryable yet; served by local-scan"
+                    )
+                except StoreError as exc:
+                    # retried after a pause, not on every query
+                    self._atlas_error = str(exc)[:200]
+                    self._atlas_failed_until = time.monotonic() + _ATLAS_READY_RECHECK_S
+                    notes.append(f"Atlas $vectorSearch failed ({self._atlas_error}); served by local-scan")
+        hits, info = self._local_scan(query, q, model_id, limit)
+        info.notes = notes + info.notes
+        return hits, info
+
+    def _atlas_search(
+        self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo]:
+        pipeline = _mql.atlas_vector_pipeline(
+            query, q.tolist(), model_id, limit, index_name=self.vector_index_name,
+            prefilter_fields=self.prefilter_fields, min_score=self.min_vector_score,
+        )
+        with self._errors("$vectorSearch"):
+            docs = list(self.memory.aggregate(pipeline))
+        info = VectorSearchInfo(method="atlas", candidates=pipeline[0]["$vectorSearch"]["numCandidates"])
+        return [Hit(doc_to_memory(d, with_embedding=False), float(d["_score"])) for d in docs], info
+
+    def _local_scan(
+        self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo]:
+        info = VectorSearchInfo(method="local-scan")
+        dims = q.shape[0]
+        norm = float(np.linalg.norm(q))
+        q = q / norm if norm else q
+        top_scores = np.empty(0, dtype=np.float32)
+        top_ids: list[Any] = []
+        batch_ids: list[Any] = []
+        batch_vecs: list[Any] = []
+        scanned = 0
+        capped = False
+
+        def flush() -> None:
+            nonlocal top_scores, top_ids
+            if not batch_ids:
+                return
+            matrix = self._decode_batch(batch_vecs, dims, model_id)
+            norms = np.linalg.norm(matrix, axis=1)
+            norms[norms == 0] = 1.0
+            scores = np.concatenate([top_scores, ((matrix @ q) / norms).astype(np.float32, copy=False)])
+            ids = top_ids + batch_ids
+            k = min(limit, len(ids))
+            keep = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+            top_scores = scores[keep]
+            top_ids = [ids[i] for i in keep]
+            batch_ids.clear()
+            batch_vecs.clear()
+
+        flt, projection, sort = _mql.local_scan_query(query, model_id)
+        with self._errors("vector scan"):
+            cursor = self.memory.find(flt, projection, sort=sort, batch_size=self.scan_batch_size)
+            try:
+                for doc in cursor:
+                    if self.max_scan is not None and scanned >= self.max_scan:
+                        capped = True
+                        break
+                    scanned += 1
+                    batch_ids.append(doc["_id"])
+                    batch_vecs.append(doc["embedding"])
+                    if len(batch_ids) >= self.scan_batch_size:
+                        flush()
+            finally:
+                cursor.close()
+            flush()
+            info.candidates = scanned
+            info.skipped_other_models = int(self.memory.count_documents(_mql.other_model_filter(query, model_id)))
+            if capped:
+                info.notes.append(
+                    f"local-scan scored only the newest {self.max_scan} rows of this scope (max_scan); "
+                    "older rows were not considered"
+                )
+            if not top_ids:
+                return [], info
+            docs = {
+                d["_id"]: d for d in self.memory.find({"_id": {"$in": top_ids}}, projection={"embedding": 0})
+            }
+        # best first; exact ties in insertion order (ObjectId), as the embedded store orders them
+        ranked = sorted(zip(top_ids, top_scores.tolist()), key=lambda p: (-p[1], p[0]))
+        hits = [
+            Hit(doc_to_memory(docs[i], with_embedding=False), (1.0 + s) / 2.0) for i, s in ranked if i in docs
+        ]
+        return hits, info
+
+    @staticmethod
+    def _decode_batch(values: list[Any], dims: int, model_id: str) -> np.ndarray:
+        width = _VECTOR_HEADER + 4 * dims
+        if all(isinstance(v, (bytes, Binary)) for v in values):
+            raw = b"".join(values)
+            if len(raw) != width * len(values):
+                sizes = sorted({(len(v) - _VECTOR_HEADER) // 4 for v in values})
+                found = sizes[0] if len(sizes) == 1 else sizes
+                raise StoreError(f"query vector has {dims} dimensions but rows embedded by {model_id} have {found}")
+            block = np.frombuffer(raw, dtype=np.uint8).reshape(len(values), width)
+            if np.any(block[:, 0] != _FLOAT32_DTYPE):
+                raise StoreError("an embedding is stored as binary data that is not a float32 vector")
+            return np.ascontiguousarray(block[:, _VECTOR_HEADER:]).view("<f4").astype(np.float32, copy=False)
+        rows = [decode_vector(v) for v in values]
+        bad = {r.shape[0] for r in rows if r is not None and r.shape[0] != dims}
+        if bad:
+            raise StoreError(f"query vector has {dims} dimensions but rows embedded by {model_id} have {sorted(bad)}")
+        return np.vstack(rows).astype(np.float32, copy=False)
+
+    # -- sessions --
+    def get_session(self, session_id: str, agent_wallet: str) -> Session | None:
+        with self._errors("read"):
+            doc = self.sessions.find_one(
+                {"sessionId": session_id, "agentWallet": agent_wallet, "expiresAt": {"$gt": _mql.ms_to_date(now_ms())}}
+            )
+        return doc_to_session(doc) if doc else None
+
+    def _upsert(self, coll: Any, key: dict[str, Any], doc: dict[str, Any]) -> None:
+        for attempt in range(3):
+            try:
+                coll.replace_one(key, doc, upsert=True)
+                return
+            except DuplicateKeyError:  # two upserts raced to insert; the second now updates
+                if attempt == 2:
+                    raise
+
+    def upsert_session(self, session: Session) -> None:
+        with self._errors("upsert"):
+            self._upsert(
+                self.sessions, {"agentWallet": session.agent_wallet, "sessionId": session.session_id},
+                session_to_doc(session),
+            )
+
+    def find_sessions(self, query: MemoryQuery, limit: int) -> list[Session]:
+        if limit <= 0:
+            return []
+        with self._errors("read"):
+            docs = self.sessions.find(_mql.live_session_filter(query, now_ms())).sort(
+                [("lastAccessedAt", -1), ("_id", -1)]
+            ).limit(int(limit))
+            return [doc_to_session(d) for d in docs]
+
+    def purge_expired_sessions(self, now: int) -> int:
+        with self._errors("delete"):
+            return int(self.sessions.delete_many({"expiresAt": {"$lte": _mql.ms_to_date(now)}}).deleted_count)
+
+    def delete_sessions_older_than(self, cutoff: int) -> int:
+        """Delete sessions last used before ``cutoff`` (cleanup)."""
+        with self._errors("delete"):
+            return int(self.sessions.delete_many({"lastAccessedAt": {"$lt": cutoff}}).deleted_count)
+
+    def count_stale_sessions(self, now: int, cutoff: int) -> int:
+        """Sessions that cleanup would delete: expired at ``now`` or last used before ``cutoff``."""
+        with self._errors("count"):
+            return int(self.sessions.count_documents(
+                {"$or": [{"expiresAt": {"$lte": _mql.ms_to_date(now)}}, {"lastAccessedAt": {"$lt": cutoff}}]}
+            ))
+
+    # -- transcripts --
+    def upsert_transcript(self, transcript: Transcript) -> None:
+        with self._errors("upsert"):
+            self._upsert(
+                self.transcripts, {"agentWallet": transcript.agent_wallet, "sessionId": transcript.session_id},
+                _scoped_doc(transcript),
+            )
+
+    def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
+        with self._errors("read"):
+            doc = self.transcripts.find_one({"agentWallet": agent_wallet, "sessionId": session_id})
+        return Transcript.model_validate(_strip(doc)) if doc else None
+
+    def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:
+        if limit <= 0:
+            return []
+        with self._errors("transcript search"):
+            if not text:
+                docs = self.transcripts.find(_mql.scope_filter(query, collection=TRANSCRIPTS)).sort(
+                    [("createdAt", -1), ("_id", -1)]
+                ).limit(int(limit))
+                return [(Transcript.model_validate(_strip(d)), 0.0) for d in docs]
+            terms = query_terms(text)
+            if not terms:
+                return []
+            docs = list(self.transcripts.aggregate(_mql.transcript_search_pipeline(query, terms, limit)))
+        return [(Transcript.model_validate(_strip(d)), float(d["_score"])) for d in docs]
+
+    def delete_transcripts_older_than(self, cutoff: int) -> int:
+        """Delete transcripts created before ``cutoff`` (cleanup)."""
+        with self._errors("delete"):
+            return int(self.transcripts.delete_many({"createdAt": {"$lt": cutoff}}).deleted_count)
+
+    def count_transcripts_older_than(self, cutoff: int) -> int:
+        """Transcripts created before ``cutoff`` (a cleanup dry run)."""
+        with self._errors("count"):
+            return int(self.transcripts.count_documents({"createdAt": {"$lt": cutoff}}))
+
+    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
+        """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
+        with self._errors("read"):
+            docs = self.transcripts.find(
+                {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
+            ).sort([("createdAt", 1), ("_id", 1)])
+            return [Transcript.model_validate(_strip(d)) for d in docs]
+
+    # -- patterns, archives, skills, jobs --
+    def upsert_pattern(self, pattern: Pattern) -> None:
+        doc = _scoped_doc(pattern)
+        created = doc.pop("createdAt")
+        with self._errors("upsert"):
+            for attempt in range(3):
+                try:
+                    self.patterns.update_one(
+                        {"patternId": pattern.pattern_id},
+                        {"$set": doc, "$setOnInsert": {"createdAt": created}},
+                        upsert=True,
+                    )
+                    return
+                except DuplicateKeyError:
+                    if attempt == 2:
+                        raise
+
+    def get_pattern(self, pattern_id: str) -> Pattern | None:
+        return self._get(self.patterns, "patternId", pattern_id, Pattern)
+
+    def find_patterns(self, query: MemoryQuery, limit: int) -> list[Pattern]:
+        order = [("successRate", -1), ("createdAt", -1), ("_id", -1)]
+        return self._find(self.patterns, query, PATTERNS, order, limit, Pattern)
+
+    def add_archive(self, archive: Archive) -> None:
+        with self._errors("insert"):
+            try:
+                self.archives.insert_one(_scoped_doc(archive))
+            except DuplicateKeyError as exc:
+                raise StoreError(f"archive {archive.archive_id} already exists") from exc
+
+    def get_archive(self, archive_id: str) -> Archive | None:
+        return self._get(self.archives, "archiveId", archive_id, Archive)
+
+    def update_archive(self, archive_id: str, changes: dict[str, Any]) -> None:
+        archive = self.get_archive(archive_id)
+        if archive is None:
+            raise StoreError(f"archive {archive_id} does not exist")
+        updated = archive.model_copy(update=changes)
+        with self._errors("update"):
+            self.archives.replace_one({"archiveId": archive_id}, _scoped_doc(updated))
+
+    def find_archives(self, query: MemoryQuery, limit: int) -> list[Archive]:
+        return self._find(self.archives, query, ARCHIVES, [("createdAt", -1), ("_id", -1)], limit, Archive)
+
+    def add_skill(self, skill: Skill) -> None:
+        with self._errors("insert"):
+            try:
+                self.skills.insert_one(skill.to_doc())
+            except DuplicateKeyError as exc:
+                raise StoreError(f"skill {skill.skill_id} already exists") from exc
+
+    def get_skill(self, skill_id: str) -> Skill | None:
+        return self._get(self.skills, "skillId", skill_id, Skill)
+
+    def list_skills(self, agent_wallet: str | None, category: str | None, limit: int) -> list[Skill]:
+        flt: dict[str, Any] = {}
+        if agent_wallet is not None:
+            flt["agents"] = agent_wallet
+        if category is not None:
+            flt["category"] = category
+        if limit <= 0:
+            return []
+        with self._errors("read"):
+            docs = self.skills.find(flt).sort(
+                [("successRate", -1), ("usageCount", -1), ("createdAt", -1)]
+            ).limit(int(limit))
+            return [Skill.model_validate(_strip(d)) for d in docs]
+
+    def put_job(self, job: Job) -> None:
+        with self._errors("upsert"):
+            self._upsert(self.jobs, {"jobId": job.job_id}, job.to_doc())
+
+    def get_job(self, job_id: str) -> Job | None:
+        return self._get(self.jobs, "jobId", job_id, Job)
+
+    def _get(self, coll: Any, key: str, value: str, model: Callable[..., T]) -> T | None:
+        with self._errors("read"):
+            doc = coll.find_one({key: value})
+        return model.model_validate(_strip(doc)) if doc else None  # type: ignore[attr-defined]
+
+    def _find(
+        self, coll: Any, query: MemoryQuery, collection: str, sort: list[tuple[str, int]], limit: int,
+        model: Callable[..., T],
+    ) -> list[T]:
+        if limit <= 0:
+            return []
+        with self._errors("read"):
+            docs = coll.find(_mql.scope_filter(query, collection=collection)).sort(sort).limit(int(limit))
+            return [model.model_validate(_strip(d)) for d in docs]  # type: ignore[attr-defined]
+
+    def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
+        flt = {"agentWallet": agent_wallet} if agent_wallet else {}
+        with self._errors("stats"):
+            (facets,) = list(self.memory.aggregate(_mql.stats_pipeline(agent_wallet)))
+            counts = {
+                name: int(coll.count_documents(flt))
+                for name, coll in (
+                    ("transcripts", self.transcripts), ("sessions", self.sessions),
+                    ("patterns", self.patterns), ("archives", self.archives),
+                )
+            }
+        totals = facets["totals"][0] if facets["totals"] else {}
+        return {
+            "totalVectors": int(totals.get("count", 0)),
+            "avgDecayScore": float(totals.get("avgDecay") or 0.0),
+            "oldestVector": int(totals.get("oldest") or 0),
+            "newestVector": int(totals.get("newest") or 0),
+            "bySource": _tally((r["_id"] or "unknown", r["n"]) for r in facets["bySource"]),
+            "byStatus": _tally((r["_id"] or "active", r["n"]) for r in facets["byStatus"]),
+            "totalTranscripts": counts["transcripts"],
+            "totalSessions": counts["sessions"],
+            "totalPatterns": counts["patterns"],
+            "totalArchives": counts["archives"],
+        }
+
+
+def _tally(pairs: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, n in pairs:
+        out[str(key)] = out.get(str(key), 0) + int(n)
+    return out

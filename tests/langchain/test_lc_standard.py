@@ -1,0 +1,301 @@
+"""The langchain-tests standard suites, unmodified, against the langchain_manowar classes.
+
+* ``RetrieversIntegrationTests``: :class:`ManowarRetriever`.
+* ``ToolsUnitTests`` and ``ToolsIntegrationTests``: every built-in tool, plus a tool made
+  from an engine callable by ``tools_from_callables``.
+* ``EmbeddingsUnitTests`` and ``EmbeddingsIntegrationTests``: :class:`ManowarEmbeddings`
+  (the engine's embedder as LangChain Embeddings).
+* ``BaseStoreSyncTests`` and ``BaseStoreAsyncTests``: :class:`ManowarKVStore` (the key-value
+  store built on :class:`ManowarStore`; the installed suites target LangChain's key-value
+  ``BaseStore``, LangGraph's store has its own tests in ``test_lc_store.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.tools import BaseTool
+from langchain_manowar import (
+    ManowarEmbeddings,
+    ManowarKVStore,
+    ManowarRetriever,
+    create_manowar_tools,
+    tools_from_callables,
+)
+from langchain_tests.integration_tests import (
+    BaseStoreAsyncTests,
+    BaseStoreSyncTests,
+    EmbeddingsIntegrationTests,
+    RetrieversIntegrationTests,
+    ToolsIntegrationTests,
+)
+from langchain_tests.unit_tests import EmbeddingsUnitTests, ToolsUnitTests
+
+from manowar_memory import MemoryEngine, Scope
+
+SCOPE = Scope(agent_wallet="agent-std", user_address="user-std", thread_id="thread-std")
+FACT = "The user prefers short TypeScript examples."
+FACT_CREATED_AT = 1_700_000_000_000
+_ENGINES: list[MemoryEngine] = []
+
+
+def _engine(**kwargs: Any) -> MemoryEngine:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=kwargs.pop("embedder", "fake"), **kwargs)
+    _ENGINES.append(engine)
+    return engine
+
+
+def _seeded() -> tuple[MemoryEngine, str]:
+    """An engine holding one known fact (fixed creation time, so a fixed id) and a few notes."""
+    engine = _engine()
+    fact_id = engine.remember(SCOPE, FACT, fact_type="preference", created_at=FACT_CREATED_AT).id
+    engine.ingest(SCOPE, [
+        "TypeScript examples should stay short and typed.",
+        "The user asked for TypeScript examples about generics.",
+        "The user reviews TypeScript examples on Fridays.",
+        "Short examples in TypeScript help the user learn.",
+    ])
+    return engine, fact_id
+
+
+FACT_ID = _seeded()[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_engines() -> Iterator[None]:
+    yield
+    while _ENGINES:
+        _ENGINES.pop().close()
+
+
+def _tool(name: str) -> BaseTool:
+    engine, _ = _seeded()
+    (tool,) = create_manowar_tools(engine, SCOPE, include=[name])
+    return tool
+
+
+# ---------------------------------------------------------------- retriever
+
+
+class TestManowarRetrieverStandard(RetrieversIntegrationTests):
+    """The retriever returns k Documents for a query, sync and async, k set at construction or per call."""
+
+    @property
+    def retriever_constructor(self) -> type[ManowarRetriever]:
+        return ManowarRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        engine, _ = _seeded()
+        return {"engine": engine, "scope": SCOPE, "k": 4, "layers": ["graph", "vectors"]}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "Which TypeScript examples does the user like?"
+
+
+# ---------------------------------------------------------------- tools
+
+
+class TestRememberToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("remember")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"content": "The user lives in Lisbon.", "fact_type": "context"}
+
+
+class TestRememberToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("remember")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"content": "The user lives in Lisbon.", "fact_type": "context", "confidence": 0.9}
+
+
+class TestRecallToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("recall")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": "TypeScript examples", "k": 3}
+
+
+class TestRecallToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("recall")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": "TypeScript examples", "k": 3, "layers": ["graph"]}
+
+
+class TestGetMemoryToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("get_memory")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"memory_id": FACT_ID}
+
+
+class TestGetMemoryToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("get_memory")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"memory_id": FACT_ID}
+
+
+class TestUpdateMemoryToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("update_memory")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"memory_id": FACT_ID, "content": "The user prefers short, typed TypeScript examples."}
+
+
+class TestUpdateMemoryToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("update_memory")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"memory_id": FACT_ID, "confidence": 0.7, "metadata": {"reviewed": True}}
+
+
+class TestDeleteMemoryToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("delete_memory")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"memory_id": FACT_ID}
+
+
+class TestDeleteMemoryToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("delete_memory")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"memory_id": FACT_ID, "hard": False}
+
+
+class TestListMemoriesToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("list_memories")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"limit": 5}
+
+
+class TestListMemoriesToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("list_memories")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"limit": 5, "source": "fact"}
+
+
+def _stats_tool() -> BaseTool:
+    """A tool made from an engine operation the built-ins do not cover (how job tools will join)."""
+    engine, _ = _seeded()
+
+    def memory_stats(scope: Scope, include_ages: bool = False) -> dict[str, Any]:
+        """Counts of what is stored for this agent."""
+        stats = engine.stats(scope.agent_wallet)
+        return stats if include_ages else {k: v for k, v in stats.items() if "age" not in k.lower()}
+
+    (tool,) = tools_from_callables([memory_stats], SCOPE)
+    return tool
+
+
+class TestEngineCallableToolUnit(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _stats_tool()
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"include_ages": True}
+
+
+class TestEngineCallableToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _stats_tool()
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"include_ages": False}
+
+
+# ---------------------------------------------------------------- embeddings
+
+
+class TestManowarEmbeddingsUnit(EmbeddingsUnitTests):
+    @property
+    def embeddings_class(self) -> type[ManowarEmbeddings]:
+        return ManowarEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return {"embedder": "fake:16"}
+
+
+class TestManowarEmbeddingsIntegration(EmbeddingsIntegrationTests):
+    @property
+    def embeddings_class(self) -> type[ManowarEmbeddings]:
+        return ManowarEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return {"embedder": "fake:16"}
+
+
+# ---------------------------------------------------------------- key-value store
+
+
+KV_SCOPE = Scope(agent_wallet="agent-std-kv")
+
+
+class TestManowarKVStoreSync(BaseStoreSyncTests[Any]):
+    @pytest.fixture
+    def kv_store(self) -> ManowarKVStore:
+        return ManowarKVStore(engine=_engine(), scope=KV_SCOPE)
+
+    @pytest.fixture
+    def three_values(self) -> tuple[Any, Any, Any]:
+        return b"foo-bytes", {"bar": [1, 2.5, "three"], "nested": {"ok": True}}, "buzz"
+
+
+class TestManowarKVStoreAsync(BaseStoreAsyncTests[Any]):
+    @pytest.fixture
+    async def kv_store(self) -> ManowarKVStore:
+        return ManowarKVStore(engine=_engine(embedder=None), scope=KV_SCOPE, namespace=("cache", "v1"))
+
+    @pytest.fixture
+    def three_values(self) -> tuple[Any, Any, Any]:
+        return {"foo": "one"}, b"\x00\x01bar", 3.5

@@ -1,0 +1,214 @@
+"""The MongoDB store's pure builders: filters, pipelines, index definitions. No server needed;
+the same documents run against a real mongod in the conformance and congruence tests."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from manowar_memory import Scope
+from manowar_memory.filters import normalize_filters
+from manowar_memory.stores import _mql
+from manowar_memory.stores.base import MemoryQuery
+
+A = "agent-1"
+ACTIVE = {"$nin": ["deleted", "superseded"]}
+
+
+def q(**kw) -> MemoryQuery:
+    scope_kw = {k: kw.pop(k) for k in ("agent_wallet", "user_address", "thread_id", "mode", "hai_id") if k in kw}
+    scope = Scope(**{"agent_wallet": A, **scope_kw})
+    if "filters" in kw:
+        kw["filters"] = normalize_filters(kw["filters"])
+    return MemoryQuery(scope=scope, **kw)
+
+
+# ----------------------------------------------------------------------------- scope_filter
+
+
+def test_agent_without_user_sees_only_user_less_rows() -> None:
+    assert _mql.scope_filter(q()) == {"agentWallet": A, "userAddress": None, "metadata.status": ACTIVE}
+
+
+def test_user_sees_own_and_user_less_rows() -> None:
+    assert _mql.scope_filter(q(user_address="u1")) == {
+        "agentWallet": A, "userAddress": {"$in": ["u1", None]}, "metadata.status": ACTIVE,
+    }
+
+
+def test_thread_only_for_non_durable_reads() -> None:
+    durable = _mql.scope_filter(q(user_address="u1", thread_id="t1"))
+    assert "threadId" not in durable
+    hot = _mql.scope_filter(q(user_address="u1", thread_id="t1", durable=False))
+    assert hot["threadId"] == "t1"
+    assert "threadId" not in _mql.scope_filter(q(durable=False))
+
+
+def test_mode_and_hai_when_set() -> None:
+    f = _mql.scope_filter(q(mode="local", hai_id="h1"))
+    assert (f["mode"], f["haiId"]) == ("local", "h1")
+    f = _mql.scope_filter(q(hai_id="h2"))
+    assert "mode" not in f and f["haiId"] == "h2"
+    assert "mode" not in _mql.scope_filter(q()) and "haiId" not in _mql.scope_filter(q())
+
+
+def test_active_only_off() -> None:
+    assert "metadata.status" not in _mql.scope_filter(q(active_only=False))
+
+
+def test_sources_apply_to_memory_rows_only() -> None:
+    f = _mql.scope_filter(q(sources=("fact",), exclude_sources=("session",)))
+    assert f["source"] == {"$in": ["fact"]}
+    assert f["$and"] == [{"source": {"$nin": ["session"]}}]
+    assert "source" not in _mql.scope_filter(q(sources=("fact",)), collection=_mql.SESSIONS)
+
+
+def test_filters_equality_list_null_and_nested_paths() -> None:
+    f = _mql.scope_filter(q(filters={"appId": "x", "metadata.tags.lang": ["py", "rs"], "metadata.k": None,
+                                     "metadata.n": 3, "scopeKind": "local"}))
+    assert f["metadata.app_id"] == "x"
+    assert f["metadata.tags.lang"] == {"$in": ["py", "rs"]}
+    assert f["metadata.k"] is None and "metadata.k" in f
+    assert f["metadata.n"] == 3
+    assert f["scopeKind"] == "local"
+
+
+def test_filters_never_replace_scope_keys() -> None:
+    f = _mql.scope_filter(q(user_address="u1", filters={"userAddress": "u1", "metadata.status": "archived",
+                                                        "agentWallet": "someone-else"}))
+    assert f["agentWallet"] == A and f["userAddress"] == {"$in": ["u1", None]} and f["metadata.status"] == ACTIVE
+    assert {"userAddress": "u1"} in f["$and"]
+    assert {"metadata.status": "archived"} in f["$and"]
+    assert {"agentWallet": "someone-else"} in f["$and"]
+
+
+def test_filter_equal_to_the_scope_is_not_repeated() -> None:
+    f = _mql.scope_filter(q(filters={"agentWallet": A}))
+    assert "$and" not in f and f["agentWallet"] == A
+
+
+def test_live_session_filter_adds_expiry() -> None:
+    now = 1_700_000_000_123
+    f = _mql.live_session_filter(q(user_address="u1", thread_id="t", durable=False), now)
+    assert f["threadId"] == "t"
+    assert f["expiresAt"] == {"$gt": dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.timezone.utc)}
+
+
+def test_dates_round_trip_at_millisecond_precision() -> None:
+    for ms in (0, 1, 999, 1_700_000_000_999, 1_999_999_999_999):
+        assert _mql.date_to_ms(_mql.ms_to_date(ms)) == ms
+    naive = dt.datetime(2023, 11, 14, 22, 13, 20, 123000)
+    assert _mql.date_to_ms(naive) == 1_700_000_000_123  # pymongo returns naive UTC by default
+    assert _mql.date_to_ms(5) == 5
+
+
+# ----------------------------------------------------------------------------- pipelines
+
+
+def test_keyword_pipeline() -> None:
+    p = _mql.keyword_pipeline(q(user_address="u1"), ["alpine", "hiking"], 7)
+    assert p[0] == {"$match": {"$text": {"$search": "alpine hiking"}, **_mql.scope_filter(q(user_address="u1"))}}
+    assert p[1] == {"$set": {"_score": {"$meta": "textScore"}}}
+    assert p[2]["$sort"] == {"_score": -1, "createdAt": -1, "_id": -1}
+    assert p[3] == {"$limit": 7}
+    assert p[4] == {"$project": {"embedding": 0}}
+
+
+def test_transcript_pipeline_uses_the_transcript_filter() -> None:
+    query = q(user_address="u1", thread_id="t", durable=False, sources=("fact",))
+    p = _mql.transcript_search_pipeline(query, ["lisbon"], 3)
+    match = p[0]["$match"]
+    assert match["$text"] == {"$search": "lisbon"} and match["threadId"] == "t" and "source" not in match
+    assert p[-1] == {"$limit": 3}
+
+
+def test_local_scan_query_streams_only_rows_of_the_query_model() -> None:
+    flt, projection, sort = _mql.local_scan_query(q(user_address="u1"), "fake:64")
+    assert flt == {**_mql.scope_filter(q(user_address="u1")), "embeddingModel": "fake:64"}
+    assert projection == {"_id": 1, "embedding": 1} and sort == [("createdAt", -1)]
+    other = _mql.other_model_filter(q(user_address="u1"), "fake:64")
+    assert other["embeddingModel"] == {"$nin": ["fake:64", None]} and other["agentWallet"] == A
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [(1, (10, 200)), (10, (100, 2000)), (40, (400, 8000)), (50, (500, 10_000)), (100, (500, 10_000)),
+     (800, (800, 10_000)), (20_000, (10_000, 10_000)), (0, (10, 200))],
+)
+def test_ann_sizes(limit: int, expected: tuple[int, int]) -> None:
+    assert _mql.ann_sizes(limit) == expected
+    ann_limit, candidates = _mql.ann_sizes(limit)
+    assert ann_limit <= candidates <= _mql.ATLAS_MAX_CANDIDATES
+
+
+def test_atlas_pipeline_prefilters_safe_fields_and_post_filters_everything() -> None:
+    query = q(user_address="u1", mode="global", filters={"appId": "x", "source": ["fact", "knowledge"]})
+    p = _mql.atlas_vector_pipeline(
+        query, [0.1, 0.2], "voyage-4-large", 12,
+        prefilter_fields=("agentWallet", "userAddress", "mode", "metadata.status", "metadata.app_id", "source"),
+        min_score=0.55,
+    )
+    vs = p[0]["$vectorSearch"]
+    assert vs["index"] == "vector_index" and vs["path"] == "embedding" and vs["queryVector"] == [0.1, 0.2]
+    assert (vs["limit"], vs["numCandidates"]) == _mql.ann_sizes(12)
+    # userAddress ($in with null) and metadata.status ($nin) cannot be pushed into $vectorSearch safely
+    assert vs["filter"] == {"embeddingModel": "voyage-4-large", "agentWallet": A, "mode": "global",
+                            "metadata.app_id": "x", "source": {"$in": ["fact", "knowledge"]}}
+    assert p[1] == {"$set": {"_score": {"$meta": "vectorSearchScore"}}}
+    assert p[2] == {"$match": {**_mql.scope_filter(query), "embeddingModel": "voyage-4-large"}}
+    assert p[3] == {"$match": {"_score": {"$gte": 0.55}}}
+    assert p[4] == {"$limit": 12} and p[5] == {"$project": {"embedding": 0}}
+
+
+def test_atlas_pipeline_defaults() -> None:
+    p = _mql.atlas_vector_pipeline(q(), [1.0], "m", 5)
+    assert p[0]["$vectorSearch"]["filter"] == {"embeddingModel": "m", "agentWallet": A}
+    assert [list(stage)[0] for stage in p] == ["$vectorSearch", "$set", "$match", "$limit", "$project"]
+
+
+def test_prefilter_fields_from_the_environment_format() -> None:
+    assert _mql.parse_prefilter_fields(None) == ()
+    assert _mql.parse_prefilter_fields("") == ()
+    assert _mql.parse_prefilter_fields(" agentWallet, userAddress,,agentWallet ,metadata.app_id") == (
+        "agentWallet", "userAddress", "metadata.app_id")
+
+
+def test_vector_index_definition() -> None:
+    d = _mql.vector_index_definition(1024, ("agentWallet", "metadata.custom"))
+    assert d["fields"][0] == {"type": "vector", "path": "embedding", "numDimensions": 1024, "similarity": "cosine"}
+    paths = [f["path"] for f in d["fields"][1:]]
+    assert all(f["type"] == "filter" for f in d["fields"][1:])
+    assert paths[: len(_mql.REFERENCE_FILTER_FIELDS)] == list(_mql.REFERENCE_FILTER_FIELDS)
+    assert "metadata.custom" in paths and paths[-1] == "embeddingModel" and len(paths) == len(set(paths))
+
+
+def test_stats_pipeline() -> None:
+    assert _mql.stats_pipeline("a")[0] == {"$match": {"agentWallet": "a"}}
+    assert list(_mql.stats_pipeline(None)[0]) == ["$facet"]
+
+
+# ----------------------------------------------------------------------------- indexes
+
+
+def test_reference_collections_and_indexes() -> None:
+    assert set(_mql.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
+                                 "memory_jobs"}
+    names = {c: {i.name for i in specs} for c, specs in _mql.INDEXES.items()}
+    for name in ("idx_vector_wallet", "idx_vector_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
+                 "idx_vector_wallet_scope_thread", "idx_vector_user", "idx_vector_source", "idx_vector_app_id",
+                 "idx_vector_decay", "idx_vector_last_accessed"):
+        assert name in names["memory"]
+    for name in ("idx_session_id", "idx_session_wallet", "idx_session_wallet_scope_thread", "idx_session_app_id",
+                 "idx_session_ttl", "idx_session_last_accessed"):
+        assert name in names["sessions"]
+    ttl = next(i for i in _mql.INDEXES["sessions"] if i.name == "idx_session_ttl")
+    assert ttl.keys == [("expiresAt", 1)] and ttl.options == {"expireAfterSeconds": 0}
+    unique = {i.name for specs in _mql.INDEXES.values() for i in specs if i.options.get("unique")}
+    assert {"idx_vector_id", "idx_transcript_wallet_session", "idx_session_wallet_id", "idx_pattern_id",
+            "idx_archive_id", "idx_skill_id", "idx_memory_job_id"} <= unique
+    text = [i for specs in _mql.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
+    assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text"}
+    assert all(i.keys[0] == ("agentWallet", 1) for i in text)  # equality prefix: per-agent postings
+    for specs in _mql.INDEXES.values():
+        assert len({i.name for i in specs}) == len(specs)

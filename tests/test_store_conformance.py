@@ -1,0 +1,248 @@
+"""Every store passes the same conformance suite, unchanged: the embedded SQLite store
+(in memory and in a file) and the MongoDB store against a real ``mongod``.
+
+The MongoDB classes share one database per class whose indexes are created once; each test
+gets a new store on it after every collection was emptied (creating ~50 indexes per test
+would dominate the run time).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from manowar_memory import SQLiteStore
+from manowar_memory.testing import StoreConformance
+
+
+class TestSQLiteMemoryStore(StoreConformance):
+    @pytest.fixture
+    def store(self):
+        s = SQLiteStore(":memory:")
+        yield s
+        s.close()
+
+
+class TestSQLiteFileStore(StoreConformance):
+    @pytest.fixture
+    def store(self, tmp_path):
+        s = SQLiteStore(tmp_path / "conformance.db")
+        yield s
+        s.close()
+
+
+@pytest.fixture(scope="class")
+def indexed_mongo_db(mongo_client):
+    """A database with the store's indexes, for one test class."""
+    from manowar_memory.stores.mongo import MongoStore
+
+    name = f"manowar_conf_{uuid.uuid4().hex[:12]}"
+    MongoStore(client=mongo_client, database=name).close()  # creates the collections' indexes
+    yield mongo_client[name]
+    mongo_client.drop_database(name)
+
+
+def _empty(db) -> None:
+    for coll in db.list_collection_names():
+        db[coll].delete_many({})
+
+
+@pytest.mark.mongo
+class TestMongoStore(StoreConformance):
+    @pytest.fixture
+    def store(self, indexed_mongo_db):
+        from manowar_memory.stores.mongo import MongoStore
+
+        _empty(indexed_mongo_db)
+        s = MongoStore(client=indexed_mongo_db.client, database=indexed_mongo_db.name, vector_search="auto",
+                       create_indexes=False)
+        yield s
+        s.close()
+
+
+@pytest.mark.mongo
+class TestMongoStoreSmallScanBatches(StoreConformance):
+    """The self-hosted vector path with batches of 2 rows: the running top-k must merge batches."""
+
+    @pytest.fixture
+    def store(self, indexed_mongo_db):
+        from manowar_memory.stores.mongo import MongoStore
+
+        _empty(indexed_mongo_db)
+        s = MongoStore(client=indexed_mongo_db.client, database=indexed_mongo_db.name, vector_search="local",
+                       scan_batch_size=2, create_indexes=False)
+        yield s
+        s.close()
+
+
+# ----------------------------------------------------------------------------- MongoDB specifics
+
+from manowar_memory import MemoryEngine, Scope, Session, StoreError  # noqa: E402
+from manowar_memory._util import now_ms  # noqa: E402
+from manowar_memory.stores.base import MemoryQuery  # noqa: E402
+from manowar_memory.testing.conformance import MODEL, make_record  # noqa: E402
+
+
+@pytest.fixture
+def mongo_store(mongo_db):
+    from manowar_memory.stores.mongo import MongoStore
+
+    s = MongoStore(client=mongo_db.client, database=mongo_db.name)
+    yield s
+    s.close()
+
+
+@pytest.mark.mongo
+def test_mongo_collections_and_indexes(mongo_store, mongo_db) -> None:
+    from manowar_memory.stores import _mql
+
+    for coll, specs in _mql.INDEXES.items():
+        info = mongo_db[coll].index_information()
+        for spec in specs:
+            assert spec.name in info, f"{coll}.{spec.name}"
+            if spec.options.get("unique"):
+                assert info[spec.name].get("unique") is True
+    assert mongo_db["sessions"].index_information()["idx_session_ttl"]["expireAfterSeconds"] == 0
+
+
+@pytest.mark.mongo
+def test_mongo_documents_use_the_reference_shape(mongo_store, mongo_db) -> None:
+    from bson.binary import Binary
+
+    (rid,) = mongo_store.add_memories([make_record("shape check", user="u1", mode="local", hai="h1",
+                                                   embedding=[0.5, 0.5, 0.5, 0.5])])
+    doc = mongo_db["memory"].find_one({"vectorId": rid})
+    assert doc["agentWallet"] == "agent-A" and doc["userAddress"] == "u1" and doc["haiId"] == "h1"
+    assert (doc["scopeKind"], doc["scopeId"]) == ("local", "h1")
+    assert isinstance(doc["embedding"], Binary) and doc["embedding"].subtype == 9
+    assert doc["embedding"].as_vector().data == pytest.approx([0.5] * 4)
+    assert doc["embeddingModel"] == MODEL and doc["decayScore"] == 1.0 and doc["accessCount"] == 0
+    now = now_ms()
+    mongo_store.upsert_session(Session(session_id="s", agent_wallet="agent-A", expires_at=now + 60_000))
+    sess = mongo_db["sessions"].find_one({"sessionId": "s"})
+    assert sess["expiresAt"].year >= 2023 and hasattr(sess["expiresAt"], "tzinfo")
+    assert (sess["scopeKind"], sess["scopeId"]) == (None, "agent-A")
+
+
+@pytest.mark.mongo
+def test_mongo_ttl_index_expires_sessions(mongo_store, mongo_db) -> None:
+    import time
+
+    sleep = mongo_db.client.admin.command("getParameter", 1, ttlMonitorSleepSecs=1).get("ttlMonitorSleepSecs", 60)
+    if sleep > 5:
+        pytest.skip(f"the server's TTL monitor runs every {sleep}s (scripts/services.sh sets 1s)")
+    now = now_ms()
+    mongo_store.upsert_session(Session(session_id="gone", agent_wallet="agent-A", expires_at=now - 1000))
+    mongo_store.upsert_session(Session(session_id="kept", agent_wallet="agent-A", expires_at=now + 3_600_000))
+    deadline = time.monotonic() + 4 * sleep + 5
+    while mongo_db["sessions"].count_documents({"sessionId": "gone"}) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert mongo_db["sessions"].count_documents({"sessionId": "gone"}) == 0, "the TTL monitor did not remove it"
+    assert mongo_db["sessions"].count_documents({"sessionId": "kept"}) == 1
+
+
+@pytest.mark.mongo
+def test_mongo_auto_chooses_local_scan_on_a_self_hosted_server(mongo_store) -> None:
+    mongo_store.add_memories([make_record("auto choice")])
+    hits, info = mongo_store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 3)
+    assert info.method == "local-scan" and len(hits) == 1 and info.notes == []
+    method, why = mongo_store.vector_search_choice
+    assert method == "local-scan" and "auto" in why and "Atlas" in why
+
+
+@pytest.mark.mongo
+def test_mongo_atlas_mode_falls_back_to_the_local_scan_and_says_so(mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_search="atlas")
+    store.add_memories([make_record("atlas fallback", embedding=[1, 0, 0, 0])])
+    hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 3)
+    assert [h.record.content for h in hits] == ["atlas fallback"]
+    assert info.method == "local-scan"
+    assert any("Atlas" in n and "local-scan" in n for n in info.notes)
+    again, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 3)
+    assert len(again) == 1 and any("unavailable" in n for n in info.notes)  # not retried on every query
+
+
+@pytest.mark.mongo
+def test_mongo_engine_reports_the_atlas_fallback_as_a_degradation(mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_search="atlas")
+    with MemoryEngine(store=store, embedder="fake", extractor=None) as engine:
+        scope = Scope(agent_wallet="agent-A", user_address="u1")
+        engine.ingest(scope, ["The user's cat is named Miso."])
+        result = engine.pre_turn("What is the cat called?", scope)
+        assert "Miso" in result.prompt
+        assert any("Atlas" in d for d in result.degradations)
+        assert result.lanes["vectors"]["vector_method"] == "local-scan"
+
+
+@pytest.mark.mongo
+def test_mongo_max_scan_caps_the_local_scan_and_says_so(mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_search="local", max_scan=3,
+                       scan_batch_size=2)
+    store.add_memories([make_record(f"capped {i}", created_at=1_000 + i, embedding=[1, 0, 0, 0]) for i in range(6)])
+    hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 10)
+    assert info.candidates == 3
+    assert {h.record.content for h in hits} == {"capped 5", "capped 4", "capped 3"}  # the newest rows
+    assert any("max_scan" in n for n in info.notes)
+
+
+@pytest.mark.mongo
+def test_mongo_reads_reference_rows_with_array_embeddings(mongo_store, mongo_db) -> None:
+    mongo_db["memory"].insert_one({
+        "vectorId": "vec_legacy", "agentWallet": "agent-A", "userAddress": None, "threadId": None, "mode": None,
+        "haiId": None, "scopeKind": None, "scopeId": "agent-A", "content": "legacy row from the reference",
+        "embedding": [0.0, 1.0, 0.0, 0.0], "embeddingModel": MODEL, "source": "knowledge", "decayScore": 1,
+        "accessCount": 0, "createdAt": 5, "updatedAt": 5, "lastAccessedAt": 5, "metadata": {},
+    })
+    mongo_store.add_memories([make_record("binary row", embedding=[1.0, 0.0, 0.0, 0.0])])
+    query = MemoryQuery(scope=Scope(agent_wallet="agent-A"))
+    hits, _ = mongo_store.vector_search(query, [0.0, 1.0, 0.0, 0.0], MODEL, 5)
+    assert [h.record.id for h in hits][0] == "vec_legacy" and hits[0].score == pytest.approx(1.0)
+    assert mongo_store.get_memory("vec_legacy").embedding == [0.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.mongo
+def test_mongo_replaces_a_conflicting_reference_index(mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    mongo_db["memory"].create_index([("vectorId", 1)], name="idx_vector_id")  # the reference's: not unique
+    MongoStore(client=mongo_db.client, database=mongo_db.name).close()
+    assert mongo_db["memory"].index_information()["idx_vector_id"].get("unique") is True
+
+
+@pytest.mark.mongo
+def test_open_store_maps_mongodb_urls(mongo_uri, mongo_client) -> None:
+    from manowar_memory.engine import open_store
+    from manowar_memory.stores.mongo import MongoStore
+
+    base, _, query = mongo_uri.partition("?")
+    name = "manowar_test_openstore"
+    url = base.rstrip("/") + f"/{name}" + (f"?{query}" if query else "")
+    store = open_store(url)
+    try:
+        assert isinstance(store, MongoStore) and store.database_name == name
+        assert name in mongo_client.list_database_names()  # the indexes were created on open
+    finally:
+        store.close()
+        mongo_client.drop_database(name)
+    assert MongoStore(base.rstrip("/") + "/" + (f"?{query}" if query else ""), create_indexes=False).database_name == (
+        "manowar_memory")
+
+
+def test_mongo_store_errors_are_store_errors() -> None:
+    pytest.importorskip("pymongo")
+    import socket
+
+    from manowar_memory.stores.mongo import MongoStore
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreError, match="MongoDB"):
+        MongoStore(f"mongodb://127.0.0.1:{port}/x", serverSelectionTimeoutMS=300, connectTimeoutMS=300)
