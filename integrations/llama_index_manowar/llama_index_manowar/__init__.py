@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         ManowarRerankPostprocessor,
     )
     from .retriever import ManowarRetriever
-    from .tools import ManowarToolSpec, make_tools
+    from .tools import ManowarToolSpec, make_job_tools, make_tools
     from .vector_store import ManowarVectorStore
 
 __version__ = "0.1.0"
@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "ManowarToolSpec": ".tools",
     "ManowarVectorStore": ".vector_store",
     "UnsupportedFilterError": ".errors",
+    "make_job_tools": ".tools",
     "make_tools": ".tools",
     "to_engine_embedder": ".embeddings",
     "translate_filters": ".filters",
@@ -79,6 +80,7 @@ __all__ = [
     "ManowarVectorStore",
     "UnsupportedFilterError",
     "__version__",
+    "make_job_tools",
     "make_tools",
     "to_engine_embedder",
     "translate_filters",

@@ -37,7 +37,7 @@ from manowar_memory.scope import Scope, ScopeLike
 
 from ._convert import INTERNAL_ROW_KEYS
 
-__all__ = ["TOOL_DEFS", "TOOL_GROUPS", "ManowarToolSpec", "ToolDef", "make_tools"]
+__all__ = ["TOOL_DEFS", "TOOL_GROUPS", "ManowarToolSpec", "ToolDef", "make_job_tools", "make_tools"]
 
 
 @dataclass(frozen=True)
@@ -253,3 +253,23 @@ def make_tools(
     """``ManowarToolSpec(engine=, scope=).to_tool_list(groups=, read_only=)`` in one call."""
     spec = ManowarToolSpec(engine=engine, scope=scope, recall_budget_chars=recall_budget_chars)
     return spec.to_tool_list(groups=groups, read_only=read_only)
+
+
+def make_job_tools(*, engine: MemoryEngine, names: Sequence[str] | None = None) -> list[FunctionTool]:
+    """The engine's maintenance jobs (consolidate, patterns_extract, archive_create,
+    archive_restore, decay_update, cleanup, validate/promote pattern, list skills) as
+    FunctionTools with their JSON-schema arguments; ``names`` picks a subset.
+
+    These act on stored data across the agent(s) named in their arguments, so give them only
+    to agents trusted with maintenance.
+    """
+    from manowar_memory.jobs import job_tools
+
+    tools = []
+    for jt in job_tools(engine):
+        if names is not None and jt.name not in names:
+            continue
+        tools.append(FunctionTool.from_defaults(
+            fn=jt.func, async_fn=jt.afunc, name=jt.name, description=jt.description, fn_schema=jt.args_schema,
+        ))
+    return tools
