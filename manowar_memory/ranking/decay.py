@@ -23,17 +23,31 @@ def decay_multiplier(age_days: float, half_life_days: float = 30.0, floor: float
 
 
 def apply_decay(
-    candidates: Sequence[Candidate], *, half_life_days: float = 30.0, floor: float = 0.35, now: int | None = None
+    candidates: Sequence[Candidate], *, half_life_days: float = 30.0, floor: float = 0.35, now: int | None = None,
+    rebase: bool = False,
 ) -> list[Candidate]:
     """Multiply each score by its decay multiplier (recorded in ``trace['decay']``) and sort.
 
     The floor keeps a year-old but relevant memory in play: with the default 0.35 an old
     exact match still outranks a fresh weak one instead of being erased.
+
+    ``rebase`` divides every multiplier by the largest one among the candidates (the
+    freshest memory keeps its score). The resulting order is exactly the same — decay
+    only ever compares memories with each other — but a result set of uniformly old
+    memories (all at the floor) is not scaled down as a whole, which would otherwise
+    shrink the relevance signal that later stages (the packer) weigh against others.
+    ``trace['decay_applied']`` records the factor actually applied.
     """
     now = now_ms() if now is None else now
+    multipliers = []
     for cand in candidates:
         age = (now - cand.created_at) / DAY_MS if cand.created_at else float("nan")
         m = decay_multiplier(age, half_life_days, floor) if cand.created_at else 1.0
         cand.trace["decay"] = m
-        cand.score *= m
+        multipliers.append(m)
+    top = max(multipliers, default=1.0) if rebase else 1.0
+    for cand, m in zip(candidates, multipliers):
+        applied = m / top if top > 0 else m
+        cand.trace["decay_applied"] = applied
+        cand.score *= applied
     return sorted(candidates, key=lambda c: c.score, reverse=True)

@@ -9,8 +9,9 @@ mention them with one keyword query through the store. Two filters keep it from 
 everything to everything:
 
 * entities the query itself names are left to the keyword lane;
-* entities found in more than ``max_share`` of the keyword and vector hits (the user's own
-  name, the agent's) are too common to say anything and are dropped.
+* entities found in more than ``max_share`` of the keyword and vector hits, and in more
+  than two of them (the user's own name, the agent's), are too common to say anything and
+  are dropped.
 
 A hit's score is ``tanh(0.5 × shared entities)`` (1 shared: 0.46, 2: 0.76, 3: 0.91); hits
 are ordered by that count, then by the keyword relevance of the entity query.
@@ -65,7 +66,7 @@ def entity_lane(
     names = {k: v for k, v in names.items() if k not in asked}
     lowered = [canonical_key(r.content) for r in pool]
     if lowered:
-        limit = max_share * len(lowered)
+        limit = max(max_share * len(lowered), 2)  # a handful of hits is no evidence of "common"
         common = [k for k in names if sum(1 for doc in lowered if k in doc) > limit]
         result.dropped_common = [names[k] for k in common]
         for k in common:

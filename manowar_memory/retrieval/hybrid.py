@@ -148,10 +148,10 @@ def hybrid_search(
     keyword_hits: list[Hit] = []
     if weights.get("keyword", 1.0) > 0:
         try:
-            keyword_hits = _normalise_keyword(store.keyword_search(query, text, depth("keyword")))
+            keyword_hits = store.keyword_search(query, text, depth("keyword"))
         except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
             degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
-        keyword_hits = _trusted(keyword_hits, config, report)
+        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report))
 
     # -- vector lane
     vector_hits: list[Hit] = []
@@ -218,7 +218,8 @@ def hybrid_search(
     # -- ranking: decay, rerank, boosts, MMR
     if options.decay:
         candidates = apply_decay(
-            candidates, half_life_days=config.decay_half_life_days, floor=config.decay_floor, now=now
+            candidates, half_life_days=config.decay_half_life_days, floor=config.decay_floor, now=now,
+            rebase=config.decay_rebase,
         )
     boost = {
         "now": now, "recency_alpha": config.recency_alpha, "temporal_alpha": config.temporal_alpha,

@@ -74,7 +74,7 @@ def test_nodes_carry_layer_score_scope_and_provenance(seeded: MemoryEngine, scop
     assert prov["source"] == "fact"
     assert prov["embedding_model"] == "fake:64"
     assert prov["metadata"]["factType"] == "context"
-    assert "decay" in prov["trace"] and set(prov["lanes"]) <= {"keyword", "vector"}
+    assert "decay" in prov["trace"] and set(prov["lanes"]) <= {"keyword", "vector", "entity"}
     # provenance is for programs, not for the model: the LLM sees only the memory text
     assert fact.node.get_content(metadata_mode=MetadataMode.LLM) == "The user lives in Lisbon."
     assert [n.score for n in nodes] == sorted((n.score or 0.0 for n in nodes), reverse=True)
@@ -171,11 +171,17 @@ def test_query_engine_with_retriever_and_all_postprocessors(seeded: MemoryEngine
     kept = {d.id for d in result.decisions if d.status == "kept"}
     assert kept == {n.node.node_id for n in sources}
     # decay on its own: the 2020 row keeps only the floor (0.35) of its score and drops to last
-    decayed = decay.postprocess_nodes(retriever.retrieve("Where does the user live?"), query_str="x")
+    before = retriever.retrieve("Where does the user live?")
+    decayed = decay.postprocess_nodes(before, query_str="x")
     multipliers = {n.node.metadata["provenance"]["id"]: n.node.metadata["manowar_trace"]["decay"] for n in decayed}
     assert multipliers[old] == pytest.approx(0.35)
     assert all(v > 0.99 for k, v in multipliers.items() if k != old)
-    assert decayed[-1].node.node_id == old
+    before_ids = [n.node.node_id for n in before]
+    after_ids = [n.node.node_id for n in decayed]
+    assert after_ids.index(old) >= before_ids.index(old)  # decay can only demote the old row
+    old_before = next(n.score for n in before if n.node.node_id == old)
+    old_after = next(n.score for n in decayed if n.node.node_id == old)
+    assert old_after == pytest.approx(old_before * 0.35)
     # the kept memory rows were counted as used, as pre_turn does
     lisbon = next(n for n in sources if n.node.get_content() == "The user lives in Lisbon.")
     assert seeded.get_item(scope, lisbon.node.node_id).access_count >= 1
