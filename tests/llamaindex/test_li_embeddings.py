@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from llama_index.core import Settings
 from llama_index.core.embeddings import MockEmbedding
 
 from llama_index_manowar import LlamaIndexEmbedder, ManowarEmbedding, to_engine_embedder
 from manowar_memory import ConfigurationError, EmbeddingError, FakeEmbedder, MemoryEngine, Scope
 from manowar_memory.embeddings import Embedder
-
-
-@pytest.fixture(autouse=True)
-def _settings_untouched() -> Iterator[None]:
-    """No adapter may set LlamaIndex's global LLM or embedding model."""
-    before = (Settings._llm, Settings._embed_model)
-    yield
-    assert (Settings._llm, Settings._embed_model) == before
-
-
-@pytest.fixture
-def engine() -> Iterator[MemoryEngine]:
-    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
-    yield eng
-    eng.close()
 
 
 class _AsymmetricEmbedder(FakeEmbedder):

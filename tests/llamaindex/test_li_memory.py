@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
-from llama_index.core import Settings
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
@@ -21,26 +19,6 @@ SESSION_ONE = [
     "Can you suggest a weekend plan?",
     "Something outdoors would be nice.",
 ]
-
-
-@pytest.fixture(autouse=True)
-def _settings_untouched() -> Iterator[None]:
-    """No adapter may set LlamaIndex's global LLM or embedding model."""
-    before = (Settings._llm, Settings._embed_model)
-    yield
-    assert (Settings._llm, Settings._embed_model) == before
-
-
-@pytest.fixture
-def engine() -> Iterator[MemoryEngine]:
-    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
-    yield eng
-    eng.close()
-
-
-@pytest.fixture
-def scope() -> Scope:
-    return Scope(agent_wallet="agent-li", user_address="user-1")
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from llama_index.core import Document, Settings, VectorStoreIndex
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
@@ -23,26 +22,6 @@ from manowar_memory.rerankers.fake import FakeReranker
 
 NOW = 1_800_000_000_000
 DAY_MS = 86_400_000
-
-
-@pytest.fixture(autouse=True)
-def _settings_untouched() -> Iterator[None]:
-    """No adapter may set LlamaIndex's global LLM or embedding model."""
-    before = (Settings._llm, Settings._embed_model)
-    yield
-    assert (Settings._llm, Settings._embed_model) == before
-
-
-@pytest.fixture
-def engine() -> Iterator[MemoryEngine]:
-    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
-    yield eng
-    eng.close()
-
-
-@pytest.fixture
-def scope() -> Scope:
-    return Scope(agent_wallet="agent-li", user_address="user-1")
 
 
 def _node(text: str, score: float | None, **metadata: object) -> NodeWithScore:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
-from llama_index.core import Settings
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, QueryBundle
@@ -23,21 +21,6 @@ from manowar_memory import InvalidInputError, MemoryEngine, Scope
 from manowar_memory.rerankers.fake import FakeReranker
 
 DAY_MS = 86_400_000
-
-
-@pytest.fixture(autouse=True)
-def _settings_untouched() -> Iterator[None]:
-    """No adapter may set LlamaIndex's global LLM or embedding model."""
-    before = (Settings._llm, Settings._embed_model)
-    yield
-    assert (Settings._llm, Settings._embed_model) == before
-
-
-@pytest.fixture
-def engine() -> Iterator[MemoryEngine]:
-    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
-    yield eng
-    eng.close()
 
 
 @pytest.fixture

@@ -3,35 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
-from llama_index.core import Settings
 from llama_index.core.tools import FunctionTool
 
 from llama_index_manowar import ManowarToolSpec, make_tools
 from llama_index_manowar.tools import TOOL_DEFS, TOOL_GROUPS
 from manowar_memory import InvalidInputError, MemoryEngine, NotFoundError, Scope
-
-
-@pytest.fixture(autouse=True)
-def _settings_untouched() -> Iterator[None]:
-    """No adapter may set LlamaIndex's global LLM or embedding model."""
-    before = (Settings._llm, Settings._embed_model)
-    yield
-    assert (Settings._llm, Settings._embed_model) == before
-
-
-@pytest.fixture
-def engine() -> Iterator[MemoryEngine]:
-    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
-    yield eng
-    eng.close()
-
-
-@pytest.fixture
-def scope() -> Scope:
-    return Scope(agent_wallet="agent-li", user_address="user-1")
 
 
 @pytest.fixture

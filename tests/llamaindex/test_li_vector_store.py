@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
-from llama_index.core import Document, Settings, VectorStoreIndex
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import MetadataMode, TextNode
@@ -34,26 +33,6 @@ DOCS = [
     Document(text="Passwords are reset from the account settings page.", id_="doc-account",
              metadata={"topic": "account", "year": 2024}),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _settings_untouched() -> Iterator[None]:
-    """No adapter may set LlamaIndex's global LLM or embedding model."""
-    before = (Settings._llm, Settings._embed_model)
-    yield
-    assert (Settings._llm, Settings._embed_model) == before
-
-
-@pytest.fixture
-def engine() -> Iterator[MemoryEngine]:
-    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
-    yield eng
-    eng.close()
-
-
-@pytest.fixture
-def scope() -> Scope:
-    return Scope(agent_wallet="agent-li", user_address="user-1")
 
 
 @pytest.fixture
