@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["MemoryConfig", "PackerConfig", "RetrievalConfig"]
@@ -64,7 +66,7 @@ class RetrievalConfig(BaseModel):
     )
     trust_alpha: float = Field(0.1, ge=0.0, le=1.0, description="Signal system 1.0, learned 0.5, external 0.0.")
     # trust (Comis): which levels a search may return; rows without a level count as default_trust
-    include_trust: tuple[str, ...] = Field(
+    include_trust: tuple[Literal["system", "learned", "external"], ...] = Field(
         ("system", "learned"), description="Trust levels returned; external is excluded by default."
     )
     default_trust: str = Field("learned", pattern="^(system|learned|external)$")
