@@ -55,37 +55,61 @@ class BaseEmbedder(ABC):
     def _embed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
         """Embed one batch; may raise anything, which :meth:`embed` wraps in EmbeddingError."""
 
-    def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
-        """Embed ``texts`` in batches of ``batch_size``, checking the provider's answer."""
+    async def _aembed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
+        """Async hook for one batch; the default runs :meth:`_embed_batch` in a worker thread."""
+        return await asyncio.to_thread(self._embed_batch, texts, input_type)
+
+    @staticmethod
+    def _validate_call(texts: Sequence[str], input_type: str) -> list[str]:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings, not a single string")
         if input_type not in ("query", "document"):
             raise ValueError(f"input_type must be 'query' or 'document', got {input_type!r}")
-        texts = list(texts)
+        return list(texts)
+
+    def _checked(self, batch: list[str], vectors: list[list[float]]) -> list[list[float]]:
+        """One vector per text, one dimension throughout, as floats."""
+        if len(vectors) != len(batch):
+            raise EmbeddingError(f"{self.model_id} returned {len(vectors)} vectors for {len(batch)} texts")
+        for vector in vectors:
+            if self._dimensions is None:
+                self._dimensions = len(vector)
+            elif len(vector) != self._dimensions:
+                raise EmbeddingError(
+                    f"{self.model_id} returned a {len(vector)}-dimensional vector, expected {self._dimensions}"
+                )
+        return [[float(x) for x in v] for v in vectors]
+
+    def _wrap(self, exc: Exception, count: int) -> EmbeddingError:
+        if isinstance(exc, EmbeddingError):
+            return exc
+        return EmbeddingError(f"{self.model_id} failed to embed {count} text(s): {exc}")
+
+    def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
+        """Embed ``texts`` in batches of ``batch_size``, checking the provider's answer."""
+        items = self._validate_call(texts, input_type)
         out: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start : start + self.batch_size]
             try:
                 vectors = self._embed_batch(batch, input_type)
-            except EmbeddingError:
-                raise
             except Exception as exc:  # provider errors of every kind become one error type
-                raise EmbeddingError(f"{self.model_id} failed to embed {len(batch)} text(s): {exc}") from exc
-            if len(vectors) != len(batch):
-                raise EmbeddingError(f"{self.model_id} returned {len(vectors)} vectors for {len(batch)} texts")
-            for vector in vectors:
-                if self._dimensions is None:
-                    self._dimensions = len(vector)
-                elif len(vector) != self._dimensions:
-                    raise EmbeddingError(
-                        f"{self.model_id} returned a {len(vector)}-dimensional vector, expected {self._dimensions}"
-                    )
-            out.extend([float(x) for x in v] for v in vectors)
+                raise self._wrap(exc, len(batch)) from exc
+            out.extend(self._checked(batch, vectors))
         return out
 
     async def aembed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
-        """Async twin of :meth:`embed` (runs the sync call in a worker thread unless overridden)."""
-        return await asyncio.to_thread(self.embed, texts, input_type=input_type)
+        """Async twin of :meth:`embed` (through :meth:`_aembed_batch`)."""
+        items = self._validate_call(texts, input_type)
+        out: list[list[float]] = []
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start : start + self.batch_size]
+            try:
+                vectors = await self._aembed_batch(batch, input_type)
+            except Exception as exc:
+                raise self._wrap(exc, len(batch)) from exc
+            out.extend(self._checked(batch, vectors))
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r})"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
@@ -127,39 +126,17 @@ class VoyageEmbedder(BaseEmbedder):
                 self._async_client = self._make_client(self._voyageai.AsyncClient)
             return self._async_client
 
-    async def aembed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
-        """Embed with ``voyageai.AsyncClient`` (same batching and checks as :meth:`embed`)."""
+    async def _aembed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
+        """One batch through ``voyageai.AsyncClient`` (a thread when only a sync client was given)."""
         if self._async_client is None and not self._owns_clients:
-            return await super().aembed(texts, input_type=input_type)  # only a sync client was given
-        if isinstance(texts, str):
-            raise TypeError("aembed() takes a sequence of strings, not a single string")
-        if input_type not in ("query", "document"):
-            raise ValueError(f"input_type must be 'query' or 'document', got {input_type!r}")
+            return await super()._aembed_batch(texts, input_type)
         client = self._get_async_client()
-        texts = list(texts)
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
-            try:
-                result = await client.embed(batch, **self._call_kwargs(input_type))
-                vectors = [list(v) for v in result.embeddings]
-            except self._voyageai.error.VoyageError as exc:
-                raise self._error(exc, len(batch)) from exc
-            except Exception as exc:
-                raise EmbeddingError(
-                    f"{self.model_id} failed to embed {len(batch)} text(s): {type(exc).__name__}: {exc}"
-                ) from exc
-            out.extend(self._checked(vectors, len(batch)))
-        return out
-
-    def _checked(self, vectors: list[list[float]], expected: int) -> list[list[float]]:
-        if len(vectors) != expected:
-            raise EmbeddingError(f"{self.model_id} returned {len(vectors)} vectors for {expected} texts")
-        for vector in vectors:
-            if self._dimensions is None:
-                self._dimensions = len(vector)
-            elif len(vector) != self._dimensions:
-                raise EmbeddingError(
-                    f"{self.model_id} returned a {len(vector)}-dimensional vector, expected {self._dimensions}"
-                )
-        return [[float(x) for x in v] for v in vectors]
+        try:
+            result = await client.embed(texts, **self._call_kwargs(input_type))
+            return [list(v) for v in result.embeddings]
+        except self._voyageai.error.VoyageError as exc:
+            raise self._error(exc, len(texts)) from exc
+        except Exception as exc:
+            raise EmbeddingError(
+                f"{self.model_id} failed to embed {len(texts)} text(s): {type(exc).__name__}: {exc}"
+            ) from exc

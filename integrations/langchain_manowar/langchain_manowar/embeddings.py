@@ -3,11 +3,10 @@ engine's embedder as a LangChain ``Embeddings``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from manowar_memory import EmbeddingError, MemoryEngine
+from manowar_memory import MemoryEngine
 from manowar_memory.embeddings import BaseEmbedder, Embedder, EmbedderSpec, InputType, resolve_embedder
 
 __all__ = ["LangChainEmbedder", "ManowarEmbeddings", "langchain_model_name"]
@@ -56,37 +55,10 @@ class LangChainEmbedder(BaseEmbedder):
             return [self.embeddings.embed_query(t) for t in texts]
         return self.embeddings.embed_documents(texts)
 
-    def _check(self, vectors: list[list[float]], n: int) -> list[list[float]]:
-        if len(vectors) != n:
-            raise EmbeddingError(f"{self.model_id} returned {len(vectors)} vectors for {n} texts")
-        for vector in vectors:
-            if self._dimensions is None:
-                self._dimensions = len(vector)
-            elif len(vector) != self._dimensions:
-                raise EmbeddingError(
-                    f"{self.model_id} returned a {len(vector)}-dimensional vector, expected {self._dimensions}"
-                )
-        return [[float(x) for x in v] for v in vectors]
-
-    async def aembed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
-        """Embed with the LangChain model's async API."""
-        if isinstance(texts, str):
-            raise TypeError("aembed() takes a sequence of strings, not a single string")
-        texts = list(texts)
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
-            try:
-                if input_type == "query":
-                    vectors = [await self.embeddings.aembed_query(t) for t in batch]
-                else:
-                    vectors = await self.embeddings.aembed_documents(batch)
-            except EmbeddingError:
-                raise
-            except Exception as exc:
-                raise EmbeddingError(f"{self.model_id} failed to embed {len(batch)} text(s): {exc}") from exc
-            out.extend(self._check(vectors, len(batch)))
-        return out
+    async def _aembed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
+        if input_type == "query":
+            return [await self.embeddings.aembed_query(t) for t in texts]
+        return await self.embeddings.aembed_documents(texts)
 
 
 class ManowarEmbeddings(Embeddings):

@@ -15,14 +15,13 @@ engine embedder it wraps (same ``model_id``), anything else is wrapped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import ConfigDict, Field
 
 from manowar_memory.embeddings.base import BaseEmbedder, Embedder, InputType
-from manowar_memory.errors import ConfigurationError, EmbeddingError
+from manowar_memory.errors import ConfigurationError
 
 from ._fields import OptionalEngineField, OptionalScopeField
 
@@ -120,37 +119,6 @@ class LlamaIndexEmbedder(BaseEmbedder):
         if input_type == "query":
             return [await self.embed_model.aget_query_embedding(t) for t in texts]
         return await self.embed_model.aget_text_embedding_batch(texts)
-
-    def _checked(self, batch: list[str], vectors: list[list[float]]) -> list[list[float]]:
-        if len(vectors) != len(batch):
-            raise EmbeddingError(f"{self.model_id} returned {len(vectors)} vectors for {len(batch)} texts")
-        for vector in vectors:
-            if self._dimensions is None:
-                self._dimensions = len(vector)
-            elif len(vector) != self._dimensions:
-                raise EmbeddingError(
-                    f"{self.model_id} returned a {len(vector)}-dimensional vector, expected {self._dimensions}"
-                )
-        return [[float(x) for x in v] for v in vectors]
-
-    async def aembed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
-        """Embed with the LlamaIndex model's async methods, checked like :meth:`embed`."""
-        if isinstance(texts, str):
-            raise TypeError("aembed() takes a sequence of strings, not a single string")
-        if input_type not in ("query", "document"):
-            raise ValueError(f"input_type must be 'query' or 'document', got {input_type!r}")
-        items = list(texts)
-        out: list[list[float]] = []
-        for start in range(0, len(items), self.batch_size):
-            batch = items[start : start + self.batch_size]
-            try:
-                vectors = await self._aembed_batch(batch, input_type)
-            except EmbeddingError:
-                raise
-            except Exception as exc:
-                raise EmbeddingError(f"{self.model_id} failed to embed {len(batch)} text(s): {exc}") from exc
-            out.extend(self._checked(batch, vectors))
-        return out
 
 
 def to_engine_embedder(embed_model: BaseEmbedding) -> Embedder:
