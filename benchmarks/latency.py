@@ -63,8 +63,15 @@ def _sentence(rng: random.Random, n: int) -> str:
 
 
 def build(size: int, dims: int, workdir: Path, seed: int = 7) -> tuple[MemoryEngine, Scope]:
-    rng = random.Random(seed)
+    """An embedded engine in ``workdir`` filled by :func:`populate`."""
     engine = MemoryEngine(store=f"sqlite:///{workdir}/bench-{size}.db", embedder=f"fake:{dims}", extractor=None)
+    return engine, populate(engine, size, seed)
+
+
+def populate(engine: MemoryEngine, size: int, seed: int = 7) -> Scope:
+    """Fill one agent/user scope with ``size`` memory rows plus transcripts, working
+    sessions, patterns and archives (the same corpus on every store); returns the scope."""
+    rng = random.Random(seed)
     scope = Scope(agent_wallet="bench-agent", user_address="bench-user", thread_id="bench-thread")
     day = 86_400_000
     now = int(time.time() * 1000)
@@ -96,7 +103,7 @@ def build(size: int, dims: int, workdir: Path, seed: int = 7) -> tuple[MemoryEng
             archive_id=f"arc_{a}", agent_wallet=scope.agent_wallet, summary=_sentence(rng, 10), content="",
             date_range={"start": now - 30 * day, "end": now},
         ))
-    return engine, scope
+    return scope
 
 
 def measure(engine: MemoryEngine, scope: Scope, queries: list[str]) -> tuple[float, float, float]:

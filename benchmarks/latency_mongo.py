@@ -30,8 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from manowar_memory import InMemoryCache, MemoryEngine, Pattern, Scope
-from manowar_memory.records import Archive, PatternStep, PatternTrigger
+from manowar_memory import InMemoryCache, MemoryConfig, MemoryEngine, Scope
 from manowar_memory.stores.base import MemoryQuery
 
 
@@ -52,40 +51,8 @@ def _store(client: Any, db: str) -> Any:
 def build(client: Any, db: str, size: int, dims: int, seed: int = 7) -> Scope:
     """Load the corpus into ``db``."""
     lat = _latency_module()
-    rng = random.Random(seed)
     engine = MemoryEngine(store=_store(client, db), embedder=f"fake:{dims}", extractor=None)
-    scope = Scope(agent_wallet="bench-agent", user_address="bench-user", thread_id="bench-thread")
-    day = 86_400_000
-    now = int(time.time() * 1000)
-    items = [
-        {
-            "content": lat._sentence(rng, rng.randint(8, 24)),
-            "source": "fact" if i % 4 == 0 else "knowledge",
-            "created_at": now - rng.randint(0, 365) * day,
-            "metadata": {"factType": "context", "confidence": 0.8} if i % 4 == 0 else {},
-        }
-        for i in range(size)
-    ]
-    engine.ingest(scope, items, batch_size=2000, progress=True)
-    for t in range(20):
-        engine.post_turn(
-            scope.with_thread(f"thread-{t % 4}"),
-            [{"role": "user", "content": lat._sentence(rng, 12)},
-             {"role": "assistant", "content": lat._sentence(rng, 12)}],
-            extract_facts=False,
-        )
-    for p in range(30):
-        tools = rng.sample(lat.TOPICAL, 3)
-        engine.store.upsert_pattern(Pattern(
-            pattern_id=f"pat_{p}", agent_wallet=scope.agent_wallet, trigger=PatternTrigger(value=tools[0]),
-            steps=[PatternStep(action=a, order=i) for i, a in enumerate(tools)], summary=" -> ".join(tools),
-            success_rate=rng.random(), execution_count=rng.randint(2, 20),
-        ))
-    for a in range(10):
-        engine.store.add_archive(Archive(
-            archive_id=f"arc_{a}", agent_wallet=scope.agent_wallet, summary=lat._sentence(rng, 10), content="",
-            date_range={"start": now - 30 * day, "end": now},
-        ))
+    scope = lat.populate(engine, size, seed)
     engine.close()
     return scope
 
@@ -136,7 +103,9 @@ def run(
         print("vector search:", plain.store.vector_search_choice, file=sys.stderr)
         plain.close()
 
-        with_redis = MemoryEngine(store=_store(client, db), embedder=f"fake:{dims}", extractor=None, cache=redis_cache)
+        # embedding cache only: with Redis the engine would also cache layer queries by default
+        with_redis = MemoryEngine(store=_store(client, db), embedder=f"fake:{dims}", extractor=None, cache=redis_cache,
+                                  config=MemoryConfig(query_cache=False))
         for q in queries:
             with_redis.pre_turn(q, scope)
         rows.append(("mongo + redis (embedding cache)", _time(lambda q: with_redis.pre_turn(q, scope), queries)))
