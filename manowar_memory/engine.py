@@ -794,6 +794,44 @@ class MemoryEngine:
         self._invalidate(scope_of(current))
         return removed
 
+    def resolve_conflict(
+        self, scope: ScopeLike, memory_id: str, resolution: str, *, winning_memory_id: str | None = None,
+        reason: str | None = None,
+    ) -> MemoryRecord:
+        """Record how a conflict about an active row was resolved; returns the row after it.
+
+        ``resolution``: ``supersede`` (the row becomes superseded, its decayScore capped at
+        0.05, and it leaves retrieval), ``keep``, ``merge`` or ``ignore`` (the row stays
+        active). ``winning_memory_id``, when given, must be another active row of the scope.
+        The metadata gets ``conflictResolution``, ``conflictResolvedAt`` and, when given,
+        ``winningMemoryId`` (also ``supersededBy``) and ``conflictReason``.
+        """
+        if resolution not in ("supersede", "keep", "merge", "ignore"):
+            raise InvalidInputError(f"resolution must be supersede, keep, merge or ignore, got {resolution!r}")
+        current = self.get_item(scope, memory_id)
+        if winning_memory_id is not None:
+            if winning_memory_id == memory_id:
+                raise InvalidInputError("winning_memory_id must name another row than memory_id")
+            self.get_item(scope, winning_memory_id)  # raises NotFoundError when it is not an active row here
+        now = now_ms()
+        meta: dict[str, Any] = {**current.metadata, "conflictResolution": resolution, "conflictResolvedAt": now}
+        if winning_memory_id is not None:
+            meta["winningMemoryId"] = winning_memory_id
+        if reason:
+            meta["conflictReason"] = reason
+        changes: dict[str, Any] = {"updated_at": now}
+        if resolution == "supersede":
+            meta.update({"status": "superseded", "supersededAt": now})
+            if winning_memory_id is not None:
+                meta["supersededBy"] = winning_memory_id
+            changes["decay_score"] = min(current.decay_score, 0.05)
+        changes["metadata"] = meta
+        updated = self.store.update_memory(memory_id, changes)
+        if updated is None:
+            raise NotFoundError(f"memory {memory_id!r} disappeared while resolving the conflict")
+        self._invalidate(scope_of(current))
+        return updated
+
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored (optionally for one agent)."""
         return self.store.stats(agent_wallet)
@@ -847,6 +885,10 @@ class MemoryEngine:
     async def adelete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
         """Async twin of :meth:`delete_item`."""
         return await asyncio.to_thread(self.delete_item, scope, memory_id, hard=hard)
+
+    async def aresolve_conflict(self, scope: ScopeLike, memory_id: str, resolution: str, **kwargs: Any) -> MemoryRecord:
+        """Async twin of :meth:`resolve_conflict`."""
+        return await asyncio.to_thread(self.resolve_conflict, scope, memory_id, resolution, **kwargs)
 
     async def aflush(self, timeout: float | None = None) -> FlushResult:
         """Async twin of :meth:`flush`."""

@@ -15,6 +15,7 @@ Hierarchy::
     ├── RerankError                            a reranker failed (the ranking stage fails soft on it)
     ├── StoreError                             the storage backend failed
     │   └── NotFoundError (also KeyError)      a record that does not exist
+    ├── PinningError                           pinning an archive to IPFS (Pinata) failed
     └── ExtractionError                        a fact extractor failed
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "ManowarError",
     "MissingDependencyError",
     "NotFoundError",
+    "PinningError",
     "RerankError",
     "ScopeError",
     "StoreError",
@@ -84,6 +86,18 @@ class NotFoundError(StoreError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else "not found"
+
+
+class PinningError(ManowarError):
+    """Pinning an archive to IPFS failed: credentials rejected, upstream error or timeout.
+
+    ``status`` is the HTTP status (None for a timeout or network error); ``retryable`` says
+    whether trying again later may help (timeouts, 429 and 5xx answers)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
 
 
 class ExtractionError(ManowarError):

@@ -1,5 +1,6 @@
-"""Maintenance jobs on the embedded store: each job, each fixed reference quirk, dry runs,
-job records, pattern → skill promotion, and the tool registry."""
+"""Maintenance jobs on the embedded store and on a real mongod (every test runs on both):
+each job, each fixed reference quirk, dry runs, job records, pattern → skill promotion,
+skills, and the tool registry."""
 
 from __future__ import annotations
 
@@ -28,9 +29,22 @@ from manowar_memory.stores.sqlite import SQLiteStore
 AGENT = "0xagent0001"
 
 
-@pytest.fixture
-def store():
-    s = SQLiteStore(":memory:")
+def make_store(request, kind):
+    """A fresh, empty store of ``kind`` ("sqlite" or "mongo", a unique database dropped after the test)."""
+    if kind == "sqlite":
+        return SQLiteStore(":memory:")
+    from manowar_memory.stores.mongo import MongoStore
+
+    db = request.getfixturevalue("mongo_db")
+    return MongoStore(client=db.client, database=db.name, vector_search="local")
+
+
+STORES = ["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)]
+
+
+@pytest.fixture(params=STORES)
+def store(request):
+    s = make_store(request, request.param)
     yield s
     s.close()
 
@@ -326,6 +340,35 @@ def test_promote_revalidates_and_refuses_duplicates(store):
     assert promote_pattern(store, pid, "Other name")["promoted"] is True
 
 
+def test_list_and_get_skills(store):
+    from manowar_memory.jobs import get_skill, list_skills
+
+    strong, weak = _pattern(store, 10, 0.95, "pat_strong"), _pattern(store, 6, 0.8, "pat_weak2")
+    store.upsert_pattern(Pattern(pattern_id="pat_other", agent_wallet="0xother", trigger=PatternTrigger(value="a"),
+                                 steps=[PatternStep(action="a", order=0)], summary="a", success_rate=0.9,
+                                 execution_count=9))
+    ids = {pid: promote_pattern(store, pid, f"Skill {pid}")["skillId"] for pid in (weak, strong, "pat_other")}
+    mine = list_skills(store, AGENT)
+    assert [s.skill_id for s in mine] == [ids[strong], ids[weak]], "best success rate first, only this agent"
+    assert [s.skill_id for s in list_skills(store, None, "learned", 100)][:1] == [ids[strong]]
+    assert len(list_skills(store, None, None, -5)) == 1, "limit is clamped to 1..100"
+    assert len(list_skills(store, None, None, 0)) == 3, "0 means the default (20), as in the reference"
+    assert list_skills(store, AGENT, "custom") == []
+    got = get_skill(store, ids["pat_other"])
+    assert got.agents == ["0xother"] and got.description.startswith("Learned from pattern pat_other")
+    assert get_skill(store, "skill_missing") is None
+    tools = {t.name: t for t in job_tools(store)}
+    assert tools["memory_get_skill"].func(skill_id=ids[weak])["skill"]["name"] == "Skill pat_weak2"
+    assert tools["memory_get_skill"].func(skill_id="nope") == {"skill": None}
+
+
+def test_failed_job_record_is_stored(store):
+    job = run_job(store, "patterns_extract", {"agent_wallet": AGENT, "time_range": {"start": 10, "end": 5}})
+    stored = store.get_job(job.job_id)
+    assert stored.status == "failed" and "before its start" in stored.error
+    assert stored.completed_at is not None and stored.agent_wallet == AGENT and stored.type == "patterns_extract"
+
+
 # ------------------------------------------------------------------ tools
 def test_job_tools_registry(store):
     tools = {t.name: t for t in job_tools(store)}
@@ -349,10 +392,10 @@ async def test_job_tool_async(store):
     assert out["status"] == "failed" and "older_than_days" in out["error"]
 
 
-def test_run_job_accepts_engine():
+def test_run_job_accepts_engine(store):
     from manowar_memory import MemoryEngine
 
-    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+    with MemoryEngine(store=store, embedder="fake") as engine:
         engine.store.add_memories([_row("e", age_days=30)])
         job = run_job(engine, "decay_update", {})
         assert job.status == "completed" and job.data["updated"] == 1

@@ -175,7 +175,7 @@ class QueryCache:
     * ``lookup(kind, scope, payload)`` returns ``(value, key)``: the cached JSON value or None,
       and the key to :meth:`store` a fresh result under (None when the cache is bypassed).
     * ``store(key, value)`` saves a JSON-able value for ``ttl_seconds``.
-    * ``invalidate(scope)`` / ``invalidate_agent(agent)`` after writes.
+    * ``invalidate(scope)`` / ``invalidate_agent(agent)`` / ``invalidate_all()`` after writes.
 
     Any cache error is reported with :func:`~manowar_memory._notes.degrade` and the call goes
     on without the cache. When an invalidation fails, this process also stops reading cached
@@ -266,6 +266,10 @@ class QueryCache:
     def invalidate_agent(self, agent_wallet: str) -> bool:
         """After maintenance that rewrote many rows of one agent."""
         return self._invalidate(self.tokens.bump_agent, agent_wallet)
+
+    def invalidate_all(self) -> bool:
+        """After maintenance that changed rows whose scopes it cannot list: every cached query."""
+        return self._invalidate(self.tokens.bump_all)
 
 
 # ----------------------------------------------------------------------------- layer results as JSON

@@ -1,5 +1,6 @@
-"""Maintenance jobs: consolidate, patterns_extract, archive_create (+ restore), decay_update
-and cleanup; pattern → skill promotion; the jobs as tools; Temporal workflows.
+"""Maintenance jobs: consolidate, patterns_extract, archive_create (+ restore, + IPFS pin
+through Pinata), decay_update and cleanup; pattern → skill promotion; the jobs and item
+operations as tools; Temporal workflows.
 
 >>> from manowar_memory.jobs import run_job
 >>> job = run_job(engine, "decay_update", {"half_life_days": 30})   # doctest: +SKIP
@@ -8,7 +9,7 @@ and cleanup; pattern → skill promotion; the jobs as tools; Temporal workflows.
 
 from __future__ import annotations
 
-from ._store import JobStore, StoreAdapter, job_store
+from ._store import ChangedScopes, JobStore, StoreAdapter, job_store
 from .core import (
     ArchiveCreateParams,
     ArchiveRestoreParams,
@@ -33,14 +34,34 @@ from .core import (
     promote_pattern,
     validate_pattern,
 )
-from .runner import JOB_TYPES, JOBS, execute_job, parse_params, run_job
-from .tools import JobTool, job_tools
+from .pinning import (
+    ArchivePinParams,
+    PinataClient,
+    PinataCredentials,
+    PinResult,
+    archive_pin,
+    archive_pin_payload,
+    pin_archive,
+)
+from .runner import JOB_TYPES, JOBS, execute_job, invalidate_changes, parse_params, query_cache_of, run_job
+from .tools import (
+    DeleteItemArgs,
+    GetItemArgs,
+    GetSkillArgs,
+    ItemScopeArgs,
+    JobTool,
+    ResolveConflictArgs,
+    UpdateItemArgs,
+    job_tools,
+)
 
 __all__ = [
-    "ArchiveCreateParams", "ArchiveRestoreParams", "CleanupParams", "ConsolidateParams", "DecayUpdateParams",
-    "JOBS", "JOB_TYPES", "JobStore", "JobTool", "ListSkillsParams", "PatternsExtractParams", "PromotePatternParams",
-    "StoreAdapter", "TimeRange", "ValidatePatternParams", "archive_create", "archive_restore", "cleanup",
-    "consolidate", "decay_update", "decode_archive", "execute_job", "fingerprint", "get_skill", "job_store",
-    "job_tools", "list_skills", "parse_params", "patterns_extract", "promote_pattern", "run_job",
-    "validate_pattern",
+    "ArchiveCreateParams", "ArchivePinParams", "ArchiveRestoreParams", "ChangedScopes", "CleanupParams",
+    "ConsolidateParams", "DecayUpdateParams", "DeleteItemArgs", "GetItemArgs", "GetSkillArgs", "ItemScopeArgs",
+    "JOBS", "JOB_TYPES", "JobStore", "JobTool", "ListSkillsParams", "PatternsExtractParams", "PinResult",
+    "PinataClient", "PinataCredentials", "PromotePatternParams", "ResolveConflictArgs", "StoreAdapter", "TimeRange",
+    "UpdateItemArgs", "ValidatePatternParams", "archive_create", "archive_pin", "archive_pin_payload",
+    "archive_restore", "cleanup", "consolidate", "decay_update", "decode_archive", "execute_job", "fingerprint",
+    "get_skill", "invalidate_changes", "job_store", "job_tools", "list_skills", "parse_params", "patterns_extract",
+    "pin_archive", "promote_pattern", "query_cache_of", "run_job", "validate_pattern",
 ]

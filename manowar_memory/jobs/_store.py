@@ -10,6 +10,11 @@ fills in the optional ones:
 * ``count_transcripts_older_than(cutoff)`` / ``count_stale_sessions(now, cutoff)``: used
   only by dry-run cleanup; SQLite answers them directly, other stores must provide
   them (a dry run without them reports ``None`` for those counts).
+* ``old_transcript_scopes(cutoff)`` / ``stale_session_scopes(now, cutoff)``: the scopes
+  cleanup is about to delete from, so the query cache can be told exactly; a store
+  without them answers None and the runner then invalidates every cached query.
+
+:class:`ChangedScopes` collects the scopes whose visible rows a job changed.
 """
 
 from __future__ import annotations
@@ -19,8 +24,48 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..records import Archive, Job, MemoryRecord, Pattern, Skill, Transcript
+from ..scope import Scope
 
-__all__ = ["JobStore", "StoreAdapter", "job_store"]
+__all__ = ["ChangedScopes", "JobStore", "ScopeKey", "StoreAdapter", "job_store"]
+
+#: (agent_wallet, user_address, mode, hai_id) of a stored row
+ScopeKey = tuple[str, "str | None", "str | None", "str | None"]
+
+
+class ChangedScopes:
+    """The scopes (agent, user, mode, hai) whose visible data a job changed.
+
+    The jobs add every row they supersede, rescore, delete, restore or write; the runner then
+    invalidates exactly these scopes in the engine's query cache. ``everything`` is set when
+    a job changed rows whose scopes it could not list (the runner then invalidates all).
+    """
+
+    def __init__(self) -> None:
+        self._keys: dict[ScopeKey, None] = {}
+        self.everything = False
+
+    def add(self, row: Any) -> None:
+        """Add the scope of a stored row (anything with agent_wallet, user_address, mode, hai_id)."""
+        self.add_key((row.agent_wallet, row.user_address, row.mode, row.hai_id))
+
+    def add_key(self, key: ScopeKey) -> None:
+        """Add a scope given as ``(agent_wallet, user_address, mode, hai_id)``."""
+        self._keys[(key[0], key[1], key[2], key[3])] = None
+
+    def scopes(self) -> list[Scope]:
+        """The distinct scopes, in the order they were first added."""
+        out = []
+        for agent, user, mode, hai in self._keys:
+            if mode == "local" and hai is None:  # cannot be a read scope: widen to any mode
+                mode = None
+            out.append(Scope(agent_wallet=agent, user_address=user, mode=mode, hai_id=hai))  # type: ignore[arg-type]
+        return out
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __bool__(self) -> bool:
+        return bool(self._keys) or self.everything
 
 
 @runtime_checkable
@@ -42,10 +87,13 @@ class JobStore(Protocol):
     def delete_sessions_older_than(self, cutoff: int) -> int: ...
     def purge_expired_sessions(self, now: int) -> int: ...
     def count_stale_sessions(self, now: int, cutoff: int) -> int | None: ...
+    def old_transcript_scopes(self, cutoff: int) -> list[ScopeKey] | None: ...
+    def stale_session_scopes(self, now: int, cutoff: int) -> list[ScopeKey] | None: ...
     def upsert_pattern(self, pattern: Pattern) -> None: ...
     def get_pattern(self, pattern_id: str) -> Pattern | None: ...
     def add_archive(self, archive: Archive) -> None: ...
     def get_archive(self, archive_id: str) -> Archive | None: ...
+    def update_archive(self, archive_id: str, changes: dict[str, Any]) -> None: ...
     def add_skill(self, skill: Skill) -> None: ...
     def get_skill(self, skill_id: str) -> Skill | None: ...
     def list_skills(self, agent_wallet: str | None, category: str | None, limit: int) -> list[Skill]: ...
@@ -118,6 +166,28 @@ class StoreAdapter:
                 return int(conn.execute(
                     "SELECT COUNT(*) FROM sessions WHERE expires_at <= ? OR last_accessed_at < ?", (now, cutoff)
                 ).fetchone()[0])
+        return None
+
+    def old_transcript_scopes(self, cutoff: int) -> list[ScopeKey] | None:
+        """Distinct scopes of the transcripts created before ``cutoff``; None when unknown."""
+        if hasattr(self.inner, "old_transcript_scopes"):
+            return list(self.inner.old_transcript_scopes(cutoff))
+        if self._is_sqlite():
+            with self.inner._conn() as conn:
+                return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+                    "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM transcripts WHERE created_at < ?",
+                    (cutoff,)).fetchall()]
+        return None
+
+    def stale_session_scopes(self, now: int, cutoff: int) -> list[ScopeKey] | None:
+        """Distinct scopes of the sessions expired at ``now`` or last used before ``cutoff``; None when unknown."""
+        if hasattr(self.inner, "stale_session_scopes"):
+            return list(self.inner.stale_session_scopes(now, cutoff))
+        if self._is_sqlite():
+            with self.inner._conn() as conn:
+                return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+                    "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM sessions "
+                    "WHERE expires_at <= ? OR last_accessed_at < ?", (now, cutoff)).fetchall()]
         return None
 
 

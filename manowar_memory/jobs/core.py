@@ -14,6 +14,8 @@ Semantics follow the reference (manowar-behaviour §9, §10.2) with its quirks f
 
 Every job takes a :class:`~manowar_memory.jobs._store.JobStore`, a params model, and
 ``dry_run`` (report what would change, write nothing) and returns a plain report dict.
+``changes`` (a :class:`~manowar_memory.jobs._store.ChangedScopes`) collects the scopes of
+every row the job changed, so the runner can invalidate exactly those cached queries.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._util import DAY_MS, content_hash, now_ms
 from ..errors import InvalidInputError, NotFoundError
 from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigger, Skill
-from ._store import JobStore
+from ._store import ChangedScopes, JobStore
 
 __all__ = [
     "ArchiveCreateParams", "ArchiveRestoreParams", "CleanupParams", "ConsolidateParams", "DecayUpdateParams",
@@ -99,7 +101,8 @@ def fingerprint(record: MemoryRecord) -> str:
 
 
 def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = False,
-                progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+                progress: Progress | None = None, now: int | None = None,
+                changes: ChangedScopes | None = None) -> dict[str, Any]:
     now = now if now is not None else now_ms()
     wallets = params.agent_wallets or ([params.agent_wallet] if params.agent_wallet else [])
     if not wallets:
@@ -120,7 +123,8 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
             if rec.status in _INACTIVE:
                 continue  # already superseded / deleted: not counted again
             key = (rec.agent_wallet, fingerprint(rec))
-            row = _Row(rec.id, rec.created_at, rec.updated_at, rec.decay_score, rec.metadata)
+            row = _Row(rec.id, rec.created_at, rec.updated_at, rec.decay_score, rec.metadata,
+                       (rec.agent_wallet, rec.user_address, rec.mode, rec.hai_id))
             cur = best.get(key)
             if cur is None:
                 best[key] = row
@@ -138,6 +142,8 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
                     "duplicateFingerprint": fp, "supersededBy": keeper.id}
             updates.append((old.id, {"decay_score": min(old.decay_score, SUPERSEDED_DECAY_CAP),
                                      "updated_at": now, "metadata": meta}))
+            if changes is not None and not dry_run:
+                changes.add_key(old.scope)
     if updates and not dry_run:
         for i in range(0, len(updates), 1000):
             store.update_memories(updates[i:i + 1000])
@@ -151,6 +157,7 @@ class _Row(NamedTuple):
     updated_at: int
     decay_score: float
     metadata: dict[str, Any]
+    scope: tuple[str, str | None, str | None, str | None]
 
 
 # --------------------------------------------------------------------------- patterns_extract
@@ -179,7 +186,8 @@ def _confidence(count: int, success_rate: float) -> float:
 
 
 def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run: bool = False,
-                     progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+                     progress: Progress | None = None, now: int | None = None,
+                     changes: ChangedScopes | None = None) -> dict[str, Any]:
     now = now if now is not None else now_ms()
     start, end = _window(params.time_range, params.window_days, 1, now)
     transcripts = store.list_transcripts(params.agent_wallet, start, end)
@@ -224,6 +232,8 @@ def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run:
             if existing is not None and existing.metadata.get("taskType") == "promoted":
                 pattern.metadata["taskType"] = "promoted"  # keep the promotion mark
             store.upsert_pattern(pattern)  # createdAt kept from the first insert by the store
+            if changes is not None:
+                changes.add(pattern)
         written.append({"patternId": pid, "summary": pattern.summary, "count": count,
                         "successRate": success_rate, "confidence": round(confidence, 6)})
     return {"patterns": len(written), "extracted": len(transcripts), "skippedGroups": skipped,
@@ -238,6 +248,9 @@ class ArchiveCreateParams(_Params):
     date_range: TimeRange | None = Field(default=None, description="explicit createdAt window")
     window_days: float | None = Field(default=None, description="window ending now, in days (default 7)")
     compress: bool = Field(default=True, description="gzip + base64 the payload")
+    pin: bool = Field(default=False, description=(
+        "also pin the archive to IPFS through Pinata (PINATA_JWT, or PINATA_API_KEY + PINATA_API_SECRET); "
+        "a failed pin keeps the archive and the report says why it is not pinned"))
 
 
 class ArchiveRestoreParams(_Params):
@@ -251,7 +264,10 @@ def _iso(ms: int) -> str:
 
 
 def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: bool = False,
-                   progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+                   progress: Progress | None = None, now: int | None = None,
+                   changes: ChangedScopes | None = None, pinner: Any | None = None) -> dict[str, Any]:
+    """Archive the agent's rows of the window; with ``params.pin`` also pin it to IPFS
+    (``pinner``: a :class:`~manowar_memory.jobs.pinning.PinataClient`, default from the environment)."""
     now = now if now is not None else now_ms()
     start, end = _window(params.date_range, params.window_days, 7, now)
     rows = [r.to_doc() for r in _tick(store.iter_memories(params.agent_wallet, created_from=start, created_to=end), progress)]
@@ -275,8 +291,21 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
                       "topics": []},
             created_at=now,
         ))
-    return {"archiveId": None if dry_run else archive_id, "memoriesArchived": len(rows), "originalSize": original_size,
-            "compressedSize": compressed_size, "dateRange": date_range}
+        if changes is not None:
+            changes.add_key((params.agent_wallet, None, None, None))
+    report: dict[str, Any] = {
+        "archiveId": None if dry_run else archive_id, "memoriesArchived": len(rows), "originalSize": original_size,
+        "compressedSize": compressed_size, "dateRange": date_range}
+    if params.pin:
+        if dry_run:
+            report["pin"] = {"pinned": False, "reason": "not pinned: dry run"}
+        else:
+            from .pinning import pin_report_after_create
+
+            report["pin"] = pin_report_after_create(store, archive_id, pinner)
+        report["pinned"] = report["pin"]["pinned"]
+        report["ipfsHash"] = report["pin"].get("ipfsHash")
+    return report
 
 
 def decode_archive(archive: Archive) -> dict[str, Any]:
@@ -286,7 +315,8 @@ def decode_archive(archive: Archive) -> dict[str, Any]:
 
 
 def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: bool = False,
-                    progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+                    progress: Progress | None = None, now: int | None = None,
+                    changes: ChangedScopes | None = None) -> dict[str, Any]:
     archive = store.get_archive(params.archive_id)
     if archive is None:
         raise NotFoundError(f"archive {params.archive_id} does not exist")
@@ -303,6 +333,9 @@ def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: b
     if to_add and not dry_run:
         for i in range(0, len(to_add), 1000):
             store.add_memories(to_add[i:i + 1000])
+        if changes is not None:
+            for rec in to_add:
+                changes.add(rec)
     return {"archiveId": archive.archive_id, "restored": len(to_add), "skippedExisting": existing,
             "entryCount": len(payload.get("vectors", []))}
 
@@ -316,7 +349,8 @@ class DecayUpdateParams(_Params):
 
 
 def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = False,
-                 progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+                 progress: Progress | None = None, now: int | None = None,
+                 changes: ChangedScopes | None = None) -> dict[str, Any]:
     half_life = params.half_life_days
     if not (isinstance(half_life, (int, float)) and math.isfinite(half_life) and half_life > 0):
         raise InvalidInputError(f"half_life_days must be a finite number > 0, got {half_life!r}")
@@ -335,6 +369,8 @@ def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = 
         updated += 1
         if not dry_run:
             batch.append((rec.id, {"decay_score": score, "updated_at": now}))
+            if changes is not None:
+                changes.add(rec)
             if len(batch) >= 5000:
                 store.update_memories(batch)
                 batch = []
@@ -353,7 +389,8 @@ class CleanupParams(_Params):
 
 
 def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
-            progress: Progress | None = None, now: int | None = None) -> dict[str, Any]:
+            progress: Progress | None = None, now: int | None = None,
+            changes: ChangedScopes | None = None) -> dict[str, Any]:
     days = params.older_than_days
     if days is None or not math.isfinite(days) or days <= 0:
         raise InvalidInputError(
@@ -366,6 +403,15 @@ def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
         if rec.created_at < cutoff and rec.decay_score < STALE_DECAY_THRESHOLD and rec.metadata.get("retention") != "pinned":
             victims.append(rec.id)
             freed += len(rec.content.encode("utf-8"))
+            if changes is not None and not dry_run:
+                changes.add(rec)
+    if not dry_run and changes is not None:  # listed before the delete: the rows are gone after it
+        for found in (store.stale_session_scopes(now, cutoff), store.old_transcript_scopes(cutoff)):
+            if found is None:
+                changes.everything = True
+            else:
+                for key in found:
+                    changes.add_key(key)
     if dry_run:
         vectors, sessions, transcripts = len(victims), store.count_stale_sessions(now, cutoff), store.count_transcripts_older_than(cutoff)
     else:
@@ -427,7 +473,8 @@ def _find_promoted(store: JobStore, pattern: Pattern, skill_name: str) -> Skill 
     return None
 
 
-def promote_pattern(store: JobStore, pattern_id: str, skill_name: str, *, now: int | None = None) -> dict[str, Any]:
+def promote_pattern(store: JobStore, pattern_id: str, skill_name: str, *, now: int | None = None,
+                    changes: ChangedScopes | None = None) -> dict[str, Any]:
     """Validate the pattern again and, when valid, create the skill. Promoting the same pattern
     into the same skill name twice returns the existing skill with ``promoted: False``."""
     now = now if now is not None else now_ms()
@@ -455,6 +502,8 @@ def promote_pattern(store: JobStore, pattern_id: str, skill_name: str, *, now: i
     store.add_skill(skill)
     store.upsert_pattern(pattern.model_copy(update={
         "metadata": {**pattern.metadata, "taskType": "promoted"}, "updated_at": now}))
+    if changes is not None:
+        changes.add(pattern)
     return {"skillId": skill.skill_id, "promoted": True, "reason": None, "validation": validation}
 
 

@@ -12,9 +12,10 @@ from .._util import content_hash, now_ms
 from ..errors import InvalidInputError
 from ..records import Job
 from . import core
-from ._store import JobStore, job_store
+from ._store import ChangedScopes, JobStore, job_store
 
-__all__ = ["JOBS", "JOB_TYPES", "execute_job", "new_job_id", "parse_params", "run_job"]
+__all__ = ["JOBS", "JOB_TYPES", "execute_job", "invalidate_changes", "new_job_id", "parse_params", "query_cache_of",
+           "run_job"]
 
 JobFunc = Callable[..., dict[str, Any]]
 
@@ -55,9 +56,25 @@ def new_job_id(job_type: str, params: Mapping[str, Any], now: int) -> str:
 
 
 def execute_job(store: JobStore, job_type: str, params: BaseModel, *, dry_run: bool = False,
-                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Run the job function itself (no job record)."""
-    return JOBS[job_type][1](store, params, dry_run=dry_run, progress=progress)
+                progress: Callable[[int], None] | None = None, changes: ChangedScopes | None = None) -> dict[str, Any]:
+    """Run the job function itself (no job record); ``changes`` collects the scopes it changed."""
+    return JOBS[job_type][1](store, params, dry_run=dry_run, progress=progress, changes=changes)
+
+
+def query_cache_of(obj: Any) -> Any | None:
+    """The query cache of a ``MemoryEngine`` (None for a bare store or an engine without one)."""
+    return getattr(obj, "query_cache", None)
+
+
+def invalidate_changes(cache: Any | None, changes: ChangedScopes) -> int:
+    """Invalidate, in a :class:`~manowar_memory.cache.namespace.QueryCache`, exactly the scopes a
+    job changed (every cached query when ``changes.everything``). Returns the scopes told;
+    a cache outage is reported by the cache and never fails the job."""
+    if cache is None or not changes:
+        return 0
+    if changes.everything:
+        return 1 if cache.invalidate_all() else 0
+    return sum(1 for scope in changes.scopes() if cache.invalidate(scope))
 
 
 def _agent_of(params: BaseModel) -> str | None:
@@ -69,7 +86,7 @@ def _agent_of(params: BaseModel) -> str | None:
 
 
 def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseModel | None = None, *,
-            dry_run: bool = False, progress: bool = False) -> Job:
+            dry_run: bool = False, progress: bool = False, cache: Any | None = None) -> Job:
     """Run one maintenance job inline and return its record.
 
     An unknown type or malformed parameters raise :class:`InvalidInputError` before anything
@@ -77,6 +94,11 @@ def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseMod
     ``completed`` (``data`` = the job's report) or ``failed`` (``error`` = the message); the
     record is returned in both cases. ``dry_run`` reports what would change and writes
     nothing but the job record (``data.dryRun`` is true). ``progress`` shows a tqdm bar.
+
+    Cached queries that could see a changed row are invalidated (superseded, rescored,
+    deleted or restored rows, new patterns and archives): in ``cache`` (a ``QueryCache``)
+    or else the engine's query cache when an engine is passed. ``data.invalidatedScopes``
+    says how many scopes were told.
     """
     model = parse_params(type, params)
     store = job_store(store_or_engine)
@@ -85,16 +107,21 @@ def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseMod
     job = Job(job_id=new_job_id(type, dumped, now), type=type, execution="inline", status="running",  # type: ignore[arg-type]
               agent_wallet=_agent_of(model), data={"input": dumped, "dryRun": dry_run}, created_at=now)
     store.put_job(job)
+    qcache = cache if cache is not None else query_cache_of(store_or_engine)
+    changes = ChangedScopes()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(desc=f"{type}{' (dry run)' if dry_run else ''}", unit="row")
     try:
-        report = execute_job(store, type, model, dry_run=dry_run, progress=bar.update if bar is not None else None)
+        report = execute_job(store, type, model, dry_run=dry_run, progress=bar.update if bar is not None else None,
+                             changes=changes)
+        told = invalidate_changes(qcache, changes)
         job = job.model_copy(update={"status": "completed", "completed_at": now_ms(),
-                                     "data": {**report, "input": dumped, "dryRun": dry_run}})
+                                     "data": {**report, "input": dumped, "dryRun": dry_run, "invalidatedScopes": told}})
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, as in the reference
+        invalidate_changes(qcache, changes)  # rows changed before the failure must not be served stale
         job = job.model_copy(update={"status": "failed", "completed_at": now_ms(),
                                      "error": f"{exc.__class__.__name__}: {exc}"})
     finally:

@@ -700,6 +700,17 @@ class MongoStore:
                 {"$or": [{"expiresAt": {"$lte": _mql.ms_to_date(now)}}, {"lastAccessedAt": {"$lt": cutoff}}]}
             ))
 
+    def stale_session_scopes(self, now: int, cutoff: int) -> list[tuple[Any, Any, Any, Any]]:
+        """Distinct (agent, user, mode, hai) of the sessions cleanup would delete."""
+        flt = {"$or": [{"expiresAt": {"$lte": _mql.ms_to_date(now)}}, {"lastAccessedAt": {"$lt": cutoff}}]}
+        return self._distinct_scopes(self.sessions, flt)
+
+    def _distinct_scopes(self, coll: Any, flt: dict[str, Any]) -> list[tuple[Any, Any, Any, Any]]:
+        group = {"_id": {"a": "$agentWallet", "u": "$userAddress", "m": "$mode", "h": "$haiId"}}
+        with self._errors("read"):
+            rows = coll.aggregate([{"$match": flt}, {"$group": group}])
+            return [(r["_id"].get("a"), r["_id"].get("u"), r["_id"].get("m"), r["_id"].get("h")) for r in rows]
+
     # -- transcripts --
     def upsert_transcript(self, transcript: Transcript) -> None:
         with self._errors("upsert"):
@@ -737,6 +748,10 @@ class MongoStore:
         """Transcripts created before ``cutoff`` (a cleanup dry run)."""
         with self._errors("count"):
             return int(self.transcripts.count_documents({"createdAt": {"$lt": cutoff}}))
+
+    def old_transcript_scopes(self, cutoff: int) -> list[tuple[Any, Any, Any, Any]]:
+        """Distinct (agent, user, mode, hai) of the transcripts created before ``cutoff``."""
+        return self._distinct_scopes(self.transcripts, {"createdAt": {"$lt": cutoff}})
 
     def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
         """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""

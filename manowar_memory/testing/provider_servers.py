@@ -1,4 +1,4 @@
-"""Local HTTP servers that speak the embedding and rerank providers' REST shapes.
+"""Local HTTP servers that speak the embedding, rerank and pinning providers' REST shapes.
 
 Point the real SDK clients at them to test without network or credentials::
 
@@ -33,6 +33,7 @@ import struct
 import threading
 import uuid
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,6 +41,7 @@ from typing import Any
 __all__ = [
     "CloudflareServer",
     "CohereServer",
+    "PinataServer",
     "ProviderServer",
     "RecordedRequest",
     "VoyageServer",
@@ -269,6 +271,16 @@ class ProviderServer:
         """The provider's error body."""
         return {"message": message}
 
+    def check_auth(self, request: RecordedRequest) -> _Reply | None:
+        """None when the request may proceed, else the provider's refusal (default: Bearer ``api_key``)."""
+        if self.api_key is not None and request.headers.get("authorization", "") != f"Bearer {self.api_key}":
+            return self._error(401, "invalid API key")
+        return None
+
+    def handle_get(self, request: RecordedRequest) -> _Reply:
+        """The answer to a GET (default: 405, the providers' APIs used here are POST only)."""
+        return self._error(405, f"{request.method} is not allowed")
+
     def _score(self, query: str, documents: Sequence[str]) -> list[tuple[int, float]]:
         """(index, score) best first, ties by index."""
         if self.scores is not None:
@@ -298,10 +310,11 @@ class ProviderServer:
             return _Reply(503, b"", "text/plain")
         if scripted is not None:
             return scripted
-        if self.api_key is not None:
-            auth = request.headers.get("authorization", "")
-            if auth != f"Bearer {self.api_key}":
-                return self._error(401, "invalid API key")
+        denied = self.check_auth(request)
+        if denied is not None:
+            return denied
+        if request.method == "GET":
+            return self.handle_get(request)
         if request.method != "POST":
             return self._error(405, f"{request.method} is not allowed")
         if not isinstance(request.json, dict):
@@ -430,3 +443,100 @@ class CloudflareServer(ProviderServer):
                 "result": {"response": [{"id": i, "score": s} for i, s in scored]},
             },
         )
+
+
+_B32 = "abcdefghijklmnopqrstuvwxyz234567"
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _base32_lower(data: bytes) -> str:
+    bits = "".join(f"{b:08b}" for b in data)
+    bits += "0" * (-len(bits) % 5)
+    return "".join(_B32[int(bits[i : i + 5], 2)] for i in range(0, len(bits), 5))
+
+
+def _base58(data: bytes) -> str:
+    n = int.from_bytes(data, "big")
+    out = ""
+    while n:
+        n, r = divmod(n, 58)
+        out = _B58[r] + out
+    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out
+
+
+class PinataServer(ProviderServer):
+    """Pinata: ``POST /pinning/pinJSONToIPFS`` and ``GET /data/testAuthentication``; give
+    ``url`` as the client's base URL (``PINATA_API_URL``).
+
+    Authentication as Pinata checks it: ``Authorization: Bearer {jwt}`` or the headers
+    ``pinata_api_key`` / ``pinata_secret_api_key``; anything else gets 401 with Pinata's
+    ``{"error": {"reason", "details"}}`` body. A pin answers ``{IpfsHash, PinSize, Timestamp}``
+    where ``IpfsHash`` is the real CID of the canonical JSON of ``pinataContent`` (CIDv1 raw
+    sha2-256, ``bafkrei...``; CIDv0 ``Qm...`` with ``cidVersion: 0``). Pins are kept in :attr:`pins`.
+    """
+
+    _REASONS = {400: "INVALID_REQUEST", 401: "INVALID_CREDENTIALS", 403: "FORBIDDEN", 404: "NOT_FOUND",
+                429: "RATE_LIMITED", 500: "INTERNAL_SERVER_ERROR", 502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
+
+    def __init__(self, *, jwt: str | None = None, api_key: str | None = None, api_secret: str | None = None) -> None:
+        super().__init__()
+        self.jwt = jwt
+        self.pinata_api_key = api_key
+        self.pinata_api_secret = api_secret
+        self.pins: dict[str, dict[str, Any]] = {}
+
+    @staticmethod
+    def cid_for(content: Any, cid_version: int = 1) -> str:
+        """The CID the server gives ``content`` (sha2-256 of its canonical JSON)."""
+        raw = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        multihash = b"\x12\x20" + hashlib.sha256(raw).digest()
+        if cid_version == 0:
+            return _base58(multihash)
+        return "b" + _base32_lower(b"\x01\x55" + multihash)
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {"error": {"reason": self._REASONS.get(status, "ERROR"), "details": message}}
+
+    def check_auth(self, request: RecordedRequest) -> _Reply | None:
+        auth = request.headers.get("authorization")
+        key, secret = request.headers.get("pinata_api_key"), request.headers.get("pinata_secret_api_key")
+        if auth is not None:
+            if self.jwt is not None and auth == f"Bearer {self.jwt}":
+                return None
+            return self._json(401, {"error": {"reason": "INVALID_CREDENTIALS",
+                                              "details": "Invalid/expired credentials provided."}})
+        if key is not None or secret is not None:
+            if not key or not secret:
+                return self._json(401, {"error": {"reason": "KEYS_MUST_BE_STRINGS",
+                                                  "details": "pinata_api_key and pinata_secret_api_key must both be strings"}})
+            if key == self.pinata_api_key and secret == self.pinata_api_secret and key is not None:
+                return None
+            return self._json(401, {"error": {"reason": "INVALID_API_KEYS", "details": "Invalid API key provided"}})
+        return self._json(401, {"error": {"reason": "NO_CREDENTIALS", "details": "No authentication was provided"}})
+
+    def handle_get(self, request: RecordedRequest) -> _Reply:
+        if request.path.split("?", 1)[0] == "/data/testAuthentication":
+            return self._json(200, {"message": "Congratulations! You are communicating with the Pinata API!"})
+        return self._error(404, f"no route {request.path}")
+
+    def handle(self, request: RecordedRequest) -> _Reply:
+        path = request.path.split("?", 1)[0]
+        if path != "/pinning/pinJSONToIPFS":
+            return self._error(404, f"no route {path}")
+        body = request.json
+        if "pinataContent" not in body:
+            return self._error(400, "pinataContent is required")
+        version = int((body.get("pinataOptions") or {}).get("cidVersion", 0))
+        if version not in (0, 1):
+            return self._error(400, "cidVersion must be 0 or 1")
+        content = body["pinataContent"]
+        cid = self.cid_for(content, version)
+        duplicate = cid in self.pins
+        size = len(json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        with self._lock:
+            self.pins[cid] = {"content": content, "metadata": body.get("pinataMetadata") or {}, "timestamp": stamp}
+        answer: dict[str, Any] = {"IpfsHash": cid, "PinSize": size, "Timestamp": stamp}
+        if duplicate:
+            answer["isDuplicate"] = True
+        return self._json(200, answer)
