@@ -10,10 +10,10 @@ What it does, per conversation:
 * ingests one memory per dialog turn with :meth:`MemoryEngine.ingest`, in one scope per
   conversation (``agent_wallet="locomo"``, ``user_address=<sample_id>``), all in one
   store. A memory's text is ``(8 May 2023) Caroline: <text>``, plus ``[shares an image:
-  <caption>]`` when the turn shared an image, plus ``(replying to <speaker>: <previous
-  turn>)`` when the turn answers an earlier turn of the same session (``--context none``
-  leaves that out). ``created_at`` is the session's date plus one second per turn, so turns
-  keep their order; ``thread_id`` is the session;
+  <caption>]`` when the turn shared an image, and nothing else. ``created_at`` is the
+  session's date plus one second per turn, so turns keep their order; ``thread_id`` is the
+  session, so the engine's thread context (``MemoryConfig.thread_context``, on by default)
+  indexes each turn with the one before it; ``--no-thread-context`` turns that off;
 * asks every question with :meth:`MemoryEngine.search` (``layers=("vectors",)``, k = 25)
   and scores recall@5/@10/@25 against the evidence turns (the LoCoMo paper's Table 3
   metric: |evidence ∩ top-k| / |evidence|, averaged over questions);
@@ -60,7 +60,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from manowar_memory import MemoryEngine, Scope  # noqa: E402
+from manowar_memory import MemoryConfig, MemoryEngine, Scope  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 CATEGORY_ORDER = ["ALL", "single-hop", "multi-hop", "temporal", "open-domain", "adversarial"]
@@ -164,17 +164,9 @@ def turn_text(turn: Turn) -> str:
     return text
 
 
-def memory_texts(conv: Conversation, context: str) -> list[str]:
-    """One text per turn; with ``context="prev"`` the previous turn of the session is appended."""
-    out = []
-    for i, turn in enumerate(conv.turns):
-        text = turn_text(turn)
-        prev = conv.turns[i - 1] if i > 0 else None
-        if context == "prev" and prev is not None and prev.session == turn.session:
-            said = prev.text.strip() + (f" [shares an image: {prev.caption.strip()}]" if prev.caption else "")
-            text += f" (replying to {prev.speaker}: {said})"
-        out.append(text)
-    return out
+def memory_texts(conv: Conversation) -> list[str]:
+    """One text per turn: date, speaker, what was said and the caption of a shared image."""
+    return [turn_text(turn) for turn in conv.turns]
 
 
 # ---------------------------------------------------------------- embedding cache on disk
@@ -297,7 +289,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
           + (f", corrected evidence applied to {applied}" if args.corrected_evidence else "") + ")", flush=True)
 
     cache = DiskDocumentCache(args.cache_dir, queries=args.cache_queries) if args.cache_dir else None
-    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, cache=cache)
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, cache=cache,
+                          config=MemoryConfig(thread_context=not args.no_thread_context))
     if engine.embedder is None:
         raise SystemExit("an embedder is required (--embedder local)")
     raw_embedder = engine.embedder if args.cache_queries else engine.embedder.inner
@@ -307,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t_ingest = time.perf_counter()
     ids_of: dict[str, dict[str, str]] = {}
     for conv in convs:
-        conv.memory_texts = memory_texts(conv, args.context)
+        conv.memory_texts = memory_texts(conv)
         scope = Scope(agent_wallet="locomo", user_address=conv.sample_id)
         items = [
             {
@@ -442,8 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corrected-evidence", type=Path, help="audit JSON with correct_evidence per question")
     parser.add_argument("--json", type=Path, help="also write the recall table as JSON here")
     parser.add_argument("--embedder", default="local", help="engine embedder spec (default: local MiniLM)")
-    parser.add_argument("--context", choices=("prev", "none"), default="prev",
-                        help="append the previous turn of the session to each memory (default) or not")
+    parser.add_argument("--no-thread-context", action="store_true",
+                        help="turn the engine's thread context off (ablation: each turn indexed alone)")
     parser.add_argument("--cache-dir", type=Path, help="keep document embeddings here between runs")
     parser.add_argument("--cache-queries", action="store_true",
                         help="cache query embeddings on disk too (for tuning runs; timings then leave out the model)")

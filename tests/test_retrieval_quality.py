@@ -271,7 +271,7 @@ def test_locomo_dev_quality_bar() -> None:
     import locomo
 
     args = locomo.argparse.Namespace(
-        data=Path(data), corrected_evidence=None, embedder="local", context="prev", cache_dir=None,
+        data=Path(data), corrected_evidence=None, embedder="local", no_thread_context=False, cache_dir=None,
         cache_queries=False, conversations=None, no_packing=True,
     )
     table = locomo.run(args)["table"].as_json()

@@ -1,0 +1,100 @@
+"""Thread context: each ingested row is indexed with the message it followed in its thread
+(``MemoryRecord.context``), searched by the keyword lane at a lower weight and never shown."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from manowar_memory import MemoryConfig, MemoryEngine, Scope
+from manowar_memory.stores.mongo import MongoStore
+
+SCOPE = Scope(agent_wallet="agent", user_address="maya")
+T0 = 1_700_000_000_000
+DIALOG = [
+    "Where did you move last year?",
+    "Lisbon, with my sister.",
+    "How is the weather there?",
+    "Sunny most days, I swim a lot.",
+]
+
+
+def _items(texts: list[str], thread: str = "s1", start: int = T0) -> list[dict]:
+    return [{"content": t, "thread_id": thread, "created_at": start + 1000 * i} for i, t in enumerate(texts)]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def make_engine(request: pytest.FixtureRequest) -> Iterator:
+    engines: list[MemoryEngine] = []
+
+    def make(**config: object) -> MemoryEngine:
+        if request.param == "sqlite":
+            store: object = "sqlite:///:memory:"
+        else:
+            client = request.getfixturevalue("mongo_client")
+            name = f"ctx_{uuid.uuid4().hex[:10]}"
+            request.addfinalizer(lambda: client.drop_database(name))
+            store = MongoStore(client=client, database=name, vector_search="local")
+        eng = MemoryEngine(store=store, embedder=None, config=MemoryConfig(**config))
+        engines.append(eng)
+        return eng
+
+    yield make
+    for eng in engines:
+        eng.close()
+
+
+def _contexts(engine: MemoryEngine, ids: list[str]) -> list[str | None]:
+    return [engine.get_item(SCOPE, i).context for i in ids]
+
+
+def test_each_row_is_indexed_with_the_previous_message_of_its_thread(make_engine) -> None:
+    engine = make_engine()
+    ids = engine.ingest(SCOPE, _items(DIALOG) + _items(["A different thread opens here"], thread="s2"))
+    assert _contexts(engine, ids) == [None, DIALOG[0], DIALOG[1], DIALOG[2], None]
+    assert [engine.get_item(SCOPE, i).content for i in ids[:4]] == DIALOG  # content is untouched
+
+
+def test_a_reply_is_found_by_the_words_of_the_question_it_answers(make_engine) -> None:
+    engine = make_engine()
+    ids = engine.ingest(SCOPE, _items(DIALOG))
+    found, _ = engine.search("Where did Maya move?", SCOPE, layers=("vectors",), k=5)
+    assert ids[1] in [c.id for c in found]  # "Lisbon, with my sister." shares no word with the query
+    assert found[0].id == ids[0]  # the question itself still ranks first: content outweighs context
+
+    off = make_engine(thread_context=False)
+    off_ids = off.ingest(SCOPE, _items(DIALOG))
+    assert _contexts(off, off_ids) == [None] * 4
+    found, _ = off.search("Where did Maya move?", SCOPE, layers=("vectors",), k=5)
+    assert off_ids[1] not in [c.id for c in found]
+
+
+def test_the_context_is_never_shown(make_engine) -> None:
+    engine = make_engine()
+    ids = engine.ingest(SCOPE, _items(DIALOG))
+    result = engine.pre_turn("Where did Maya move?", SCOPE, ["vectors"], budget_chars=900)
+    kept = {item.id: item for item in result.items}
+    assert ids[1] in kept and kept[ids[1]].text == DIALOG[1]
+    assert result.prompt.count(DIALOG[0]) == (1 if ids[0] in kept else 0)
+
+
+def test_the_first_row_of_a_later_call_follows_the_stored_thread(make_engine) -> None:
+    engine = make_engine()
+    engine.ingest(SCOPE, _items(DIALOG[:2]))
+    later = engine.ingest(SCOPE, _items(DIALOG[2:], start=T0 + 10_000))
+    assert _contexts(engine, later) == [DIALOG[1], DIALOG[2]]
+    # a row dated before the stored ones follows the newest stored row written before it
+    (early,) = engine.ingest(SCOPE, _items(["An early note"], start=T0 + 500))
+    assert _contexts(engine, [early]) == [DIALOG[0]]
+
+
+def test_explicit_context_wins_and_the_context_is_capped(make_engine) -> None:
+    engine = make_engine(thread_context_chars=10)
+    ids = engine.ingest(SCOPE, [
+        {"content": "Chapter one text", "thread_id": "doc", "created_at": T0, "context": "Title: Moby Dick"},
+        {"content": "Chapter two text", "thread_id": "doc", "created_at": T0 + 1},
+        {"content": "No thread at all", "created_at": T0 + 2},
+    ])
+    assert _contexts(engine, ids) == ["Title: Mob", "Chapter on", None]
