@@ -1,4 +1,4 @@
-"""The ``manowar`` command: demo, remember, recall, ingest, stats."""
+"""The ``manowar`` command: demo, remember, recall, ingest, stats, worker."""
 
 from __future__ import annotations
 
@@ -163,6 +163,46 @@ def stats(agent: str | None, store: str | None) -> None:
     """Counts and ages of what is stored."""
     with _engine(store, "none") as engine:
         click.echo(json.dumps(engine.stats(agent), indent=2))
+
+
+@cli.command()
+@click.option("--address", envvar="TEMPORAL_ADDRESS", default="127.0.0.1:7233", show_default=True,
+              help="Temporal frontend host:port (env TEMPORAL_ADDRESS).")
+@click.option("--namespace", envvar="TEMPORAL_NAMESPACE", default="default", show_default=True,
+              help="Temporal namespace (env TEMPORAL_NAMESPACE).")
+@click.option("--task-queue", default=None, help="Task queue (default: manowar.memory.activities).")
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--heartbeat-every", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds between activity heartbeats (capped at a third of the heartbeat timeout).")
+@click.option("--graceful-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds running activities get to finish after SIGINT/SIGTERM.")
+@click.option("--sticky-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds a workflow task waits for this worker before any worker may take it (after a crash).")
+def worker(address: str, namespace: str, task_queue: str | None, store: str | None, heartbeat_every: float,
+           graceful_timeout: float, sticky_timeout: float) -> None:
+    """Run a Temporal worker for the maintenance jobs until SIGINT or SIGTERM."""
+    import asyncio
+    from datetime import timedelta
+
+    from .engine import open_store
+
+    try:
+        from .jobs.temporal import DEFAULT_TASK_QUEUE, run_worker
+    except ImportError as exc:
+        raise click.ClickException(f'the worker needs temporalio: pip install "manowar-memory[temporal]" ({exc})')
+    queue = task_queue or DEFAULT_TASK_QUEUE
+    backend = open_store(store)
+
+    def ready() -> None:
+        click.echo(f"worker ready: {address} namespace={namespace} task_queue={queue} store={backend.name}")
+
+    try:
+        asyncio.run(run_worker(backend, address=address, namespace=namespace, task_queue=queue,
+                               heartbeat_every=heartbeat_every, graceful_shutdown=graceful_timeout, on_ready=ready,
+                               sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout)))
+    finally:
+        backend.close()
+    click.echo("worker stopped")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ operations as tools; Temporal workflows.
 from __future__ import annotations
 
 from ._store import ChangedScopes, JobStore, StoreAdapter, job_store
+from .batched import BATCHED_JOB_TYPES, DEFAULT_BATCH_SIZE, JOB_MARKER_KEY, finish_batched_report, run_job_batch
 from .core import (
     ArchiveCreateParams,
     ArchiveRestoreParams,
@@ -65,3 +66,5 @@ __all__ = [
     "get_skill", "invalidate_changes", "job_store", "job_tools", "list_skills", "parse_params", "patterns_extract",
     "pin_archive", "promote_pattern", "query_cache_of", "run_job", "validate_pattern",
 ]
+# bounded, resumable batches (the Temporal workflows run consolidate and decay_update this way)
+__all__ += ["BATCHED_JOB_TYPES", "DEFAULT_BATCH_SIZE", "JOB_MARKER_KEY", "finish_batched_report", "run_job_batch"]

@@ -1,10 +1,17 @@
 """Temporal workflows for the maintenance jobs (deterministic code only: stdlib + temporalio).
 
-``MemoryJobWorkflow`` runs one job through the ``manowar_memory_job`` activity (which runs
-the same job function as the inline runner and writes the job record). Consolidation of
-many agents runs in batches of 50 wallets with the pause check between batches; every job
-checks pause before it starts. State is answered by the ``get_state`` query; ``pause`` and
-``resume`` are signals. ``SkillPromotionWorkflow`` validates then promotes a pattern.
+``MemoryJobWorkflow`` runs patterns_extract, archive_create and cleanup through the
+``manowar_memory_job`` activity (the same job function as the inline runner; it writes the
+job record). consolidate and decay_update run in bounded batches, one
+``manowar_memory_job_batch`` activity per batch (see :mod:`manowar_memory.jobs.batched`),
+checking pause before each batch; after ``batchesPerRun`` batches (or when Temporal suggests
+it) the workflow continues as new, carrying the cursor, the accumulated report and the job's
+fixed ``now``, so its history stays bounded. State is answered by the ``get_state`` query;
+``pause`` and ``resume`` are signals. ``SkillPromotionWorkflow`` validates then promotes a pattern.
+
+Request options (all optional): ``batchSize`` (rows per batch, default 5000),
+``batchesPerRun`` (default 50), ``heartbeatTimeout`` / ``retryInitialInterval`` /
+``startToCloseTimeout`` (seconds; defaults 60, 2 and 1800).
 """
 
 from __future__ import annotations
@@ -17,10 +24,16 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 __all__ = [
-    "ACTIVITY_OPTIONS", "CONSOLIDATION_BATCH", "MemoryJobWorkflow", "NON_RETRYABLE", "SkillPromotionWorkflow",
+    "ACTIVITY_OPTIONS", "BATCHES_PER_RUN", "CONSOLIDATION_BATCH", "MemoryJobWorkflow", "NON_RETRYABLE",
+    "SkillPromotionWorkflow", "activity_options",
 ]
 
+#: wallets per batch of the earlier wallet-batched consolidation (kept for compatibility)
 CONSOLIDATION_BATCH = 50
+#: batches a run executes before it continues as new
+BATCHES_PER_RUN = 50
+#: job types that run in batches (mirrors manowar_memory.jobs.batched.BATCHED_JOB_TYPES)
+_BATCHED = ("consolidate", "decay_update")
 NON_RETRYABLE = ["InvalidInputError", "NotFoundError", "ValidationError"]
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
                     maximum_interval=timedelta(seconds=120), maximum_attempts=5,
@@ -30,6 +43,21 @@ ACTIVITY_OPTIONS: dict[str, Any] = {
     "heartbeat_timeout": timedelta(seconds=60),
     "retry_policy": RETRY,
 }
+
+
+def activity_options(request: dict[str, Any]) -> dict[str, Any]:
+    """ACTIVITY_OPTIONS with the request's ``heartbeatTimeout``, ``retryInitialInterval`` and
+    ``startToCloseTimeout`` (seconds) applied."""
+    opts = dict(ACTIVITY_OPTIONS)
+    if request.get("heartbeatTimeout"):
+        opts["heartbeat_timeout"] = timedelta(seconds=float(request["heartbeatTimeout"]))
+    if request.get("startToCloseTimeout"):
+        opts["start_to_close_timeout"] = timedelta(seconds=float(request["startToCloseTimeout"]))
+    if request.get("retryInitialInterval"):
+        opts["retry_policy"] = RetryPolicy(
+            initial_interval=timedelta(seconds=float(request["retryInitialInterval"])), backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=120), maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE)
+    return opts
 
 
 class _StateMixin:
@@ -67,7 +95,8 @@ def _error_message(exc: BaseException) -> str:
 
 @workflow.defn(name="ManowarMemoryJob")
 class MemoryJobWorkflow(_StateMixin):
-    """Input ``{jobId, type, params, dryRun, startPaused}``; returns the job's report."""
+    """Input ``{jobId, type, params, dryRun, startPaused}`` plus the batch options in the module
+    docstring; returns the job's report (batched jobs add ``batches`` and ``temporalRuns``)."""
 
     def __init__(self) -> None:
         self._init_state()
@@ -76,26 +105,11 @@ class MemoryJobWorkflow(_StateMixin):
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("startPaused"):
             self._touch(paused=True, status="paused")
-        params = dict(request.get("params") or {})
         job_type = request["type"]
-        if job_type == "consolidate":
-            wallets = params.get("agent_wallets") or ([params["agent_wallet"]] if params.get("agent_wallet") else [])
-            batches = [wallets[i:i + CONSOLIDATION_BATCH] for i in range(0, len(wallets), CONSOLIDATION_BATCH)] or [[]]
-        else:
-            batches = [None]
-        reports: list[dict[str, Any]] = []
         try:
-            for i, batch in enumerate(batches):
-                await self._wait_unpaused()
-                call_params = params if batch is None else {"agent_wallets": batch}
-                report = await workflow.execute_activity(
-                    "manowar_memory_job",
-                    {**request, "params": call_params, "finalize": i == len(batches) - 1, "batches": len(batches),
-                     "partials": reports},
-                    **ACTIVITY_OPTIONS,
-                )
-                reports.append(report)
-                self._touch(processed=self._state["processed"] + int(report.get("processed", 0)))
+            if job_type in _BATCHED:
+                return await self._run_batched(request)
+            return await self._run_whole(request)
         except ActivityError as exc:
             message = _error_message(exc)
             self._touch(status="failed", errors=[*self._state["errors"], message])
@@ -104,9 +118,49 @@ class MemoryJobWorkflow(_StateMixin):
                 start_to_close_timeout=timedelta(minutes=1), retry_policy=RetryPolicy(maximum_attempts=3),
             )
             raise ApplicationError(message, type="MemoryJobError") from exc
-        result = reports[-1]
-        self._touch(status="completed", result=result)
-        return result
+
+    async def _run_whole(self, request: dict[str, Any]) -> dict[str, Any]:
+        await self._wait_unpaused()
+        report = await workflow.execute_activity(
+            "manowar_memory_job", {**request, "finalize": True, "batches": 1, "partials": []},
+            **activity_options(request),
+        )
+        self._touch(processed=int(report.get("processed", 0)), status="completed", result=report)
+        return report
+
+    async def _run_batched(self, request: dict[str, Any]) -> dict[str, Any]:
+        now = request.get("now") or int(workflow.now().timestamp() * 1000)
+        cursor = request.get("cursor")
+        report = request.get("report")
+        run = int(request.get("run") or 0)
+        batches = int(request.get("batchesDone") or 0)
+        per_run = max(1, int(request.get("batchesPerRun") or BATCHES_PER_RUN))
+        self._touch(processed=int((report or {}).get("processed", 0)), run=run, batches=batches)
+        in_run = 0
+        opts = activity_options(request)
+        while True:
+            await self._wait_unpaused()
+            out = await workflow.execute_activity(
+                "manowar_memory_job_batch",
+                {"jobId": request.get("jobId"), "type": request["type"], "params": request.get("params"),
+                 "dryRun": bool(request.get("dryRun")), "batchSize": request.get("batchSize"), "now": now,
+                 "cursor": cursor, "report": report, "run": run, "batchDelay": request.get("batchDelay")},
+                **opts,
+            )
+            cursor, report = out["cursor"], out["report"]
+            batches += 1
+            in_run += 1
+            self._touch(processed=int(report.get("processed", 0)), batches=batches)
+            if cursor is None:
+                result = {**report, "batches": batches, "temporalRuns": run + 1}
+                self._touch(status="completed", result=result)
+                return result
+            if in_run >= per_run or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new({
+                    **request, "now": now, "cursor": cursor, "report": report, "run": run + 1,
+                    "batchesDone": batches, "startPaused": bool(self._state["paused"]),
+                })
 
 
 @workflow.defn(name="ManowarSkillPromotion")
@@ -119,12 +173,13 @@ class SkillPromotionWorkflow(_StateMixin):
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
         await self._wait_unpaused()
-        validation = await workflow.execute_activity("manowar_validate_pattern", request["patternId"], **ACTIVITY_OPTIONS)
+        validation = await workflow.execute_activity("manowar_validate_pattern", request["patternId"],
+                                                     **activity_options(request))
         if not validation.get("valid"):
             result = {"success": False, "processed": 0, "errors": [validation.get("reason") or "Pattern validation failed"]}
             self._touch(status="completed", result=result)
             return result
-        promoted = await workflow.execute_activity("manowar_promote_pattern", request, **ACTIVITY_OPTIONS)
+        promoted = await workflow.execute_activity("manowar_promote_pattern", request, **activity_options(request))
         result = {"success": bool(promoted.get("promoted")), "processed": 1, **promoted}
         self._touch(status="completed", processed=1, result=result)
         return result
