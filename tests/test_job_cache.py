@@ -134,3 +134,30 @@ def test_in_process_query_cache_is_invalidated_too():
         assert _ids(eng, "Portuguese", ALICE)[1]
         run_job(eng, "consolidate", {"agent_wallet": AGENT})
         assert _ids(eng, "Portuguese", ALICE) == ({new}, False)
+
+
+class _NoScopeListing:
+    """A store that cannot list the scopes of old transcripts and stale sessions."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        if name in ("old_transcript_scopes", "stale_session_scopes", "_write", "_conn"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_cleanup_without_scope_listing_invalidates_everything():
+    from manowar_memory.stores.sqlite import SQLiteStore
+
+    with QueryCachedEngine(store=_NoScopeListing(SQLiteStore(":memory:")), embedder="fake", extractor=None) as eng:
+        kept = _ingest(eng, BOB, "Bob owns a green kayak", 1)
+        eng.store.upsert_transcript(Transcript(
+            session_id="s1", agent_wallet="0xsomeoneelse", created_at=now_ms() - 100 * DAY_MS,
+            messages=[Message(role="user", content="hello")]))
+        assert _ids(eng, "green kayak", BOB) == ({kept}, False)
+        assert _ids(eng, "green kayak", BOB)[1]
+        job = run_job(eng, "cleanup", {"older_than_days": 90})
+        assert job.data["transcriptsDeleted"] == 1 and job.data["invalidatedScopes"] == 1
+        assert _ids(eng, "green kayak", BOB) == ({kept}, False), "scopes unknown: every cached query is dropped"

@@ -234,7 +234,9 @@ def _seed_cleanup(store):
     _add(store, stale, pinned, fresh_decay, recent)
     store.upsert_transcript(_transcript("old-t", ["a"], age_days=100))
     store.upsert_transcript(_transcript("new-t", ["a"], age_days=1))
-    store.upsert_session(Session(session_id="expired", agent_wallet=AGENT, expires_at=now - 1000))
+    # unused for 100 days but not expired: MongoDB's TTL monitor cannot remove it behind the job's back
+    store.upsert_session(Session(session_id="idle", agent_wallet=AGENT, expires_at=now + DAY_MS,
+                                 last_accessed_at=now - 100 * DAY_MS))
     store.upsert_session(Session(session_id="live", agent_wallet=AGENT, expires_at=now + DAY_MS))
     return stale, pinned, fresh_decay, recent
 
@@ -250,6 +252,30 @@ def test_cleanup_deletes_only_stale_rows(store):
     assert all(store.get_memory(r.id) is not None for r in (pinned, fresh_decay, recent))
     assert store.get_transcript("old-t", AGENT) is None and store.get_transcript("new-t", AGENT) is not None
     assert store.get_session("live", AGENT) is not None
+
+
+def test_cleanup_purges_expired_sessions(store):
+    now = now_ms()
+    store.upsert_session(Session(session_id="expired", agent_wallet=AGENT, expires_at=now - 1000))
+    store.upsert_session(Session(session_id="live", agent_wallet=AGENT, expires_at=now + DAY_MS))
+    job = run_job(store, "cleanup", {"older_than_days": 90})
+    # on MongoDB the TTL index may have removed the expired session already
+    assert job.data["sessionsDeleted"] in ({1} if store.name == "sqlite" else {0, 1})
+    assert store.get_session("expired", AGENT) is None and store.get_session("live", AGENT) is not None
+    assert job_store(store).count_stale_sessions(now_ms(), now - 90 * DAY_MS) == 0
+
+
+def test_cleanup_deletes_sessions_unused_since_the_cutoff(store):
+    now = now_ms()
+    store.upsert_session(Session(session_id="idle", agent_wallet=AGENT, expires_at=now + DAY_MS,
+                                 last_accessed_at=now - 100 * DAY_MS))
+    store.upsert_session(Session(session_id="used", agent_wallet=AGENT, expires_at=now + DAY_MS,
+                                 last_accessed_at=now - DAY_MS))
+    dry = run_job(store, "cleanup", {"older_than_days": 90}, dry_run=True)
+    assert dry.data["sessionsDeleted"] == 1 and store.get_session("idle", AGENT) is not None
+    job = run_job(store, "cleanup", {"older_than_days": 90})
+    assert job.data["sessionsDeleted"] == 1
+    assert store.get_session("idle", AGENT) is None and store.get_session("used", AGENT) is not None
 
 
 @pytest.mark.parametrize("params", [{"older_than_days": 0}, {"older_than_days": -1}, {}])
