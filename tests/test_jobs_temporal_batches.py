@@ -14,7 +14,7 @@ from manowar_memory.jobs import run_job
 from manowar_memory.records import MemoryRecord
 from manowar_memory.stores.sqlite import SQLiteStore
 
-pytestmark = pytest.mark.temporal
+temporal = pytest.mark.temporal
 
 AGENTS = ("0xagentA001", "0xagentB002")
 
@@ -98,6 +98,7 @@ async def batch_store(request, client):
     store.close()
 
 
+@temporal
 async def test_batched_consolidation_with_continue_as_new_matches_inline(client, batch_store):
     from manowar_memory.jobs.temporal import get_temporal_job, start_temporal_job
 
@@ -125,6 +126,7 @@ async def test_batched_consolidation_with_continue_as_new_matches_inline(client,
     inline_store.close()
 
 
+@temporal
 async def test_batched_decay_with_continue_as_new_matches_inline(client, worker_store):
     from manowar_memory.jobs.temporal import start_temporal_job
 
@@ -161,7 +163,7 @@ async def test_batched_decay_with_continue_as_new_matches_inline(client, worker_
     inline_store.close()
 
 
-async def test_rerunning_a_consolidation_batch_counts_but_does_not_rewrite():
+def test_rerunning_a_consolidation_batch_counts_but_does_not_rewrite():
     """A batch that runs again (its worker died after writing) reports the same rows and
     writes nothing new: the rows carry the job id."""
     from manowar_memory.jobs.batched import run_job_batch
@@ -182,6 +184,7 @@ async def test_rerunning_a_consolidation_batch_counts_but_does_not_rewrite():
     store.close()
 
 
+@temporal
 async def test_record_of_terminated_and_cancelled_workflows_becomes_failed(client, worker_store):
     from manowar_memory.jobs.temporal import get_temporal_job, start_temporal_job
 
@@ -212,6 +215,7 @@ async def test_record_of_terminated_and_cancelled_workflows_becomes_failed(clien
     assert store.get_memory("r1").decay_score == 1.0, "neither job ran"
 
 
+@temporal
 async def test_completed_workflow_fills_a_record_left_running(client, worker_store):
     from manowar_memory.jobs.temporal import get_temporal_job, start_temporal_job
 
@@ -227,6 +231,7 @@ async def test_completed_workflow_fills_a_record_left_running(client, worker_sto
     assert store.get_job(job.job_id).status == "completed"
 
 
+@temporal
 @pytest.mark.redis
 async def test_batches_invalidate_the_engines_query_cache_for_the_changed_user(client, redis_url, redis_key_prefix,
                                                                               redis_client):
@@ -258,3 +263,53 @@ async def test_batches_invalidate_the_engines_query_cache_for_the_changed_user(c
     assert ids("green tea", alice) == ({new}, False), "alice's cached answer was dropped"
     assert ids("black coffee", bob) == ({bobs}, True), "bob's was not touched"
     engine.close()
+
+
+class _PlainStore:
+    """A store the batches know nothing special about (no SQLite or MongoDB fast path)."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str):
+        if name in ("name", "_conn", "memory"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("job_type, params, batch_size", [
+    ("consolidate", {"agent_wallets": list(AGENTS)}, 5),
+    ("decay_update", {"half_life_days": 7}, 4),
+])
+def test_batches_over_any_store_add_up_to_the_inline_job(job_type, params, batch_size):
+    from manowar_memory.jobs.batched import run_job_batch
+
+    now = now_ms()
+    inline_store, plain = SQLiteStore(":memory:"), SQLiteStore(":memory:")
+    for s in (inline_store, plain):
+        seed_duplicates(s, now)
+    inline = run_job(inline_store, job_type, params)
+    groups: dict[tuple, int] = {}
+    for r in plain.iter_memories():
+        groups[(r.agent_wallet, r.user_address)] = groups.get((r.agent_wallet, r.user_address), 0) + 1
+    bound = batch_size if job_type == "decay_update" else max(batch_size, *groups.values())  # whole groups
+    store = _PlainStore(plain)
+    out = run_job_batch(store, job_type, params, None, None, batch_size=batch_size, now=now, job_id="memjob_p")
+    batches = 1
+    while out["cursor"] is not None:
+        assert 0 < out["rows"] <= bound, "a batch stays bounded"
+        out = run_job_batch(store, job_type, params, out["cursor"], out["report"], batch_size=batch_size, now=now,
+                            job_id="memjob_p")
+        batches += 1
+    assert batches > 3
+    report = out["report"]
+    keys = (("consolidated", "duplicateGroups", "scanned", "byAgent") if job_type == "consolidate"
+            else ("updated", "skippedInactive"))
+    for key in keys:
+        assert report[key] == inline.data[key], key
+    if job_type == "decay_update":
+        assert report["avgDecayScore"] == pytest.approx(inline.data["avgDecayScore"], rel=1e-5)
+    else:
+        assert snapshot(plain) == snapshot(inline_store)
+    inline_store.close()
+    plain.close()
