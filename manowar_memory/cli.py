@@ -13,6 +13,7 @@ import click
 
 from .engine import MemoryEngine
 from .errors import ManowarError
+from .jobs.schedules_cli import schedules
 from .scope import Scope
 from .stores.base import MemoryQuery
 
@@ -203,6 +204,9 @@ def worker(address: str, namespace: str, task_queue: str | None, store: str | No
     finally:
         backend.close()
     click.echo("worker stopped")
+
+
+cli.add_command(schedules)
 
 
 def main() -> None:

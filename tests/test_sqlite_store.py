@@ -50,7 +50,7 @@ def store() -> SQLiteStore:
 
 def test_sqlite_store_implements_the_store_protocol(store: SQLiteStore) -> None:
     assert isinstance(store, Store)
-    assert store.migrations() == ["m001_initial"]
+    assert store.migrations() == [name for name, _ in sqlite_module.MIGRATIONS]
 
 
 def test_file_store_persists_across_reopen(tmp_path) -> None:
@@ -64,7 +64,7 @@ def test_file_store_persists_across_reopen(tmp_path) -> None:
         assert got is not None and got.content == "Persisted across processes"
         assert got.embedding_model == EMB.model_id
         assert len(got.embedding) == 32
-        assert second.migrations() == ["m001_initial"]  # not re-applied
+        assert second.migrations() == [name for name, _ in sqlite_module.MIGRATIONS]  # not re-applied
         hits, _ = second.vector_search(MemoryQuery(scope=SCOPE), EMB.embed(["persisted processes"])[0], EMB.model_id, 5)
         assert [h.record.id for h in hits] == [rid]
     finally:

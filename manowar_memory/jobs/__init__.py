@@ -45,6 +45,20 @@ from .pinning import (
     pin_archive,
 )
 from .runner import JOB_TYPES, JOBS, execute_job, invalidate_changes, parse_params, query_cache_of, run_job
+from .schedules import (
+    InlineSchedules,
+    InvalidCronError,
+    MaintenanceSchedule,
+    ScheduleBackend,
+    ScheduleInfo,
+    ScheduleNotFoundError,
+    ScheduleSettings,
+    discover_agent_wallets,
+    ensure_default_schedules,
+    install_schedules,
+    remove_schedules,
+    schedule_table,
+)
 from .tools import (
     DeleteItemArgs,
     GetItemArgs,
@@ -68,3 +82,9 @@ __all__ = [
 ]
 # bounded, resumable batches (the Temporal workflows run consolidate and decay_update this way)
 __all__ += ["BATCHED_JOB_TYPES", "DEFAULT_BATCH_SIZE", "JOB_MARKER_KEY", "finish_batched_report", "run_job_batch"]
+# maintenance schedules (the Temporal backend is manowar_memory.jobs.temporal_schedules)
+__all__ += [
+    "InlineSchedules", "InvalidCronError", "MaintenanceSchedule", "ScheduleBackend", "ScheduleInfo",
+    "ScheduleNotFoundError", "ScheduleSettings", "discover_agent_wallets", "ensure_default_schedules",
+    "install_schedules", "remove_schedules", "schedule_table",
+]

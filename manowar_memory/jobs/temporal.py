@@ -183,12 +183,15 @@ class MemoryActivities:
 def create_worker(client: Client, store: Any, *, task_queue: str = DEFAULT_TASK_QUEUE,
                   heartbeat_every: float = 30.0, **worker_kwargs: Any) -> Worker:
     """A worker serving the memory workflows and activities on ``task_queue``
-    (use ``async with`` or ``await worker.run()``)."""
+    (use ``async with`` or ``await worker.run()``), scheduled runs included."""
+    from .temporal_schedules import ScheduleActivities, ScheduledMemoryJobWorkflow  # it imports this module
+
     acts = MemoryActivities(store, heartbeat_every=heartbeat_every)
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("manowar_memory"))
-    return Worker(client, task_queue=task_queue, workflows=[MemoryJobWorkflow, SkillPromotionWorkflow],
-                  activities=acts.all(), workflow_runner=runner, **worker_kwargs)
+    return Worker(client, task_queue=task_queue,
+                  workflows=[MemoryJobWorkflow, SkillPromotionWorkflow, ScheduledMemoryJobWorkflow],
+                  activities=[*acts.all(), *ScheduleActivities(store).all()], workflow_runner=runner, **worker_kwargs)
 
 
 async def start_temporal_job(client: Client, store: Any, type: str, params: Mapping[str, Any] | None = None, *,

@@ -40,6 +40,7 @@ __all__ = [
     "MEMORY",
     "PATTERNS",
     "REFERENCE_FILTER_FIELDS",
+    "SCHEDULES",
     "SESSIONS",
     "SKILLS",
     "TRANSCRIPTS",
@@ -68,6 +69,7 @@ PATTERNS = "patterns"
 ARCHIVES = "archives"
 SKILLS = "skills"
 JOBS = "memory_jobs"
+SCHEDULES = "memory_schedules"  # inline maintenance schedules (jobs/schedules.py)
 
 VECTOR_INDEX_NAME = "vector_index"
 ATLAS_MAX_CANDIDATES = 10_000
@@ -186,6 +188,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_memory_job_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
         IndexSpec("idx_memory_job_status_created", [("status", 1), ("createdAt", -1)]),
     ],
+    SCHEDULES: [IndexSpec("idx_memory_schedule_id", [("scheduleId", 1)], unique=True)],
 }
 
 

@@ -245,6 +245,7 @@ class MongoStore:
         self.archives = self.db[ARCHIVES]
         self.skills = self.db[SKILLS]
         self.jobs = self.db[JOBS]
+        self.schedules = self.db[_mql.SCHEDULES]
         if create_indexes:
             self.ensure_indexes()
 
@@ -851,6 +852,57 @@ class MongoStore:
         with self._errors("read"):
             docs = coll.find(_mql.scope_filter(query, collection=collection)).sort(sort).limit(int(limit))
             return [model.model_validate(_strip(d)) for d in docs]  # type: ignore[attr-defined]
+
+    # -- maintenance schedules (jobs/schedules.py) --
+    def list_agent_wallets(self, limit: int | None = None) -> list[str]:
+        """Distinct agents of memory, transcripts, patterns, archives and sessions, in that
+        order, exactly as stored; at most ``limit``."""
+        out: dict[str, None] = {}
+        with self._errors("read"):
+            for coll in (self.memory, self.transcripts, self.patterns, self.archives, self.sessions):
+                for wallet in sorted(w for w in coll.distinct("agentWallet") if isinstance(w, str)):
+                    out.setdefault(wallet)
+                    if limit is not None and len(out) >= limit:
+                        return list(out)
+        return list(out)
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None:
+        """The schedule doc with its ``rev``, or None."""
+        with self._errors("read"):
+            doc = self.schedules.find_one({"scheduleId": schedule_id}, {"_id": 0})
+        return doc
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        """Every schedule doc (with ``rev``), by id."""
+        with self._errors("read"):
+            return list(self.schedules.find({}, {"_id": 0}).sort("scheduleId", 1))
+
+    def save_schedule(self, doc: dict[str, Any], expected_rev: int | None = None) -> int | None:
+        """Write ``doc`` (keyed by ``doc["scheduleId"]``). With ``expected_rev`` only when the
+        stored rev is still that (compare-and-set), else create or replace. Returns the new
+        rev, or None when the compare failed."""
+        body = {k: v for k, v in doc.items() if k not in ("rev", "_id")}
+        key = {"scheduleId": doc["scheduleId"]}
+        with self._errors("write"):
+            if expected_rev is not None:
+                done = self.schedules.update_one({**key, "rev": expected_rev},
+                                                 {"$set": {**body, "rev": expected_rev + 1}})
+                return expected_rev + 1 if done.matched_count else None
+            for attempt in range(3):
+                try:
+                    saved = self.schedules.find_one_and_update(
+                        key, {"$set": body, "$inc": {"rev": 1}}, upsert=True,
+                        return_document=pymongo.ReturnDocument.AFTER, projection={"rev": 1})
+                    return int(saved["rev"])
+                except DuplicateKeyError:  # two upserts raced to insert; the second now updates
+                    if attempt == 2:
+                        raise
+        return None
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        """Delete the schedule; False when there was none."""
+        with self._errors("delete"):
+            return self.schedules.delete_one({"scheduleId": schedule_id}).deleted_count > 0
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         flt = {"agentWallet": agent_wallet} if agent_wallet else {}

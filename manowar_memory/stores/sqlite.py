@@ -126,7 +126,22 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [("m001_initial", _m001_initial)]
+def _m004_maintenance_schedules(conn: sqlite3.Connection) -> None:
+    """The inline maintenance schedules (manowar_memory.jobs.schedules): one JSON doc per
+    schedule, ``rev`` for compare-and-set."""
+    conn.executescript(
+        """
+        CREATE TABLE schedules (
+            schedule_id TEXT PRIMARY KEY, doc TEXT NOT NULL, rev INTEGER NOT NULL, updated_at INTEGER NOT NULL
+        );
+        """
+    )
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+    ("m001_initial", _m001_initial),
+    ("m004_maintenance_schedules", _m004_maintenance_schedules),
+]
 
 _MEMORY_COLUMNS = (
     "rowid, id, agent_wallet, user_address, thread_id, mode, hai_id, content, source, decay_score, "
@@ -831,6 +846,54 @@ class SQLiteStore:
         with self._conn() as conn:
             row = conn.execute("SELECT doc FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return Job.model_validate_json(row[0]) if row else None
+
+    # -- maintenance schedules (jobs/schedules.py) --
+    def list_agent_wallets(self, limit: int | None = None) -> list[str]:
+        """Distinct agents of memory, transcripts, patterns, archives and sessions, in that
+        order, exactly as stored; at most ``limit``."""
+        out: dict[str, None] = {}
+        with self._conn() as conn:
+            for table in ("memory", "transcripts", "patterns", "archives", "sessions"):
+                sql = f"SELECT DISTINCT agent_wallet FROM {table} WHERE agent_wallet IS NOT NULL ORDER BY 1"
+                for (wallet,) in conn.execute(sql):
+                    out.setdefault(wallet)
+                    if limit is not None and len(out) >= limit:
+                        return list(out)
+        return list(out)
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None:
+        """The schedule doc with its ``rev``, or None."""
+        with self._conn() as conn:
+            row = conn.execute("SELECT doc, rev FROM schedules WHERE schedule_id = ?", (schedule_id,)).fetchone()
+        return {**json.loads(row[0]), "rev": int(row[1])} if row else None
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        """Every schedule doc (with ``rev``), by id."""
+        with self._conn() as conn:
+            rows = conn.execute("SELECT doc, rev FROM schedules ORDER BY schedule_id").fetchall()
+        return [{**json.loads(r[0]), "rev": int(r[1])} for r in rows]
+
+    def save_schedule(self, doc: dict[str, Any], expected_rev: int | None = None) -> int | None:
+        """Write ``doc`` (keyed by ``doc["scheduleId"]``). With ``expected_rev`` only when the
+        stored rev is still that (compare-and-set), else create or replace. Returns the new
+        rev, or None when the compare failed."""
+        body = json.dumps({k: v for k, v in doc.items() if k != "rev"}, ensure_ascii=False)
+        with self._write() as conn:
+            row = conn.execute("SELECT rev FROM schedules WHERE schedule_id = ?", (doc["scheduleId"],)).fetchone()
+            if expected_rev is not None and (row is None or int(row[0]) != expected_rev):
+                return None
+            rev = int(row[0]) + 1 if row else 1
+            conn.execute(
+                "INSERT INTO schedules VALUES (?,?,?,?) ON CONFLICT (schedule_id) DO UPDATE SET "
+                "doc = excluded.doc, rev = excluded.rev, updated_at = excluded.updated_at",
+                (doc["scheduleId"], body, rev, now_ms()),
+            )
+        return rev
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        """Delete the schedule; False when there was none."""
+        with self._write() as conn:
+            return conn.execute("DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,)).rowcount > 0
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         where, params = ("WHERE agent_wallet = ?", [agent_wallet]) if agent_wallet else ("", [])
