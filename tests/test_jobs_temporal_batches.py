@@ -127,10 +127,10 @@ async def test_batched_consolidation_with_continue_as_new_matches_inline(client,
 
 
 @temporal
-async def test_batched_decay_with_continue_as_new_matches_inline(client, worker_store):
+async def test_batched_decay_with_continue_as_new_matches_inline(client, batch_store):
     from manowar_memory.jobs.temporal import start_temporal_job
 
-    store, queue = worker_store
+    store, queue = batch_store
     now = now_ms()
 
     def seed(s) -> None:
