@@ -121,8 +121,10 @@ def test_timezone_setting_moves_the_fire_times() -> None:
 @pytest.mark.parametrize("value", ["61 * * * *", "0 2 * * * *", "@daily", "0 0 L * *", "0 2 * *", "  "])
 def test_a_bad_cron_names_the_setting_and_shows_a_valid_one(value: str) -> None:
     with pytest.raises(InvalidCronError) as err:
-        ScheduleSettings.from_env({"MEMORY_HOURLY_DECAY_CRON": value or "x"} if value.strip() else {},
-                                  decay_cron=value)
+        if value.strip():
+            ScheduleSettings.from_env({"MEMORY_HOURLY_DECAY_CRON": value})
+        else:  # a blank variable counts as unset, so give the blank value directly
+            ScheduleSettings(decay_cron=value)
     assert isinstance(err.value, ConfigurationError) and isinstance(err.value, ManowarError)
     assert "MEMORY_HOURLY_DECAY_CRON" in str(err.value) and "'0 2 * * *'" in str(err.value)
 
@@ -364,6 +366,26 @@ def test_a_run_whose_process_died_stops_blocking_after_max_run(store) -> None:
     patient = InlineSchedules(store, clock=Clock(T0), settings=ScheduleSettings(max_run_s=3600))
     assert patient.run_due(T0 + 2 * HOUR) == []  # 1 h after it started: maybe still going
     assert [j.data["scheduledAt"] for j in patient.run_due(T0 + 3 * HOUR)] == [T0 + 3 * HOUR]
+
+
+def test_run_forever_runs_due_schedules_on_worker_threads(store) -> None:
+    sched = InlineSchedules(store, clock=Clock(T0))
+    sched.create(_decay())
+    sched.clock = Clock(T0 + HOUR)
+    stop = threading.Event()
+    seen = []
+
+    def on_job(job):
+        seen.append(job)
+        stop.set()
+
+    thread, out = _in_thread(lambda: sched.run_forever(poll_s=0.01, stop=stop, on_job=on_job))
+    thread.join(30)  # returns once the run has been reported
+    stop.set()
+    assert not thread.is_alive() and "error" not in out
+    assert [(j.data["scheduleId"], j.data["scheduledAt"], j.status) for j in seen] == [
+        ("decay", T0 + HOUR, "completed")]
+    assert sched.describe("decay").next_fire_at == T0 + 2 * HOUR
 
 
 def test_a_store_without_schedule_support_is_refused() -> None:
