@@ -153,3 +153,16 @@ def test_item_tools(engine):
     with pytest.raises(InvalidInputError, match="memory_resolve_conflict"):
         tools["memory_resolve_conflict"].func(**args, resolution="explode")
     assert not {"memory_get_item"} & {t.name for t in job_tools(engine.store)}, "item tools need an engine"
+
+
+def test_superseded_or_deleted_fact_can_be_remembered_again(engine):
+    first = engine.remember(ALICE, "The user likes oolong tea")
+    engine.resolve_conflict(ALICE, first.id, "supersede")
+    second = engine.remember(ALICE, "The user likes oolong tea")
+    assert not second.deduplicated and second.id != first.id
+    again = engine.remember(ALICE, "The user likes oolong tea")
+    assert again.deduplicated and again.id == second.id, "one active copy of a fact"
+    engine.delete_item(ALICE, second.id)
+    third = engine.remember(ALICE, "The user likes oolong tea")
+    assert not third.deduplicated and third.id not in (first.id, second.id)
+    assert _retrieved(engine, "oolong tea", ALICE) & {first.id, second.id, third.id} == {third.id}

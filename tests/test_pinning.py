@@ -124,6 +124,16 @@ def test_timeout_is_retried_and_reported(pinata):
     assert len(pinata.requests) == 2
 
 
+def test_unreachable_server_is_retried_and_reported():
+    server = PinataServer(jwt=JWT).start()
+    url = server.url
+    server.stop()  # nothing listens on the port any more
+    client = PinataClient(PinataCredentials(jwt=JWT), base_url=url, max_attempts=2, **FAST)
+    with pytest.raises(PinningError, match=r"could not reach Pinata.*gave up after 2 attempts") as info:
+        client.pin_json({"a": 1})
+    assert info.value.retryable and info.value.status is None
+
+
 def test_bad_request_is_not_retried(pinata):
     pinata.respond_with(400, {"error": {"reason": "INVALID_REQUEST", "details": "nope"}})
     client = PinataClient(PinataCredentials(jwt=JWT), base_url=pinata.url, **FAST)
