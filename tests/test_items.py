@@ -133,6 +133,13 @@ def test_consolidated_rows_never_reach_retrieval(engine):
 
 def test_item_tools(engine):
     tools = {t.name: t for t in job_tools(engine)}
+    assert set(tools) == {
+        "memory_consolidate", "memory_patterns_extract", "memory_archive_create", "memory_decay_update",
+        "memory_cleanup", "memory_archive_restore", "memory_archive_pin", "memory_validate_pattern",
+        "memory_promote_pattern", "memory_list_skills", "memory_get_skill", "memory_get_item",
+        "memory_update_item", "memory_delete_item", "memory_resolve_conflict"}
+    for tool in tools.values():  # every tool: a description and an object schema of its arguments
+        assert tool.description and tool.json_schema()["type"] == "object" and callable(tool.func)
     for name in ("memory_get_item", "memory_update_item", "memory_delete_item", "memory_resolve_conflict"):
         schema = tools[name].json_schema()
         assert {"agent_wallet", "memory_id"} <= set(schema["required"]), name
