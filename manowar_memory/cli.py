@@ -179,8 +179,10 @@ def stats(agent: str | None, store: str | None) -> None:
               help="Seconds running activities get to finish after SIGINT/SIGTERM.")
 @click.option("--sticky-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds a workflow task waits for this worker before any worker may take it (after a crash).")
+@click.option("--schedules", is_flag=True,
+              help="Create the maintenance schedules at startup (unless MEMORY_AUTO_SCHEDULES=false).")
 def worker(address: str, namespace: str, task_queue: str | None, store: str | None, heartbeat_every: float,
-           graceful_timeout: float, sticky_timeout: float) -> None:
+           graceful_timeout: float, sticky_timeout: float, schedules: bool) -> None:
     """Run a Temporal worker for the maintenance jobs until SIGINT or SIGTERM."""
     import asyncio
     from datetime import timedelta
@@ -200,7 +202,8 @@ def worker(address: str, namespace: str, task_queue: str | None, store: str | No
     try:
         asyncio.run(run_worker(backend, address=address, namespace=namespace, task_queue=queue,
                                heartbeat_every=heartbeat_every, graceful_shutdown=graceful_timeout, on_ready=ready,
-                               sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout)))
+                               sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout),
+                               schedules=schedules))
     finally:
         backend.close()
     click.echo("worker stopped")

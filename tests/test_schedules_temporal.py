@@ -141,3 +141,36 @@ async def test_delete_removes_the_schedules(env) -> None:
         with pytest.raises(ScheduleNotFoundError):
             await backend.adescribe(sid)
         assert await backend.adelete(sid) is False
+
+
+async def test_the_worker_creates_the_table_at_startup_unless_switched_off(temporal_address, monkeypatch) -> None:
+    from temporalio.client import Client
+
+    from manowar_memory.jobs.temporal import run_worker
+    from manowar_memory.jobs.temporal_schedules import TemporalSchedules
+
+    client = await Client.connect(temporal_address)
+    store = SQLiteStore(":memory:")
+    store.add_memories([MemoryRecord(id="m1", agent_wallet=AGENT, content="x", created_at=1, updated_at=1,
+                                     last_accessed_at=1)])
+    queue = f"manowar-boot-{uuid.uuid4().hex[:10]}"
+    backend = TemporalSchedules(client, task_queue=queue, id_prefix=f"{queue}/", settings=ScheduleSettings())
+
+    async def start_and_stop(prefix: str) -> None:
+        stop = asyncio.Event()
+        await run_worker(store, address=temporal_address, task_queue=queue, stop=stop, on_ready=stop.set,
+                         schedules=True, schedule_id_prefix=prefix)
+
+    try:
+        monkeypatch.setenv("MEMORY_AUTO_SCHEDULES", "false")
+        await start_and_stop(f"{queue}/")
+        with pytest.raises(ScheduleNotFoundError):
+            await backend.adescribe("memory-hourly-decay")
+        monkeypatch.delenv("MEMORY_AUTO_SCHEDULES")
+        await start_and_stop(f"{queue}/")
+        for sid in IDS:  # per-agent schedules for the agent found in the store, case kept
+            assert (await backend.adescribe(sid)).schedule.schedule_id == sid
+    finally:
+        for sid in IDS:
+            await backend.adelete(sid)
+        store.close()

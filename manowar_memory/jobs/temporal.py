@@ -333,11 +333,14 @@ async def start_skill_promotion(client: Client, pattern_id: str, skill_name: str
 async def run_worker(store: Any, *, address: str = "127.0.0.1:7233", namespace: str = "default",
                      task_queue: str = DEFAULT_TASK_QUEUE, heartbeat_every: float = 30.0,
                      graceful_shutdown: float = 10.0, stop: asyncio.Event | None = None,
-                     on_ready: Any = None, **worker_kwargs: Any) -> None:
+                     on_ready: Any = None, schedules: bool = False, schedule_id_prefix: str = "",
+                     **worker_kwargs: Any) -> None:
     """Connect to Temporal and serve the memory jobs on ``task_queue`` until SIGINT/SIGTERM
     (or ``stop`` is set); then stop polling and give running activities ``graceful_shutdown``
     seconds to finish (an unfinished batch is retried on another worker; batches are idempotent).
-    ``on_ready`` is called with no argument once the worker polls."""
+    ``on_ready`` is called with no argument once the worker polls. With ``schedules``, the
+    maintenance schedule table is created (or replaced) first, for the agents in ``store``,
+    unless ``MEMORY_AUTO_SCHEDULES`` is false (see :mod:`manowar_memory.jobs.schedules`)."""
     try:
         client = await Client.connect(address, namespace=namespace)
     except Exception as exc:  # noqa: BLE001 - one clear error for the CLI
@@ -355,6 +358,12 @@ async def run_worker(store: Any, *, address: str = "127.0.0.1:7233", namespace: 
         worker = create_worker(client, store, task_queue=task_queue, heartbeat_every=heartbeat_every,
                                graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown), **worker_kwargs)
         async with worker:
+            if schedules:
+                from .schedules import ensure_default_schedules
+                from .temporal_schedules import TemporalSchedules
+
+                backend = TemporalSchedules(client, task_queue=task_queue, id_prefix=schedule_id_prefix, store=store)
+                await ensure_default_schedules(backend, store)
             if on_ready is not None:
                 on_ready()
             await stop.wait()
