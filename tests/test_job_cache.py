@@ -161,3 +161,23 @@ def test_cleanup_without_scope_listing_invalidates_everything():
         job = run_job(eng, "cleanup", {"older_than_days": 90})
         assert job.data["transcriptsDeleted"] == 1 and job.data["invalidatedScopes"] == 1
         assert _ids(eng, "green kayak", BOB) == ({kept}, False), "scopes unknown: every cached query is dropped"
+
+
+def test_cache_outage_never_fails_a_job():
+    import socket
+
+    from manowar_memory.cache.redis import RedisCache
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = RedisCache(f"redis://127.0.0.1:{port}/0", socket_timeout=0.2)
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None, cache=dead) as eng:
+        _ingest(eng, ALICE, "Alice knits scarves", 2)
+        _ingest(eng, ALICE, "alice knits scarves", 1)
+        job = run_job(eng, "consolidate", {"agent_wallet": AGENT})
+        assert job.status == "completed" and job.data["consolidated"] == 1
+        assert job.data["invalidatedScopes"] == 0, "the cache could not be told; the job still completes"
+        result = eng.search_layers("knits scarves", ALICE, ["vectors"], limit=5)
+        assert len(result.layers["vectors"]) == 1
+        assert any("bypassed" in d for d in result.degradations), "reads bypass a cache they could not invalidate"
