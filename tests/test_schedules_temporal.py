@@ -174,3 +174,21 @@ async def test_the_worker_creates_the_table_at_startup_unless_switched_off(tempo
         for sid in IDS:
             await backend.adelete(sid)
         store.close()
+
+
+async def test_list_never_shows_another_prefix_schedules(env) -> None:
+    from manowar_memory.jobs.temporal_schedules import TemporalSchedules
+
+    client, _store, backend = env
+    (decay,) = [s for s in schedule_table([], ScheduleSettings()) if s.schedule_id == "memory-hourly-decay"]
+    marker = f"owned by {backend.id_prefix}"
+    await backend.acreate(decay.model_copy(update={"note": marker}))
+    await _until(lambda: _listed(backend, "memory-hourly-decay"), "the schedule in its list")
+    # a deployment without a prefix does not see (so cannot delete) the prefixed schedule
+    unprefixed = TemporalSchedules(client, task_queue=backend.task_queue, settings=ScheduleSettings())
+    assert marker not in {i.schedule.note for i in await unprefixed.alist()}
+    assert (await backend.adescribe("memory-hourly-decay")).schedule.note == marker
+
+
+async def _listed(backend, sid):
+    return any(i.schedule_id == sid for i in await backend.alist())

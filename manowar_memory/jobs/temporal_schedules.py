@@ -224,17 +224,19 @@ class TemporalSchedules:
             skipped=info.num_actions_skipped_overlap, missed=info.num_actions_missed_catchup_window)
 
     async def alist(self) -> list[ScheduleInfo]:
-        """The manowar schedules whose server id starts with ``id_prefix`` (from the server's
-        visibility store, which can lag a create or delete by a moment)."""
+        """The manowar schedules of this ``id_prefix`` (never another prefix's), from the
+        server's visibility store, which can lag a create or delete by a moment."""
         out: list[ScheduleInfo] = []
         async for entry in await self.client.list_schedules():
             action = entry.schedule.action if entry.schedule is not None else None
             if not entry.id.startswith(self.id_prefix) or getattr(action, "workflow", None) != SCHEDULED_WORKFLOW:
                 continue
             try:
-                out.append(await self.adescribe(entry.id[len(self.id_prefix):]))
+                info = await self.adescribe(entry.id[len(self.id_prefix):])
             except ScheduleNotFoundError:
                 continue  # deleted since it was listed
+            if self.temporal_id(info.schedule_id) == entry.id:  # not another prefix's schedule
+                out.append(info)
         return sorted(out, key=lambda i: i.schedule_id)
 
     async def _act(self, schedule_id: str, op: str, **kwargs: Any) -> None:
