@@ -2,15 +2,16 @@
 
 The table (manowar-behaviour §9.9), every cron coming from :class:`ScheduleSettings`:
 
-================================  =================  ==========  ==========================================
-schedule id                       setting (env)      overlap     job
-================================  =================  ==========  ==========================================
-``memory-daily-consolidation``    MEMORY_DAILY_CONSOLIDATION_CRON  skip  consolidate, every agent found at run time
-``memory-hourly-decay``           MEMORY_HOURLY_DECAY_CRON   skip        decay_update (half-life 30 days)
-``memory-daily-cleanup``          MEMORY_DAILY_CLEANUP_CRON  skip        cleanup (older than 90 days)
-``memory-daily-patterns:{agent}`` MEMORY_DAILY_PATTERNS_CRON skip        patterns_extract, the day before the fire time
-``memory-weekly-archive:{agent}`` MEMORY_WEEKLY_ARCHIVE_CRON buffer_one  archive_create, the week before the fire time
-================================  =================  ==========  ==========================================
+* ``memory-daily-consolidation``: consolidate every agent found at run time;
+  ``MEMORY_DAILY_CONSOLIDATION_CRON`` (``0 2 * * *``), overlap skip.
+* ``memory-hourly-decay``: decay_update, half-life 30 days; ``MEMORY_HOURLY_DECAY_CRON``
+  (``0 * * * *``), skip.
+* ``memory-daily-cleanup``: cleanup older than 90 days; ``MEMORY_DAILY_CLEANUP_CRON``
+  (``0 2 * * *``), skip.
+* ``memory-daily-patterns:{agent}``: patterns_extract over the day before the fire time;
+  ``MEMORY_DAILY_PATTERNS_CRON`` (``0 2 * * *``), skip.
+* ``memory-weekly-archive:{agent}``: archive_create of the week before the fire time;
+  ``MEMORY_WEEKLY_ARCHIVE_CRON`` (``0 3 * * 0``), buffer_one.
 
 Timezone UTC (``MEMORY_SCHEDULE_TIMEZONE``), catch-up window 30 min
 (``MEMORY_SCHEDULE_CATCHUP_WINDOW_SECONDS``). The reference's schedule quirks are fixed:
@@ -428,6 +429,9 @@ class InlineSchedules:
     the previous run of that schedule is still going; ``buffer_one`` queues at most one run
     behind it (started as soon as it ends). Fire times older than the catch-up window are
     dropped, not replayed; of several fire times inside it, one runs (plus one buffered).
+    A run whose process died stops blocking its schedule after ``max_run_s``
+    (``MEMORY_SCHEDULE_MAX_RUN_SECONDS``, 6 h). Each run's job record has ``data.scheduleId``,
+    ``data.scheduledAt`` (the fire time) and ``data.scheduleRun`` (schedule, buffered, trigger).
 
     ``clock`` (epoch ms) and ``runner`` (``run_job``'s signature) are injectable for tests.
     """
