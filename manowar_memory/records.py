@@ -89,6 +89,11 @@ class MemoryRecord(_Scoped):
 
     id: str = Field(alias="vectorId")
     content: str
+    context: str | None = Field(
+        None,
+        description="Text the row is found by but never shown: by default the message it followed in its "
+        "thread (see MemoryConfig.thread_context). The keyword lane indexes it at a lower weight than content.",
+    )
     source: MemorySource = "knowledge"
     embedding: list[float] | None = None
     embedding_model: str | None = None

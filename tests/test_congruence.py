@@ -144,15 +144,24 @@ SCOPES = [
 @pytest.mark.parametrize("scope", SCOPES, ids=["alice", "bob", "shared"])
 @pytest.mark.parametrize("filters,sources", [({}, None), ({}, ("fact",)), ({"metadata.factType": "preference"}, None)])
 def test_store_vector_rankings_are_identical(engines, scope, filters, sources) -> None:
+    """On both self-hosted MongoDB paths: the in-process vector cache and the streaming scan."""
+    from manowar_memory.stores.mongo import MongoStore
+
     embedded, mongo = engines
+    scan = MongoStore(client=mongo.store.client, database=mongo.store.database_name, vector_cache_bytes=0,
+                      create_indexes=False)
     query = MemoryQuery(scope=scope, filters=filters, sources=sources)
-    for text in VECTOR_ONLY_QUERIES + HYBRID_QUERIES:
-        vector = embedded.embedder.embed([text], input_type="query")[0]
-        a, info_a = embedded.store.vector_search(query, vector, embedded.model_id, 15)
-        b, info_b = mongo.store.vector_search(query, vector, mongo.model_id, 15)
-        assert info_b.method == "local-scan"
-        assert info_a.candidates == info_b.candidates
-        _same_ranking([(h.record.id, h.score) for h in a], [(h.record.id, h.score) for h in b])
+    try:
+        for text in VECTOR_ONLY_QUERIES + HYBRID_QUERIES:
+            vector = embedded.embedder.embed([text], input_type="query")[0]
+            a, info_a = embedded.store.vector_search(query, vector, embedded.model_id, 15)
+            for store, method in ((mongo.store, "local-cache"), (scan, "local-scan")):
+                b, info_b = store.vector_search(query, vector, mongo.model_id, 15)
+                assert info_b.method == method
+                assert info_a.candidates == info_b.candidates
+                _same_ranking([(h.record.id, h.score) for h in a], [(h.record.id, h.score) for h in b])
+    finally:
+        scan.close()
 
 
 @contextmanager

@@ -3,6 +3,7 @@ transcripts, patterns, archives, stats."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -137,6 +138,48 @@ def test_hard_delete_removes_the_row_from_both_lanes(store: SQLiteStore) -> None
     assert store.delete_memory(rid) is False
     assert store.keyword_search(MemoryQuery(scope=SCOPE), "zeppelin", 5) == []
     assert store.vector_search(MemoryQuery(scope=SCOPE), vector, EMB.model_id, 5)[0] == []
+
+
+def test_unique_fact_migration_keeps_pre_existing_duplicates_as_superseded(tmp_path) -> None:
+    """A database from before m002 may hold duplicate active facts (the old check-then-insert
+    race). Migrating keeps every row: the newest of each group stays active, the others are
+    marked superseded (pointing at it), and the unique index then holds."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE _manowar_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+    for statement in sqlite_module._split_script(sqlite_module._m001_initial):
+        conn.execute(statement)
+    conn.execute("INSERT INTO _manowar_migrations VALUES ('m001_initial', 0)")
+    rows = [("vec_a1", "h1", 100, None), ("vec_a2", "h1", 300, None), ("vec_a3", "h1", 200, None),
+            ("vec_b1", "h2", 100, None), ("vec_c1", "h3", 100, "deleted"), ("vec_c2", "h3", 50, None)]
+    for i, (rid, fact_hash, created, status) in enumerate(rows, start=1):
+        meta = {"factHash": fact_hash, **({"status": status} if status else {})}
+        conn.execute(
+            "INSERT INTO memory (id, agent_wallet, content, source, status, fact_hash, created_at, updated_at, "
+            "last_accessed_at, metadata, rev, access_count) VALUES (?, 'agent', ?, 'fact', ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rid, f"fact {fact_hash}", status, fact_hash, created, created, created, json.dumps(meta), i, i),
+        )
+    conn.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.migrations()[:2] == ["m001_initial", "m002_unique_active_fact"]
+        everything = {r.id: r for r in store.iter_memories("agent")}
+        assert len(everything) == len(rows)  # nothing deleted
+        status = {rid: r.metadata.get("status") for rid, r in everything.items()}
+        assert status == {"vec_a1": "superseded", "vec_a2": None, "vec_a3": "superseded", "vec_b1": None,
+                          "vec_c1": "deleted", "vec_c2": None}
+        assert everything["vec_a1"].metadata["supersededBy"] == "vec_a2"
+        assert everything["vec_a3"].metadata["supersededReason"] == "duplicate active fact"
+        assert everything["vec_a1"].access_count == 1  # counts and content untouched
+        assert store.find_fact_by_hash("agent", "h1").id == "vec_a2"
+        rec = _record("fact h1", source="fact", metadata={"factHash": "h1"}, scope=Scope(agent_wallet="agent"))
+        stored, inserted = store.add_fact_if_absent(rec)
+        assert (stored.id, inserted) == ("vec_a2", False)
+        with pytest.raises(sqlite3.IntegrityError):  # the unique index itself, under the store's own checks
+            with store._write() as raw:
+                raw.execute("UPDATE memory SET status = NULL WHERE id = 'vec_a1'")
+    finally:
+        store.close()
 
 
 def test_find_fact_by_hash_and_bump_access(store: SQLiteStore) -> None:

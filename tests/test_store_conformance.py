@@ -63,7 +63,7 @@ class TestMongoStore(StoreConformance):
 
 @pytest.mark.mongo
 class TestMongoStoreSmallScanBatches(StoreConformance):
-    """The self-hosted vector path with batches of 2 rows: the running top-k must merge batches."""
+    """The streaming scan (vector cache off) with batches of 2 rows: the running top-k must merge batches."""
 
     @pytest.fixture
     def store(self, indexed_mongo_db):
@@ -71,7 +71,7 @@ class TestMongoStoreSmallScanBatches(StoreConformance):
 
         _empty(indexed_mongo_db)
         s = MongoStore(client=indexed_mongo_db.client, database=indexed_mongo_db.name, vector_search="local",
-                       scan_batch_size=2, create_indexes=False)
+                       scan_batch_size=2, vector_cache_bytes=0, create_indexes=False)
         yield s
         s.close()
 
@@ -146,9 +146,9 @@ def test_mongo_ttl_index_expires_sessions(mongo_store, mongo_db) -> None:
 def test_mongo_auto_chooses_local_scan_on_a_self_hosted_server(mongo_store) -> None:
     mongo_store.add_memories([make_record("auto choice")])
     hits, info = mongo_store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 3)
-    assert info.method == "local-scan" and len(hits) == 1 and info.notes == []
+    assert info.method == "local-cache" and len(hits) == 1 and info.notes == []
     method, why = mongo_store.vector_search_choice
-    assert method == "local-scan" and "auto" in why and "Atlas" in why
+    assert method == "local" and "auto" in why and "Atlas" in why
 
 
 @pytest.mark.mongo
@@ -159,8 +159,8 @@ def test_mongo_atlas_mode_falls_back_to_the_local_scan_and_says_so(mongo_db) -> 
     store.add_memories([make_record("atlas fallback", embedding=[1, 0, 0, 0])])
     hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 3)
     assert [h.record.content for h in hits] == ["atlas fallback"]
-    assert info.method == "local-scan"
-    assert any("Atlas" in n and "local-scan" in n for n in info.notes)
+    assert info.method == "local-cache"
+    assert any("Atlas" in n and "local path" in n for n in info.notes)
     again, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 3)
     assert len(again) == 1 and any("unavailable" in n for n in info.notes)  # not retried on every query
 
@@ -176,7 +176,7 @@ def test_mongo_engine_reports_the_atlas_fallback_as_a_degradation(mongo_db) -> N
         result = engine.pre_turn("What is the cat called?", scope)
         assert "Miso" in result.prompt
         assert any("Atlas" in d for d in result.degradations)
-        assert result.lanes["vectors"]["vector_method"] == "local-scan"
+        assert result.lanes["vectors"]["vector_method"] == "local-cache"
 
 
 @pytest.mark.mongo
@@ -184,7 +184,7 @@ def test_mongo_max_scan_caps_the_local_scan_and_says_so(mongo_db) -> None:
     from manowar_memory.stores.mongo import MongoStore
 
     store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_search="local", max_scan=3,
-                       scan_batch_size=2)
+                       scan_batch_size=2, vector_cache_bytes=0)
     store.add_memories([make_record(f"capped {i}", created_at=1_000 + i, embedding=[1, 0, 0, 0]) for i in range(6)])
     hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A")), [1, 0, 0, 0], MODEL, 10)
     assert info.candidates == 3
@@ -246,3 +246,176 @@ def test_mongo_store_errors_are_store_errors() -> None:
         port = s.getsockname()[1]
     with pytest.raises(StoreError, match="MongoDB"):
         MongoStore(f"mongodb://127.0.0.1:{port}/x", serverSelectionTimeoutMS=300, connectTimeoutMS=300)
+
+
+# ----------------------------------------------------------------------------- MongoDB vector cache
+
+_VQ = MemoryQuery(scope=Scope(agent_wallet="agent-A"))
+
+
+def _ids(store, vector, *, query=_VQ, model=MODEL, limit=10):
+    hits, info = store.vector_search(query, vector, model, limit)
+    assert info.method == "local-cache", info
+    return [h.record.id for h in hits]
+
+
+def insert_in_subprocess(uri: str, database: str, content: str) -> str:
+    """Runs in another process: one insert through its own MongoStore."""
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(uri, database=database, create_indexes=False)
+    try:
+        (rid,) = store.add_memories([make_record(content, created_at=50, embedding=[0.0, 0.0, 1.0, 0.0])])
+        return rid
+    finally:
+        store.close()
+
+
+@pytest.mark.mongo
+def test_mongo_vector_cache_sees_writes_of_other_stores_and_processes(mongo_db, mongo_uri) -> None:
+    import concurrent.futures
+    import multiprocessing
+
+    from manowar_memory.stores.mongo import MongoStore
+    from manowar_memory.testing.conformance import OTHER_MODEL
+
+    # recount on every search: rows written around the store (no sync stamp) are then seen at once
+    reader = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_cache_recount_s=0)
+    writer = MongoStore(client=mongo_db.client, database=mongo_db.name, create_indexes=False)
+    try:
+        a, b = writer.add_memories([make_record("a", created_at=1, embedding=[1.0, 0.0, 0.0, 0.0]),
+                                    make_record("b", created_at=2, embedding=[0.8, 0.6, 0.0, 0.0])])
+        x = [1.0, 0.0, 0.0, 0.0]
+        assert _ids(reader, x) == [a, b]  # loads the (agent, model) partition
+        (c,) = writer.add_memories([make_record("c", created_at=3, embedding=[0.9, 0.1, 0.0, 0.0])])
+        assert _ids(reader, x) == [a, c, b]  # an insert by another store
+        writer.update_memory(a, {"metadata": {"status": "deleted"}})
+        assert _ids(reader, x) == [c, b]  # soft delete
+        ids = [h.record.id for h in reader.vector_search(
+            MemoryQuery(scope=Scope(agent_wallet="agent-A"), active_only=False), x, MODEL, 10)[0]]
+        assert ids == [a, c, b]  # still cached, only masked
+        writer.update_memory(c, {"metadata": {"status": "superseded"}})
+        assert _ids(reader, x) == [b]  # supersede
+        writer.update_memory(a, {"metadata": {"status": "active"}})
+        writer.update_memory(b, {"embedding": [0.0, 1.0, 0.0, 0.0], "embedding_model": OTHER_MODEL})
+        hits, info = reader.vector_search(_VQ, x, MODEL, 10)
+        assert [h.record.id for h in hits] == [a] and info.skipped_other_models == 1  # never mixes models
+        assert _ids(reader, [0.0, 1.0, 0.0, 0.0], model=OTHER_MODEL) == [b]  # its own partition
+        writer.update_memory(a, {"embedding": [0.0, 0.0, 0.0, 1.0]})
+        assert reader.vector_search(_VQ, [0.0, 0.0, 0.0, 1.0], MODEL, 1)[0][0].score == pytest.approx(1.0)
+        writer.delete_memory(a)
+        assert _ids(reader, x) == []  # a hard delete leaves no row: found by the count check
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            d = pool.submit(insert_in_subprocess, mongo_uri, mongo_db.name, "from another process").result(120)
+        assert _ids(reader, [0.0, 0.0, 1.0, 0.0]) == [d]
+        # writers that bypass MongoStore (no sync stamp): the count check reloads or reconciles
+        legacy = {"vectorId": "vec_legacy", "agentWallet": "agent-A", "userAddress": None, "mode": None,
+                  "haiId": None, "content": "legacy", "embedding": [0.0, 1.0, 1.0, 0.0], "embeddingModel": MODEL,
+                  "source": "knowledge", "decayScore": 1, "accessCount": 0, "createdAt": 9, "updatedAt": 9,
+                  "lastAccessedAt": 9, "metadata": {}}
+        mongo_db["memory"].insert_one(legacy)
+        assert _ids(reader, [0.0, 1.0, 1.0, 0.0])[0] == "vec_legacy"
+        mongo_db["memory"].delete_one({"vectorId": d})
+        assert _ids(reader, [0.0, 0.0, 1.0, 0.0]) == ["vec_legacy"]
+    finally:
+        reader.close()
+        writer.close()
+
+
+@pytest.mark.mongo
+def test_mongo_vector_cache_scope_filters_and_threads(mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name)
+    try:
+        rows = store.add_memories([
+            make_record("shared", embedding=[1.0, 0.0, 0.0, 0.0]),
+            make_record("u1 t1", user="u1", thread="t1", embedding=[1.0, 0.1, 0.0, 0.0], metadata={"app_id": "x"}),
+            make_record("u1 t2", user="u1", thread="t2", embedding=[1.0, 0.2, 0.0, 0.0]),
+            make_record("u2", user="u2", embedding=[1.0, 0.0, 0.1, 0.0]),
+            make_record("other agent", agent="agent-B", embedding=[1.0, 0.0, 0.0, 0.0]),
+        ])
+        shared, t1, t2, _, _ = rows
+        x = [1.0, 0.0, 0.0, 0.0]
+        u1 = Scope(agent_wallet="agent-A", user_address="u1", thread_id="t1")
+        assert _ids(store, x, query=MemoryQuery(scope=u1)) == [shared, t1, t2]
+        assert _ids(store, x, query=MemoryQuery(scope=u1, durable=False)) == [t1]
+        assert _ids(store, x, query=MemoryQuery(scope=u1, filters={"metadata.app_id": "x"})) == [t1]
+        assert _ids(store, x, query=MemoryQuery(scope=Scope(agent_wallet="agent-A"))) == [shared]
+    finally:
+        store.close()
+
+
+@pytest.mark.mongo
+def test_mongo_vector_cache_is_bounded_and_says_when_it_is_skipped(mongo_db) -> None:
+    from manowar_memory.stores._vectors import VectorIndex
+    from manowar_memory.stores.mongo import MongoStore
+
+    per_row = VectorIndex.row_bytes(4)
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_cache_bytes=100 * per_row)
+    try:
+        store.add_memories([make_record(f"a{i}", created_at=i) for i in range(30)])
+        store.add_memories([make_record(f"b{i}", agent="agent-B", created_at=i) for i in range(30)])
+        store.add_memories([make_record(f"c{i}", agent="agent-C", created_at=i) for i in range(150)])
+        x = [1.0, 0.0, 0.0, 0.0]
+        for agent in ("agent-A", "agent-B"):
+            _, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet=agent)), x, MODEL, 3)
+            assert info.method == "local-cache" and info.notes == []
+        # agent-A's and agent-B's partitions (30 rows + 64 spare each) do not both fit: A was evicted
+        assert list(store._partitions) == [("agent-B", MODEL)]
+        hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-C")), x, MODEL, 3)
+        assert info.method == "local-scan" and len(hits) == 3 and info.candidates == 150
+        assert any("vector cache skipped" in n and "vector_cache_bytes" in n for n in info.notes)
+    finally:
+        store.close()
+
+
+@pytest.mark.mongo
+def test_mongo_engine_reports_a_skipped_vector_cache_as_a_degradation(mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_cache_bytes=1)
+    with MemoryEngine(store=store, embedder="fake", extractor=None) as engine:
+        scope = Scope(agent_wallet="agent-A", user_address="u1")
+        engine.ingest(scope, ["The user's cat is named Miso."])
+        result = engine.pre_turn("What is the cat called?", scope)
+        assert "Miso" in result.prompt and result.lanes["vectors"]["vector_method"] == "local-scan"
+        assert any("vector cache skipped" in d for d in result.degradations)
+
+
+@pytest.mark.mongo
+def test_mongo_unique_fact_migration_keeps_pre_existing_duplicates(mongo_db) -> None:
+    """Rows written before the unique active-fact index (the old race) are kept: the newest of
+    each group stays active, the others become superseded, then the index holds."""
+    from manowar_memory.stores.mongo import MongoStore
+
+    def raw(rid: str, fact_hash: str, created: int, status: str | None = None) -> dict:
+        meta = {"factHash": fact_hash, **({"status": status} if status else {})}
+        return {"vectorId": rid, "agentWallet": "agent-A", "userAddress": None, "mode": None, "haiId": None,
+                "content": f"fact {fact_hash}", "source": "fact", "decayScore": 1, "accessCount": 2,
+                "createdAt": created, "updatedAt": created, "lastAccessedAt": created, "metadata": meta}
+
+    mongo_db["memory"].insert_many([raw("vec_a1", "h1", 100), raw("vec_a2", "h1", 300), raw("vec_a3", "h1", 200),
+                                    raw("vec_b1", "h2", 100), raw("vec_c1", "h3", 100, "deleted"),
+                                    raw("vec_c2", "h3", 50)])
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name)
+    try:
+        info = mongo_db["memory"].index_information()["idx_vector_active_fact"]
+        assert info["unique"] is True and info["partialFilterExpression"] == {"activeFactHash": {"$exists": True}}
+        status = {d["vectorId"]: d["metadata"].get("status") for d in mongo_db["memory"].find()}
+        assert status == {"vec_a1": "superseded", "vec_a2": None, "vec_a3": "superseded", "vec_b1": None,
+                          "vec_c1": "deleted", "vec_c2": None}
+        a1 = mongo_db["memory"].find_one({"vectorId": "vec_a1"})
+        assert a1["metadata"]["supersededBy"] == "vec_a2" and a1["accessCount"] == 2 and "activeFactHash" not in a1
+        assert store.find_fact_by_hash("agent-A", "h1").id == "vec_a2"  # type: ignore[union-attr]
+        held, inserted = store.add_fact_if_absent(make_record("fact h1", source="fact", metadata={"factHash": "h1"}))
+        assert (held.id, inserted, held.access_count) == ("vec_a2", False, 3)
+        assert store.migrate_active_facts() == 0  # idempotent
+        # a row made inactive by a writer that bypasses the store keeps a stale key: it is freed on insert
+        mongo_db["memory"].update_one({"vectorId": "vec_b1"}, {"$set": {"metadata.status": "superseded"}})
+        fresh, inserted = store.add_fact_if_absent(
+            make_record("fact h2 again", source="fact", metadata={"factHash": "h2"}, created_at=400))
+        assert inserted and fresh.id != "vec_b1"
+    finally:
+        store.close()

@@ -32,6 +32,7 @@ from ..filters import FilterValue
 from .base import INACTIVE_STATUSES, MemoryQuery
 
 __all__ = [
+    "ACTIVE_FACT_FIELD",
     "ARCHIVES",
     "ATLAS_MAX_CANDIDATES",
     "DEFAULT_PREFILTER_FIELDS",
@@ -43,15 +44,18 @@ __all__ = [
     "SCHEDULES",
     "SESSIONS",
     "SKILLS",
+    "SYNC_FIELD",
     "TRANSCRIPTS",
     "VECTOR_INDEX_NAME",
     "IndexSpec",
+    "active_fact_expr",
     "ann_sizes",
     "atlas_prefilter",
     "atlas_vector_pipeline",
     "keyword_pipeline",
     "live_session_filter",
     "local_scan_query",
+    "memory_update_pipeline",
     "other_model_filter",
     "ms_to_date",
     "date_to_ms",
@@ -72,6 +76,16 @@ JOBS = "memory_jobs"
 SCHEDULES = "memory_schedules"  # inline maintenance schedules (jobs/schedules.py)
 
 VECTOR_INDEX_NAME = "vector_index"
+
+# Store-maintained fields of memory rows (never part of a record):
+# * ACTIVE_FACT_FIELD: the row's metadata.factHash while it is an active fact (source "fact",
+#   status not deleted/superseded), absent otherwise. A partial unique index on
+#   (agentWallet, ACTIVE_FACT_FIELD) makes "one active fact per hash" atomic; partial filters
+#   cannot say "status missing or not in (...)", so the store derives this field on every write.
+# * SYNC_FIELD: epoch ms of the row's last write through a MongoStore; the in-process vector
+#   cache re-reads the rows written since its last sync (minus a lag) by this field.
+ACTIVE_FACT_FIELD = "activeFactHash"
+SYNC_FIELD = "_syncAt"
 ATLAS_MAX_CANDIDATES = 10_000
 
 # The reference's Atlas index filter fields (§2.1), plus the embedding model (ours: a row is
@@ -131,7 +145,13 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_vector_last_accessed", [("lastAccessedAt", -1)]),
         IndexSpec("idx_vector_wallet_fact", [("agentWallet", 1), ("metadata.factHash", 1)]),
         IndexSpec("idx_vector_wallet_model", [("agentWallet", 1), ("embeddingModel", 1), ("createdAt", -1)]),
-        IndexSpec("idx_vector_text", [("agentWallet", 1), ("content", "text")], **_TEXT_OPTS),
+        IndexSpec("idx_vector_text", [("agentWallet", 1), ("content", "text"), ("context", "text")],
+                  weights={"content": 2, "context": 1}, **_TEXT_OPTS),
+        IndexSpec(
+            "idx_vector_active_fact", [("agentWallet", 1), (ACTIVE_FACT_FIELD, 1)], unique=True,
+            partialFilterExpression={ACTIVE_FACT_FIELD: {"$exists": True}},
+        ),
+        IndexSpec("idx_vector_wallet_sync", [("agentWallet", 1), (SYNC_FIELD, 1)]),
     ],
     TRANSCRIPTS: [
         IndexSpec("idx_transcript_session_id", [("sessionId", 1)]),
@@ -267,12 +287,38 @@ def live_session_filter(query: MemoryQuery, now_ms: int) -> dict[str, Any]:
     return _merge([*scope_filter(query, collection=SESSIONS).items(), ("expiresAt", {"$gt": ms_to_date(now_ms)})])
 
 
+def active_fact_expr() -> dict[str, Any]:
+    """Aggregation expression of :data:`ACTIVE_FACT_FIELD` for the document being updated:
+    its factHash when it is an active fact, else ``$$REMOVE`` (the field is dropped)."""
+    return {
+        "$cond": [
+            {
+                "$and": [
+                    {"$eq": ["$source", "fact"]},
+                    {"$ne": [{"$ifNull": ["$metadata.factHash", None]}, None]},
+                    {"$not": [{"$in": [{"$ifNull": ["$metadata.status", None]}, _INACTIVE]}]},
+                ]
+            },
+            "$metadata.factHash",
+            "$$REMOVE",
+        ]
+    }
+
+
+def memory_update_pipeline(sets: Mapping[str, Any], now_ms: int) -> list[dict[str, Any]]:
+    """An update pipeline that sets ``sets`` (values taken literally), then re-derives
+    :data:`ACTIVE_FACT_FIELD` and stamps :data:`SYNC_FIELD`."""
+    stages = [{"$set": {key: {"$literal": value} for key, value in sets.items()}}] if sets else []
+    return [*stages, {"$set": {ACTIVE_FACT_FIELD: active_fact_expr(), SYNC_FIELD: int(now_ms)}}]
+
+
 # ----------------------------------------------------------------------------- keyword lane
 
 
 def keyword_pipeline(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[dict[str, Any]]:
-    """``$text`` over memory content (OR of the terms, English stemming), best textScore first.
-    The score is returned as ``_score``; embeddings are not."""
+    """``$text`` over memory content and context (OR of the terms, English stemming; the text
+    index weighs content 2 : context 1, as the embedded store's BM25 does), best textScore
+    first. The score is returned as ``_score``; embeddings are not."""
     match = {"$text": {"$search": " ".join(terms)}, **scope_filter(query, collection=MEMORY)}
     return [
         {"$match": match},

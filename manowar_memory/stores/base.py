@@ -15,9 +15,18 @@ from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..scope import Scope
 
-__all__ = ["Hit", "MemoryQuery", "Store", "VectorSearchInfo"]
+__all__ = ["Hit", "MemoryQuery", "Store", "VectorSearchInfo", "is_unique_fact"]
 
 INACTIVE_STATUSES = ("deleted", "superseded")
+
+
+def is_unique_fact(source: str | None, metadata: Any) -> bool:
+    """Whether a row takes part in the one-active-fact rule: a ``fact`` row with a
+    ``metadata.factHash`` whose status is not deleted or superseded. Stores keep at most one
+    such row per (agent, factHash); a soft-deleted or superseded row frees the hash."""
+    if source != "fact" or not isinstance(metadata, dict) or metadata.get("factHash") is None:
+        return False
+    return metadata.get("status") not in INACTIVE_STATUSES
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,9 @@ class Store(Protocol):
 
     # -- memory rows (vectors layer and graph facts) --
     def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
-        """Insert rows; returns their ids (a colliding id gets a suffix)."""
+        """Insert rows; returns their ids (a colliding id gets a suffix). An active fact whose
+        (agent, factHash) already has an active row is not inserted: that row is reinforced as
+        by :meth:`add_fact_if_absent` and its id is returned in the record's place."""
         ...
 
     def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
@@ -84,6 +95,13 @@ class Store(Protocol):
 
     def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
         """An active fact row of the agent with this ``metadata.factHash``."""
+        ...
+
+    def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
+        """Insert an active fact row unless the agent already has an active fact with the same
+        ``metadata.factHash``; then reinforce that row instead (accessCount += 1,
+        lastAccessedAt = the record's ``last_accessed_at``). Atomic across threads and
+        processes. Returns the stored row (without its embedding) and whether it was inserted."""
         ...
 
     def bump_access(self, memory_ids: Sequence[str], at: int) -> None:

@@ -19,6 +19,41 @@ Vector search, chosen by ``vector_search``:
 * ``"auto"`` (default): asks the server once whether it has Atlas Search (``$listSearchIndexes``)
   and uses ``atlas`` or ``local``; :attr:`MongoStore.vector_search_choice` says which and why.
 
+The local path first tries the **in-process vector cache** (``VectorSearchInfo.method ==
+"local-cache"``): per (agent, embedding model), a numpy matrix of that agent's rows of that
+model, scored exactly like the scan (and like the embedded store). It stays in sync with
+every writer without re-reading the corpus:
+
+* every write through a ``MongoStore`` stamps the row's ``_syncAt`` (epoch ms); before each
+  search the partition re-reads the agent's rows stamped since its last sync minus
+  ``vector_cache_lag_ms`` (default 2 s: it should exceed a write's time in flight and the
+  clock skew between writers), projected to ``_id`` and the stamp, and fetches only the rows
+  whose stamp changed: inserts, re-embeddings, status changes (soft delete, supersede) and
+  moves to another model (dropped: models never mix). Rows written within the lag are
+  re-checked on every search, so a longer lag costs a little on each search while writes
+  are flowing;
+* hard deletes leave nothing to read, so at most every ``vector_cache_recount_s`` (default
+  1 s) the partition compares its row count with the server's (a count on the
+  ``(agentWallet, embeddingModel)`` index) and drops the ids that are gone (until then a
+  deleted row can take a candidate slot but is never returned); more rows on the server than cached means an insert was missed (written without
+  the stamp by another client, or in flight longer than the lag), and the partition is
+  reloaded; every partition is also reloaded after ``vector_cache_reload_s`` (default 300 s),
+  which bounds how long an update missed that way (a re-embedding) can go unseen;
+* the top rows are fetched with the query's full scope filter, so a row changed after the
+  sync is never returned out of scope.
+
+Memory is bounded by ``vector_cache_bytes`` (default 256 MiB, ``0`` turns the cache off):
+about ``4 * dims + 150`` bytes per cached row (at 384 dimensions ~1.7 KB, so ~160k rows; at
+1024, ~64k). Least recently used partitions are evicted to make room; a partition that would
+not fit alone is not cached, and its searches use the streaming scan with a note saying so.
+
+One active fact per (agent, factHash): the store derives ``activeFactHash`` on every write
+(the hash while the row is an active fact, absent once it is superseded or deleted, so the
+fact can be remembered again) and a partial unique index on ``(agentWallet, activeFactHash)``
+makes :meth:`MongoStore.add_fact_if_absent` atomic: the duplicate-key error of a concurrent
+insert becomes "reinforce the existing row". :meth:`MongoStore.migrate_active_facts` prepares
+collections written before the index (pre-existing duplicates are kept, marked superseded).
+
 Only rows whose ``embeddingModel`` equals the query's model are scored; rows of other models
 are counted in ``VectorSearchInfo.skipped_other_models``.
 
@@ -47,8 +82,9 @@ from .._util import now_ms, query_terms
 from ..errors import ConfigurationError, MissingDependencyError, StoreError
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from . import _mql
-from ._mql import ARCHIVES, JOBS, MEMORY, PATTERNS, SESSIONS, SKILLS, TRANSCRIPTS
-from .base import Hit, MemoryQuery, VectorSearchInfo
+from ._mql import ACTIVE_FACT_FIELD, ARCHIVES, JOBS, MEMORY, PATTERNS, SESSIONS, SKILLS, SYNC_FIELD, TRANSCRIPTS
+from ._vectors import VectorIndex
+from .base import Hit, MemoryQuery, VectorSearchInfo, is_unique_fact
 
 try:
     import pymongo
@@ -72,10 +108,12 @@ T = TypeVar("T")
 
 _MEMORY_ALIASES = {name: (f.alias or name) for name, f in MemoryRecord.model_fields.items()}
 _UPDATABLE = {
-    "content", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
+    "content", "context", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
     "embedding", "embedding_model", "user_address", "thread_id", "created_at",
 }
-_DERIVED = ("_id", "scopeKind", "scopeId", "_score")
+_DERIVED = ("_id", "scopeKind", "scopeId", "_score", ACTIVE_FACT_FIELD, SYNC_FIELD)
+_INSERT_CHUNK = 1_000  # rows per insert_many: each chunk is stamped just before it is sent
+_DUPLICATE_KEY = 11000
 
 
 # ----------------------------------------------------------------------------- conversions
@@ -113,6 +151,8 @@ def memory_to_doc(record: MemoryRecord) -> dict[str, Any]:
     doc["embedding"] = encode_vector(record.embedding)
     if record.embedding is None:
         doc["embeddingModel"] = None
+    if is_unique_fact(record.source, record.metadata):
+        doc[ACTIVE_FACT_FIELD] = record.metadata["factHash"]
     return doc
 
 
@@ -157,6 +197,18 @@ def _database_from_uri(uri: str) -> str | None:
 # ----------------------------------------------------------------------------- the store
 
 
+class _CachePartition(VectorIndex):
+    """The cached vectors of one (agent, model), with each row's sync stamp."""
+
+    def __init__(self, agent_wallet: str, dims: int, capacity: int) -> None:
+        super().__init__(dims, capacity)
+        self.agent_wallet = agent_wallet
+        self.stamps: dict[Any, Any] = {}
+        self.watermark = 0
+        self.loaded_at = 0.0
+        self.counted_at = 0.0
+
+
 class MongoStore:
     """MongoDB backend of the :class:`~manowar_memory.stores.base.Store` protocol.
 
@@ -166,7 +218,9 @@ class MongoStore:
     * ``database``: explicit name, else the URI's path, else ``"manowar_memory"``.
     * ``vector_search``: ``"auto"`` (default), ``"atlas"`` or ``"local"`` (see the module doc).
     * ``max_scan``: most rows the local path scores per query (None: no cap).
-    * ``scan_batch_size``: rows per batch of the local path (bounds its memory).
+    * ``scan_batch_size``: rows per batch of the streaming scan and of cache loads.
+    * ``vector_cache_bytes``, ``vector_cache_lag_ms``, ``vector_cache_recount_s``,
+      ``vector_cache_reload_s``: the in-process vector cache of the local path (see the module doc; 0 bytes turns it off).
     * ``prefilter_fields``: fields pushed into the ``$vectorSearch`` prefilter
       (default ``MEMORY_VECTOR_PREFILTER_FIELDS``, else ``agentWallet``).
     * ``min_vector_score``: optional server-side score threshold on Atlas's scale.
@@ -185,6 +239,10 @@ class MongoStore:
         client: Any = None,
         max_scan: int | None = 250_000,
         scan_batch_size: int = 1_000,
+        vector_cache_bytes: int = 256 * 2**20,
+        vector_cache_lag_ms: int = 2_000,
+        vector_cache_reload_s: float = 300.0,
+        vector_cache_recount_s: float = 1.0,
         prefilter_fields: Sequence[str] | None = None,
         vector_index_name: str = _mql.VECTOR_INDEX_NAME,
         min_vector_score: float | None = None,
@@ -222,6 +280,17 @@ class MongoStore:
         self.database_name = db_name
         self.max_scan = max_scan
         self.scan_batch_size = scan_batch_size
+        if vector_cache_bytes < 0 or vector_cache_lag_ms < 0 or vector_cache_recount_s < 0 or vector_cache_reload_s <= 0:
+            raise ConfigurationError(
+                "vector_cache_bytes, vector_cache_lag_ms and vector_cache_recount_s must be >= 0, "
+                "vector_cache_reload_s > 0"
+            )
+        self.vector_cache_recount_s = float(vector_cache_recount_s)
+        self.vector_cache_bytes = int(vector_cache_bytes)
+        self.vector_cache_lag_ms = int(vector_cache_lag_ms)
+        self.vector_cache_reload_s = float(vector_cache_reload_s)
+        self._partitions: dict[tuple[str, str], _CachePartition] = {}
+        self._cache_lock = threading.Lock()
         if prefilter_fields is None:
             prefilter_fields = _mql.parse_prefilter_fields(os.environ.get("MEMORY_VECTOR_PREFILTER_FIELDS")) or (
                 _mql.DEFAULT_PREFILTER_FIELDS
@@ -267,6 +336,8 @@ class MongoStore:
         from pymongo import IndexModel
 
         with self._errors("index creation"):
+            if "idx_vector_active_fact" not in self.memory.index_information():
+                self.migrate_active_facts()
             for coll_name, specs in _mql.INDEXES.items():
                 coll = self.db[coll_name]
                 models = [IndexModel(spec.keys, name=spec.name, **spec.options) for spec in specs]
@@ -283,6 +354,48 @@ class MongoStore:
                                 raise
                             self._drop_conflicting(coll, spec)
                             coll.create_indexes([model])
+
+    def migrate_active_facts(self) -> int:
+        """Prepare the unique active-fact index on a collection written without it.
+
+        Derives ``activeFactHash`` on every row (set on active facts, removed elsewhere). Rows
+        that duplicate an active fact (the old check-then-insert race) are not deleted: in each
+        (agent, factHash) group the newest row (createdAt, updatedAt, then _id; the one
+        ``find_fact_by_hash`` returned) stays active and the others are marked superseded as
+        the consolidate job does (``supersededAt``, ``supersededBy``, ``supersededReason``), so
+        nothing is lost and ``active_only=False`` reads still see them. Idempotent; returns
+        how many rows were superseded (also logged)."""
+        now = now_ms()
+        inactive = list(_mql.INACTIVE_STATUSES)
+        with self._errors("active-fact migration"):
+            self.memory.update_many(
+                {"$or": [
+                    {"source": "fact", "metadata.factHash": {"$ne": None}, "metadata.status": {"$nin": inactive},
+                     ACTIVE_FACT_FIELD: {"$exists": False}},
+                    {ACTIVE_FACT_FIELD: {"$exists": True}},
+                ]},
+                _mql.memory_update_pipeline({}, now),
+            )
+            groups = self.memory.aggregate([
+                {"$match": {ACTIVE_FACT_FIELD: {"$exists": True}}},
+                {"$sort": {"createdAt": -1, "updatedAt": -1, "_id": -1}},
+                {"$group": {"_id": {"a": "$agentWallet", "h": f"${ACTIVE_FACT_FIELD}"}, "ids": {"$push": "$_id"},
+                            "keeper": {"$first": "$vectorId"}, "n": {"$sum": 1}}},
+                {"$match": {"n": {"$gt": 1}}},
+            ], allowDiskUse=True)
+            superseded = 0
+            for group in groups:
+                superseded += self.memory.update_many(
+                    {"_id": {"$in": group["ids"][1:]}},
+                    {"$set": {"metadata.status": "superseded", "metadata.supersededAt": now,
+                              "metadata.supersededBy": group["keeper"],
+                              "metadata.supersededReason": "duplicate active fact", "updatedAt": now,
+                              SYNC_FIELD: now},
+                     "$unset": {ACTIVE_FACT_FIELD: ""}},
+                ).modified_count
+        if superseded:
+            log.warning("MongoStore: marked %d duplicate active fact rows superseded (kept, not deleted)", superseded)
+        return superseded
 
     @staticmethod
     def _drop_conflicting(coll: Any, spec: _mql.IndexSpec) -> None:
@@ -307,35 +420,69 @@ class MongoStore:
 
     # -- memory rows --
     def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
-        if not records:
-            return []
-        docs = [memory_to_doc(r) for r in records]
         ids = [r.id for r in records]
-        retry: list[int] = []
         with self._errors("insert"):
-            try:
-                self.memory.insert_many(docs, ordered=False)
-            except BulkWriteError as exc:
-                errors = exc.details.get("writeErrors", [])
-                others = [e for e in errors if e.get("code") != 11000]
-                if others:
-                    raise StoreError(f"MongoDB insert failed: {others[0].get('errmsg')}") from exc
-                retry = sorted(e["index"] for e in errors)
-            for i in retry:
-                ids[i] = self._insert_with_suffix(docs[i], records[i].id)
+            for start in range(0, len(records), _INSERT_CHUNK):
+                chunk = records[start : start + _INSERT_CHUNK]
+                stamp = now_ms()
+                docs = [{**memory_to_doc(r), SYNC_FIELD: stamp} for r in chunk]
+                try:
+                    self.memory.insert_many(docs, ordered=False)
+                except BulkWriteError as exc:
+                    errors = exc.details.get("writeErrors", [])
+                    others = [e for e in errors if e.get("code") != _DUPLICATE_KEY]
+                    if others:
+                        raise StoreError(f"MongoDB insert failed: {others[0].get('errmsg')}") from exc
+                    for e in sorted(errors, key=lambda e: e["index"]):
+                        i = e["index"]
+                        ids[start + i] = self._insert_one(docs[i], chunk[i])[0]
         return ids
 
-    def _insert_with_suffix(self, doc: dict[str, Any], base_id: str) -> str:
-        for attempt in range(1, 1000):
-            candidate = f"{base_id}_{attempt}"
+    def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
+        if not is_unique_fact(record.source, record.metadata):
+            raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")
+        with self._errors("insert"):
+            memory_id, holder = self._insert_one({**memory_to_doc(record), SYNC_FIELD: now_ms()}, record)
+        if holder is not None:
+            return doc_to_memory(holder, with_embedding=False), False
+        return record.model_copy(update={"id": memory_id, "embedding": None}), True
+
+    def _insert_one(self, doc: dict[str, Any], record: MemoryRecord) -> tuple[str, dict[str, Any] | None]:
+        """Insert one row: a colliding id gets a suffix; an active fact whose hash is taken
+        reinforces the row holding it. Returns the id and, when reinforced, that row."""
+        candidate, suffix = record.id, 0
+        for _ in range(1000):
             fresh = {k: v for k, v in doc.items() if k != "_id"}
             fresh["vectorId"] = candidate
             try:
                 self.memory.insert_one(fresh)
-                return candidate
-            except DuplicateKeyError:
-                continue
-        raise StoreError(f"could not find a free id for {base_id} after 1000 attempts")
+                return candidate, None
+            except DuplicateKeyError as exc:
+                if ACTIVE_FACT_FIELD not in str(exc.details or exc):
+                    suffix += 1
+                    candidate = f"{record.id}_{suffix}"
+                    continue
+                holder = self._reinforce_fact(record.agent_wallet, doc[ACTIVE_FACT_FIELD], record.last_accessed_at)
+                if holder is not None:
+                    return str(holder["vectorId"]), holder
+                # the hash was held by a row made inactive by a writer that bypassed this store: retry
+        raise StoreError(f"could not insert {record.id} after 1000 attempts (id or fact collisions)")
+
+    def _reinforce_fact(self, agent_wallet: str, fact_hash: Any, at: int) -> dict[str, Any] | None:
+        """accessCount += 1 on the active fact holding ``fact_hash``; None (after freeing the
+        hash) when the row holding it is no longer an active fact."""
+        doc = self.memory.find_one_and_update(
+            {"agentWallet": agent_wallet, ACTIVE_FACT_FIELD: fact_hash, "source": "fact",
+             "metadata.status": {"$nin": list(_mql.INACTIVE_STATUSES)}},
+            {"$inc": {"accessCount": 1}, "$set": {"lastAccessedAt": at}},
+            projection={"embedding": 0}, return_document=pymongo.ReturnDocument.AFTER,
+        )
+        if doc is None:
+            self.memory.update_many(
+                {"agentWallet": agent_wallet, ACTIVE_FACT_FIELD: fact_hash},
+                _mql.memory_update_pipeline({}, now_ms()),
+            )
+        return doc
 
     def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
         flt: dict[str, Any] = {"vectorId": memory_id}
@@ -351,12 +498,25 @@ class MongoStore:
             raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
         if not changes:
             return self.get_memory(memory_id)
-        with self._errors("update"):
+        with self._errors("update"), self._fact_conflict(memory_id):
             doc = self.memory.find_one_and_update(
-                {"vectorId": memory_id}, {"$set": self._memory_sets(changes)},
+                {"vectorId": memory_id}, _mql.memory_update_pipeline(self._memory_sets(changes), now_ms()),
                 return_document=pymongo.ReturnDocument.AFTER,
             )
         return doc_to_memory(doc) if doc else None
+
+    @staticmethod
+    @contextmanager
+    def _fact_conflict(what: str) -> Iterator[None]:
+        try:
+            yield
+        except (DuplicateKeyError, BulkWriteError) as exc:
+            if ACTIVE_FACT_FIELD not in str(getattr(exc, "details", None) or exc):
+                raise
+            raise StoreError(
+                f"cannot update memory {what}: the agent already has an active fact with this factHash "
+                "(supersede or delete that row first)"
+            ) from exc
 
     @staticmethod
     def _memory_sets(changes: dict[str, Any]) -> dict[str, Any]:
@@ -378,10 +538,12 @@ class MongoStore:
             if unknown:
                 raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
             if changes:
-                ops.append(pymongo.UpdateOne({"vectorId": memory_id}, {"$set": self._memory_sets(changes)}))
+                ops.append(pymongo.UpdateOne(
+                    {"vectorId": memory_id}, _mql.memory_update_pipeline(self._memory_sets(changes), now_ms())
+                ))
         if not ops:
             return 0
-        with self._errors("bulk update"):
+        with self._errors("bulk update"), self._fact_conflict("rows"):
             return int(self.memory.bulk_write(ops, ordered=False).matched_count)
 
     def delete_memory(self, memory_id: str) -> bool:
@@ -479,7 +641,7 @@ class MongoStore:
             if self.vector_search_choice is not None:
                 return self.vector_search_choice
             if self.vector_search_mode == "local":
-                choice = ("local-scan", "vector_search='local'")
+                choice = ("local", "vector_search='local'")
             elif self.vector_search_mode == "atlas":
                 choice = ("atlas", "vector_search='atlas'")
             else:
@@ -489,7 +651,7 @@ class MongoStore:
                     choice = ("atlas", "vector_search='auto': the server has Atlas Search ($listSearchIndexes works)")
                 except StoreError as exc:
                     reason = str(exc.__cause__ or exc).split(", full error")[0]
-                    choice = ("local-scan", f"vector_search='auto': no Atlas Search on this server ({reason})")
+                    choice = ("local", f"vector_search='auto': no Atlas Search on this server ({reason})")
             log.info("MongoStore vector search: %s (%s)", *choice)
             self.vector_search_choice = choice
             return choice
@@ -539,22 +701,169 @@ class MongoStore:
         notes: list[str] = []
         if method == "atlas":
             if time.monotonic() < self._atlas_failed_until:
-                notes.append(f"Atlas $vectorSearch unavailable ({self._atlas_error}); served by local-scan")
+                notes.append(f"Atlas $vectorSearch unavailable ({self._atlas_error}); served by the local path")
             else:
                 try:
                     if self._atlas_index_ready(q.shape[0]):
                         return self._atlas_search(query, q, model_id, limit)
                     notes.append(
-                        f"Atlas vector index {self.vector_index_name!r} is not queryable yet; served by local-scan"
+                        f"Atlas vector index {self.vector_index_name!r} is not queryable yet; served by the local path"
                     )
                 except StoreError as exc:
                     # retried after a pause, not on every query
                     self._atlas_error = str(exc)[:200]
                     self._atlas_failed_until = time.monotonic() + _ATLAS_READY_RECHECK_S
-                    notes.append(f"Atlas $vectorSearch failed ({self._atlas_error}); served by local-scan")
-        hits, info = self._local_scan(query, q, model_id, limit)
+                    notes.append(f"Atlas $vectorSearch failed ({self._atlas_error}); served by the local path")
+        cached = self._cached_search(query, q, model_id, limit) if self.vector_cache_bytes else None
+        if isinstance(cached, tuple):
+            hits, info = cached
+        else:
+            hits, info = self._local_scan(query, q, model_id, limit)
+            if cached:
+                notes.append(cached)
         info.notes = notes + info.notes
         return hits, info
+
+    # -- in-process vector cache (self-hosted path) --
+    def _cached_search(
+        self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo] | str | None:
+        """Exact search over the cached matrix of (agent, model); a reason string (or None
+        when there is nothing to say) when the partition cannot be cached."""
+        dims = q.shape[0]
+        with self._errors("vector cache sync"):
+            part = self._partition(query.scope.agent_wallet, model_id, dims)
+            if isinstance(part, str):
+                return part
+            norm = float(np.linalg.norm(q))
+            qn = q / norm if norm else q
+            info = VectorSearchInfo(method="local-cache")
+            with part.lock:
+                if part.live_count and part.dims != dims:
+                    raise StoreError(f"query vector has {dims} dimensions but rows embedded by {model_id} have {part.dims}")
+                mask = part.mask(query)
+                base = _mql._merge([*_mql.scope_filter(query).items(), ("embeddingModel", model_id)])
+                if query.filters or (not query.durable and query.scope.thread_id):
+                    mask = part.only(mask, (d["_id"] for d in self.memory.find(base, {"_id": 1})))
+                info.candidates = int(mask.sum())
+                # a few spare candidates: rows changed since the sync are re-checked below
+                picked = part.top(qn, mask, limit + min(limit, 16))
+            info.skipped_other_models = int(self.memory.count_documents(_mql.other_model_filter(query, model_id)))
+            if not picked:
+                return [], info
+            docs = {
+                d["_id"]: d
+                for d in self.memory.find({**base, "_id": {"$in": [k for k, _ in picked]}}, projection={"embedding": 0})
+            }
+        ranked = sorted(((k, c) for k, c in picked if k in docs), key=lambda p: (-p[1], p[0]))[:limit]
+        return [Hit(doc_to_memory(docs[k], with_embedding=False), (1.0 + c) / 2.0) for k, c in ranked], info
+
+    def _partition(self, agent: str, model_id: str, dims: int) -> _CachePartition | str | None:
+        """The synced partition of (agent, model), loading or reloading it when needed."""
+        key = (agent, model_id)
+        with self._cache_lock:
+            part = self._partitions.pop(key, None)
+            if part is not None:
+                self._partitions[key] = part  # most recently used last
+        if part is not None and time.monotonic() - part.loaded_at < self.vector_cache_reload_s:
+            with part.lock:
+                if self._sync(part, agent, model_id):
+                    return part if self._fits(key, part) else self._too_big(agent, model_id, part.live_count, dims)
+        rows = int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": model_id}))
+        if rows * VectorIndex.row_bytes(dims) > self.vector_cache_bytes:
+            with self._cache_lock:
+                self._partitions.pop(key, None)
+            return self._too_big(agent, model_id, rows, dims)
+        part = self._load(agent, model_id, dims, rows)
+        with self._cache_lock:
+            self._partitions[key] = part
+        return part if self._fits(key, part) else self._too_big(agent, model_id, part.live_count, dims)
+
+    def _too_big(self, agent: str, model_id: str, rows: int, dims: int) -> str:
+        mb = rows * VectorIndex.row_bytes(dims) / 2**20
+        return (f"vector cache skipped: agent {agent!r} has {rows} rows of {model_id} (~{mb:.0f} MiB), more than "
+                f"vector_cache_bytes ({self.vector_cache_bytes / 2**20:.0f} MiB); served by local-scan")
+
+    def _fits(self, key: tuple[str, str], part: _CachePartition) -> bool:
+        """Evict least recently used partitions until the cache is within its byte bound;
+        False (and ``part`` dropped) when ``part`` alone exceeds it."""
+        with self._cache_lock:
+            if part.nbytes > self.vector_cache_bytes:
+                self._partitions.pop(key, None)
+                return False
+            while sum(p.nbytes for p in self._partitions.values()) > self.vector_cache_bytes:
+                oldest = next(iter(self._partitions))
+                if oldest == key:
+                    break
+                del self._partitions[oldest]
+            return True
+
+    _CACHE_FIELDS = {"embedding": 1, "embeddingModel": 1, "userAddress": 1, "mode": 1, "haiId": 1, "source": 1,
+                     "metadata.status": 1, SYNC_FIELD: 1}
+
+    def _apply(self, part: _CachePartition, model_id: str, docs: list[dict[str, Any]]) -> None:
+        """Upsert rows of the partition's model, drop the others (re-embedded, or embedding removed)."""
+        mine = []
+        for d in docs:
+            part.stamps[d["_id"]] = d.get(SYNC_FIELD)
+            if d.get("embeddingModel") == model_id and d.get("embedding") is not None:
+                mine.append(d)
+            else:
+                part.remove(d["_id"])
+        if not mine:
+            return
+        matrix = self._decode_batch([d["embedding"] for d in mine], part.dims, model_id)
+        for d, vec in zip(mine, matrix):
+            meta = d.get("metadata") or {}
+            part.upsert(d["_id"], vec, agent=part.agent_wallet, user=d.get("userAddress"), mode=d.get("mode"),
+                        hai=d.get("haiId"), source=d.get("source"),
+                        active=meta.get("status") not in _mql.INACTIVE_STATUSES)
+
+    def _load(self, agent: str, model_id: str, dims: int, rows: int) -> _CachePartition:
+        part = _CachePartition(agent, dims, rows + 64)
+        part.watermark = now_ms()  # rows written during the load are re-read by the next sync
+        batch: list[dict[str, Any]] = []
+        cursor = self.memory.find({"agentWallet": agent, "embeddingModel": model_id}, self._CACHE_FIELDS,
+                                  sort=[("_id", 1)], batch_size=self.scan_batch_size)
+        try:
+            for doc in cursor:
+                batch.append(doc)
+                if len(batch) >= self.scan_batch_size:
+                    self._apply(part, model_id, batch)
+                    batch = []
+        finally:
+            cursor.close()
+        self._apply(part, model_id, batch)
+        part.loaded_at = time.monotonic()
+        return part
+
+    def _sync(self, part: _CachePartition, agent: str, model_id: str) -> bool:
+        """Apply the rows written since the last sync; False when a full reload is needed."""
+        started = now_ms()
+        window = self.memory.find(
+            {"agentWallet": agent, SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}}, {SYNC_FIELD: 1}
+        )
+        stale = [d["_id"] for d in window if part.stamps.get(d["_id"], -1) != d.get(SYNC_FIELD)]
+        for i in range(0, len(stale), self.scan_batch_size):
+            ids = stale[i : i + self.scan_batch_size]
+            docs = list(self.memory.find({"_id": {"$in": ids}}, self._CACHE_FIELDS))
+            self._apply(part, model_id, docs)
+            for gone in set(ids) - {d["_id"] for d in docs}:
+                part.remove(gone)
+        part.watermark = started
+        # hard deletes leave no row to read (and the final fetch never returns a deleted row):
+        # compare counts now and then, and reconcile ids when they differ
+        if time.monotonic() - part.counted_at < self.vector_cache_recount_s:
+            return True
+        part.counted_at = time.monotonic()
+        server = int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": model_id}))
+        if server < part.live_count:
+            present = {d["_id"] for d in self.memory.find({"agentWallet": agent, "embeddingModel": model_id},
+                                                          {"_id": 1})}
+            for gone in part.live_keys() - present:
+                part.remove(gone)
+        # more rows than cached: written without the sync stamp (not through a MongoStore)
+        return server == part.live_count
 
     def _atlas_search(
         self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int

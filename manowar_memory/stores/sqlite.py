@@ -25,7 +25,8 @@ from .._util import STOPWORDS, now_ms, tokens
 from ..errors import StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
-from .base import INACTIVE_STATUSES, Hit, MemoryQuery, VectorSearchInfo
+from ._vectors import VectorIndex
+from .base import INACTIVE_STATUSES, Hit, MemoryQuery, VectorSearchInfo, is_unique_fact
 
 __all__ = ["SQLiteStore"]
 
@@ -126,6 +127,71 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
+_ACTIVE_FACT_WHERE = (
+    "source = 'fact' AND fact_hash IS NOT NULL AND (status IS NULL OR status NOT IN ('deleted', 'superseded'))"
+)
+
+
+def _m002_unique_active_fact(conn: sqlite3.Connection) -> None:
+    """At most one active fact per (agent, factHash), enforced by a partial unique index.
+
+    Databases written before this had a check-then-insert race, so they may hold duplicate
+    active facts. None is deleted: in each group the newest row (createdAt, then updatedAt,
+    then insertion order; the row ``find_fact_by_hash`` already returned) stays active and the
+    others are marked superseded the way the consolidate job does (``supersededAt``,
+    ``supersededBy``, plus ``supersededReason``), so their content, counts and history stay
+    readable with ``active_only=False``. The revision bump makes open vector indexes refresh.
+    """
+    now = now_ms()
+    conn.execute("UPDATE counters SET value = value + 1 WHERE name = 'memory_rev'")
+    conn.execute(
+        f"""WITH ranked AS (
+            SELECT rowid AS rid, FIRST_VALUE(id) OVER w AS keeper, ROW_NUMBER() OVER w AS rn FROM memory
+            WHERE {_ACTIVE_FACT_WHERE}
+            WINDOW w AS (PARTITION BY agent_wallet, fact_hash ORDER BY created_at DESC, updated_at DESC, rowid DESC)
+        )
+        UPDATE memory SET status = 'superseded', updated_at = {now},
+            metadata = json_set(metadata, '$.status', 'superseded', '$.supersededAt', {now},
+                                '$.supersededBy', ranked.keeper, '$.supersededReason', 'duplicate active fact'),
+            rev = (SELECT value FROM counters WHERE name = 'memory_rev')
+        FROM ranked WHERE memory.rowid = ranked.rid AND ranked.rn > 1"""
+    )
+    conn.execute(f"CREATE UNIQUE INDEX idx_memory_active_fact ON memory (agent_wallet, fact_hash) WHERE {_ACTIVE_FACT_WHERE}")
+
+
+
+def _m003_memory_context(conn: sqlite3.Connection) -> None:
+    """A ``context`` column on memory rows (found by, never shown), indexed by FTS5 as a second
+    column so the keyword lane can weigh it below the content (``bm25(memory_fts, 1, w)``).
+    The FTS table is rebuilt from the memory table; no row changes."""
+    conn.executescript(
+        """
+        ALTER TABLE memory ADD COLUMN context TEXT;
+        DROP TRIGGER IF EXISTS memory_ai;
+        DROP TRIGGER IF EXISTS memory_ad;
+        DROP TRIGGER IF EXISTS memory_au;
+        DROP TABLE IF EXISTS memory_fts;
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            content, context, content='memory', content_rowid='rowid',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+            INSERT INTO memory_fts(rowid, content, context) VALUES (new.rowid, new.content, new.context);
+        END;
+        CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content, context)
+            VALUES ('delete', old.rowid, old.content, old.context);
+        END;
+        CREATE TRIGGER memory_au AFTER UPDATE OF content, context ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content, context)
+            VALUES ('delete', old.rowid, old.content, old.context);
+            INSERT INTO memory_fts(rowid, content, context) VALUES (new.rowid, new.content, new.context);
+        END;
+        """
+    )
+
+
 def _m004_maintenance_schedules(conn: sqlite3.Connection) -> None:
     """The inline maintenance schedules (manowar_memory.jobs.schedules): one JSON doc per
     schedule, ``rev`` for compare-and-set."""
@@ -140,86 +206,44 @@ def _m004_maintenance_schedules(conn: sqlite3.Connection) -> None:
 
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
+    ("m002_unique_active_fact", _m002_unique_active_fact),
+    ("m003_memory_context", _m003_memory_context),
     ("m004_maintenance_schedules", _m004_maintenance_schedules),
 ]
 
 _MEMORY_COLUMNS = (
-    "rowid, id, agent_wallet, user_address, thread_id, mode, hai_id, content, source, decay_score, "
+    "rowid, id, agent_wallet, user_address, thread_id, mode, hai_id, content, context, source, decay_score, "
     "access_count, created_at, updated_at, last_accessed_at, metadata, embedding, embedding_model"
 )
 
 
-class _VectorIndex:
-    """Every vector of one embedding model, as a matrix, with the columns the scope mask needs."""
+class _VectorIndex(VectorIndex):
+    """The shared vector index of one model, plus the revision it was refreshed to."""
 
-    def __init__(self, dims: int) -> None:
-        self.dims = dims
-        self.rev = 0
-        self.size = 0
-        self.vectors = np.zeros((1024, dims), dtype=np.float32)
-        self.rowids = np.zeros(1024, dtype=np.int64)
-        self.agent = np.zeros(1024, dtype=np.int32)
-        self.user = np.zeros(1024, dtype=np.int32)
-        self.mode = np.zeros(1024, dtype=np.int32)
-        self.hai = np.zeros(1024, dtype=np.int32)
-        self.source = np.zeros(1024, dtype=np.int32)
-        self.live = np.zeros(1024, dtype=bool)
-        self.active = np.zeros(1024, dtype=bool)
-        self.position: dict[int, int] = {}
-        self.codes: dict[str | None, int] = {None: 0}
-        self.lock = threading.Lock()
+    rev = 0
 
-    def code(self, value: str | None) -> int:
-        """Interned integer for a column value (0 is None)."""
-        found = self.codes.get(value)
-        if found is None:
-            found = self.codes[value] = len(self.codes)
-        return found
-
-    def _grow(self) -> None:
-        cap = self.vectors.shape[0] * 2
-        self.vectors = np.resize(self.vectors, (cap, self.dims))
-        for name in ("rowids", "agent", "user", "mode", "hai", "source", "live", "active"):
-            arr = getattr(self, name)
-            new = np.zeros(cap, dtype=arr.dtype)
-            new[: self.size] = arr[: self.size]
-            setattr(self, name, new)
-
-    def upsert(self, row: sqlite3.Row) -> None:
+    def upsert_row(self, row: sqlite3.Row) -> None:
         """Add or refresh one row."""
-        vec = np.frombuffer(row["embedding"], dtype=np.float32)
-        norm = float(np.linalg.norm(vec))
-        pos = self.position.get(row["rowid"])
-        if pos is None:
-            if self.size == self.vectors.shape[0]:
-                self._grow()
-            pos = self.size
-            self.size += 1
-            self.position[row["rowid"]] = pos
-        self.vectors[pos] = vec / norm if norm else vec
-        self.rowids[pos] = row["rowid"]
-        self.agent[pos] = self.code(row["agent_wallet"])
-        self.user[pos] = self.code(row["user_address"])
-        self.mode[pos] = self.code(row["mode"])
-        self.hai[pos] = self.code(row["hai_id"])
-        self.source[pos] = self.code(row["source"])
-        self.live[pos] = True
-        self.active[pos] = row["status"] not in INACTIVE_STATUSES
-
-    def remove(self, rowid: int) -> None:
-        """Mark a deleted row dead."""
-        pos = self.position.get(rowid)
-        if pos is not None:
-            self.live[pos] = False
+        self.upsert(
+            row["rowid"], np.frombuffer(row["embedding"], dtype=np.float32), agent=row["agent_wallet"],
+            user=row["user_address"], mode=row["mode"], hai=row["hai_id"], source=row["source"],
+            active=row["status"] not in INACTIVE_STATUSES,
+        )
 
 
 class SQLiteStore:
     """The embedded store. ``SQLiteStore(":memory:")`` for tests, or a file path."""
 
     name = "sqlite"
+    #: BM25 weight of a row's ``context`` column relative to its content (1.0) in the keyword lane.
+    context_weight: float = 0.5
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, context_weight: float | None = None) -> None:
         self.path = str(path)
+        if context_weight is not None:
+            if not 0.0 <= context_weight <= 10.0:
+                raise StoreError(f"context_weight must be between 0 and 10, got {context_weight!r}")
+            self.context_weight = float(context_weight)
         self._memory = self.path == ":memory:"
         if not self._memory:
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -369,36 +393,62 @@ class SQLiteStore:
         ids: list[str] = []
         with self._write() as conn:
             for rec in records:
-                rev = self._next_rev(conn)
-                emb = np.asarray(rec.embedding, dtype=np.float32).tobytes() if rec.embedding is not None else None
-                memory_id = rec.id
-                for attempt in range(100):
-                    try:
-                        conn.execute(
-                            "INSERT INTO memory (id, agent_wallet, user_address, thread_id, mode, hai_id, content, "
-                            "source, status, retention, fact_hash, decay_score, access_count, created_at, updated_at, "
-                            "last_accessed_at, metadata, embedding, embedding_model, rev) "
-                            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                            (
-                                memory_id, rec.agent_wallet, rec.user_address, rec.thread_id, rec.mode, rec.hai_id,
-                                rec.content, rec.source, rec.metadata.get("status"), rec.metadata.get("retention"),
-                                rec.metadata.get("factHash"), rec.decay_score, rec.access_count, rec.created_at,
-                                rec.updated_at, rec.last_accessed_at, json.dumps(rec.metadata, ensure_ascii=False),
-                                emb, rec.embedding_model if emb is not None else None, rev,
-                            ),
-                        )
-                        break
-                    except sqlite3.IntegrityError:
-                        memory_id = f"{rec.id}_{attempt + 1}"
-                ids.append(memory_id)
+                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
+                ids.append(holder["id"] if holder is not None else self._insert(conn, rec))
         return ids
+
+    def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
+        if not is_unique_fact(record.source, record.metadata):
+            raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")
+        with self._write() as conn:  # BEGIN IMMEDIATE: the check and the insert are one transaction
+            holder = self._reinforce_fact(conn, record)
+            if holder is not None:
+                return self._row_to_record(holder), False
+            memory_id = self._insert(conn, record)
+        return record.model_copy(update={"id": memory_id, "embedding": None}), True
+
+    def _reinforce_fact(self, conn: sqlite3.Connection, rec: MemoryRecord) -> sqlite3.Row | None:
+        """Inside a write transaction: bump and return the active fact holding ``rec``'s hash, if any."""
+        return conn.execute(
+            "UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? "
+            f"WHERE rowid = (SELECT rowid FROM memory WHERE agent_wallet = ? AND fact_hash = ? AND {_ACTIVE_FACT_WHERE} "
+            f"LIMIT 1) RETURNING {_MEMORY_COLUMNS}",
+            (rec.last_accessed_at, rec.agent_wallet, rec.metadata["factHash"]),
+        ).fetchone()
+
+    def _insert(self, conn: sqlite3.Connection, rec: MemoryRecord) -> str:
+        """Inside a write transaction: insert one row; a colliding id gets a suffix."""
+        rev = self._next_rev(conn)
+        emb = np.asarray(rec.embedding, dtype=np.float32).tobytes() if rec.embedding is not None else None
+        memory_id = rec.id
+        for attempt in range(100):
+            try:
+                conn.execute(
+                    "INSERT INTO memory (id, agent_wallet, user_address, thread_id, mode, hai_id, content, "
+                    "context, source, status, retention, fact_hash, decay_score, access_count, created_at, "
+                    "updated_at, last_accessed_at, metadata, embedding, embedding_model, rev) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        memory_id, rec.agent_wallet, rec.user_address, rec.thread_id, rec.mode, rec.hai_id,
+                        rec.content, rec.context, rec.source, rec.metadata.get("status"), rec.metadata.get("retention"),
+                        rec.metadata.get("factHash"), rec.decay_score, rec.access_count, rec.created_at,
+                        rec.updated_at, rec.last_accessed_at, json.dumps(rec.metadata, ensure_ascii=False),
+                        emb, rec.embedding_model if emb is not None else None, rev,
+                    ),
+                )
+                return memory_id
+            except sqlite3.IntegrityError as exc:
+                if "memory.id" not in str(exc):
+                    raise StoreError(f"cannot insert memory row {rec.id}: {exc}") from exc
+                memory_id = f"{rec.id}_{attempt + 1}"
+        raise StoreError(f"could not find a free id for {rec.id} after 100 attempts")
 
     def _row_to_record(self, row: sqlite3.Row, with_embedding: bool = False) -> MemoryRecord:
         emb = row["embedding"]
         return MemoryRecord.model_construct(
             id=row["id"], agent_wallet=row["agent_wallet"], user_address=row["user_address"],
             thread_id=row["thread_id"], mode=row["mode"], hai_id=row["hai_id"], content=row["content"],
-            source=row["source"], decay_score=row["decay_score"], access_count=row["access_count"],
+            context=row["context"], source=row["source"], decay_score=row["decay_score"], access_count=row["access_count"],
             created_at=row["created_at"], updated_at=row["updated_at"], last_accessed_at=row["last_accessed_at"],
             metadata=json.loads(row["metadata"]),
             embedding=np.frombuffer(emb, dtype=np.float32).tolist() if (with_embedding and emb is not None) else None,
@@ -420,8 +470,8 @@ class SQLiteStore:
         return self._row_to_record(row, with_embedding=True) if row else None
 
     _UPDATABLE = {
-        "content", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
-        "embedding", "embedding_model", "user_address", "thread_id", "created_at",
+        "content", "context", "source", "decay_score", "access_count", "updated_at", "last_accessed_at",
+        "metadata", "embedding", "embedding_model", "user_address", "thread_id", "created_at",
     }
 
     def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
@@ -446,7 +496,13 @@ class SQLiteStore:
         with self._write() as conn:
             sets.append("rev = ?")
             params.append(self._next_rev(conn))
-            cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
+            try:
+                cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"cannot update memory {memory_id}: the agent already has an active fact with this factHash "
+                    "(supersede or delete that row first)"
+                ) from exc
             if cur.rowcount == 0:
                 return None
         return self.get_memory(memory_id)
@@ -536,7 +592,8 @@ class SQLiteStore:
             return []
         where, params = self._memory_where(query)
         sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, -bm25(memory_fts) AS score "
+            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, "
+            f"-bm25(memory_fts, 1.0, {float(self.context_weight)!r}) AS score "
             f"FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
             f"WHERE memory_fts MATCH ? AND {_qualify(where, 'm')} ORDER BY score DESC LIMIT ?"
         )
@@ -569,7 +626,7 @@ class SQLiteStore:
                 if index is None:
                     index = _VectorIndex(len(row["embedding"]) // 4)
                     self._indexes[model_id] = index
-                index.upsert(row)
+                index.upsert_row(row)
             if index is not None:
                 for (rowid,) in conn.execute(
                     "SELECT row_id FROM memory_tombstones WHERE rev > ? AND rev <= ?", (since, current)
@@ -594,24 +651,14 @@ class SQLiteStore:
             norm = float(np.linalg.norm(q))
             q = q / norm if norm else q
             with index.lock:
-                n = index.size
-                mask = self._vector_mask(index, query, n)
+                mask = index.mask(query)
                 if query.filters or (not query.durable and query.scope.thread_id):
                     where, params = self._memory_where(query)
-                    allowed = np.fromiter(
-                        (r[0] for r in conn.execute(f"SELECT rowid FROM memory WHERE {where}", params)), dtype=np.int64
-                    )
-                    mask &= np.isin(index.rowids[:n], allowed)
-                candidates = int(mask.sum())
-                info.candidates = candidates
-                if candidates == 0:
+                    mask = index.only(mask, (r[0] for r in conn.execute(f"SELECT rowid FROM memory WHERE {where}", params)))
+                info.candidates = int(mask.sum())
+                picked = index.top(q, mask, limit)
+                if not picked:
                     return [], info
-                scores = index.vectors[:n] @ q
-                scores = np.where(mask, scores, -np.inf)
-                k = min(limit, candidates)
-                top = np.argpartition(-scores, k - 1)[:k]
-                top = top[np.argsort(-scores[top], kind="stable")]
-                picked = [(int(index.rowids[i]), float(scores[i])) for i in top]
             info.skipped_other_models = self._other_model_rows.get(model_id, 0)
             by_rowid = {
                 r["rowid"]: r
@@ -624,31 +671,6 @@ class SQLiteStore:
             Hit(self._row_to_record(by_rowid[rowid]), (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid
         ]
         return hits, info
-
-    @staticmethod
-    def _vector_mask(index: _VectorIndex, query: MemoryQuery, n: int) -> np.ndarray:
-        s = query.scope
-        codes = index.codes
-        agent = codes.get(s.agent_wallet)
-        if agent is None:
-            return np.zeros(n, dtype=bool)
-        mask = index.live[:n] & (index.agent[:n] == agent)
-        if query.active_only:
-            mask &= index.active[:n]
-        user_col = index.user[:n]
-        if s.user_address is not None:
-            mask &= (user_col == codes.get(s.user_address, -1)) | (user_col == 0)
-        else:
-            mask &= user_col == 0
-        for value, col in ((s.mode, index.mode), (s.hai_id, index.hai)):
-            if value is not None:
-                mask &= col[:n] == codes.get(value, -1)
-        src = index.source[:n]
-        if query.sources is not None:
-            mask &= np.isin(src, [codes.get(x, -1) for x in query.sources])
-        if query.exclude_sources:
-            mask &= ~np.isin(src, [codes.get(x, -1) for x in query.exclude_sources])
-        return mask
 
     # -- sessions --
     def get_session(self, session_id: str, agent_wallet: str) -> Session | None:

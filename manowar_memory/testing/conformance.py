@@ -339,7 +339,7 @@ class StoreConformance:
         assert [r.id for r in store.iter_memories()] == [keep]
 
     def test_find_fact_by_hash(self, store: Store) -> None:
-        old, new, deleted, not_fact, other = store.add_memories([
+        old, dup, deleted, not_fact, other = store.add_memories([
             make_record("fact old", source="fact", metadata={"factHash": "h1"}, created_at=T0),
             make_record("fact new", source="fact", metadata={"factHash": "h1"}, created_at=T0 + 10),
             make_record("fact deleted", source="fact", metadata={"factHash": "h1", "status": "deleted"},
@@ -347,14 +347,66 @@ class StoreConformance:
             make_record("not a fact", source="knowledge", metadata={"factHash": "h2"}),
             make_record("other agent fact", agent=OTHER_AGENT, source="fact", metadata={"factHash": "h3"}),
         ])
+        assert dup == old  # one active fact per hash: the second active row reinforced the first
         found = store.find_fact_by_hash(AGENT, "h1")
-        assert found is not None and found.id == new
-        store.update_memory(new, {"metadata": {"factHash": "h1", "status": "superseded"}})
-        assert store.find_fact_by_hash(AGENT, "h1").id == old  # type: ignore[union-attr]
+        assert found is not None and found.id == old and found.access_count == 1
+        store.update_memory(old, {"metadata": {"factHash": "h1", "status": "superseded"}})
+        assert store.find_fact_by_hash(AGENT, "h1") is None  # superseded and deleted rows are not found
         assert store.find_fact_by_hash(AGENT, "h2") is None
         assert store.find_fact_by_hash(AGENT, "h3") is None
         assert store.find_fact_by_hash(OTHER_AGENT, "h3").id == other  # type: ignore[union-attr]
-        assert deleted and not_fact
+        assert deleted and not_fact and len({old, deleted, not_fact, other}) == 4
+
+    def test_add_fact_if_absent_inserts_once_then_reinforces(self, store: Store) -> None:
+        first = make_record("The user likes tea.", source="fact", metadata={"factHash": "tea"}, created_at=T0)
+        stored, inserted = store.add_fact_if_absent(first)
+        assert inserted and stored.id == first.id and stored.content == "The user likes tea."
+        again = make_record("the user likes tea.", source="fact", metadata={"factHash": "tea"}, created_at=T0 + 5)
+        held, inserted = store.add_fact_if_absent(again)
+        assert not inserted and held.id == first.id and held.content == "The user likes tea."
+        row = store.get_memory(first.id)
+        assert row is not None and (row.access_count, row.last_accessed_at) == (1, T0 + 5)
+        other = make_record("tea, other agent", agent=OTHER_AGENT, source="fact", metadata={"factHash": "tea"})
+        assert store.add_fact_if_absent(other)[1]  # the rule is per agent
+        assert store.count_memories(_q(active_only=False)) == 1
+        with pytest.raises(StoreError):
+            store.add_fact_if_absent(make_record("not a fact", source="knowledge", metadata={"factHash": "x"}))
+
+    def test_a_superseded_or_deleted_fact_frees_its_hash(self, store: Store) -> None:
+        (a,) = store.add_memories([make_record("fact v1", source="fact", metadata={"factHash": "h"})])
+        store.update_memory(a, {"metadata": {"factHash": "h", "status": "superseded"}})
+        b, inserted = store.add_fact_if_absent(
+            make_record("fact v2", source="fact", metadata={"factHash": "h"}, created_at=T0 + 1))
+        assert inserted and b.id != a
+        store.update_memory(b.id, {"metadata": {"factHash": "h", "status": "deleted"}})
+        (c,) = store.add_memories([make_record("fact v3", source="fact", metadata={"factHash": "h"}, created_at=T0 + 2)])
+        assert c not in (a, b.id)
+        assert [r.id for r in store.list_memories(_q())] == [c]
+        assert store.count_memories(_q(active_only=False)) == 3  # history kept
+        with pytest.raises(StoreError):  # re-activating a row would make a second active copy
+            store.update_memory(a, {"metadata": {"factHash": "h", "status": "active"}})
+        assert store.get_memory(a).metadata["status"] == "superseded"  # type: ignore[union-attr]
+        (k,) = store.add_memories([make_record("another fact", source="fact", metadata={"factHash": "k"})])
+        with pytest.raises(StoreError):  # nor may an edit give an active fact a taken hash
+            store.update_memory(k, {"metadata": {"factHash": "h"}})
+        assert store.find_fact_by_hash(AGENT, "k").id == k  # type: ignore[union-attr]
+
+    def test_concurrent_add_fact_if_absent_keeps_one_row(self, store: Store) -> None:
+        import concurrent.futures
+
+        def add(n: int, trial: int) -> tuple[str, bool]:
+            rec = make_record(f"fact {trial}", source="fact", metadata={"factHash": f"c{trial}"},
+                              created_at=T0 + n, record_id=f"vec_fact_{trial}_{n}")
+            stored, inserted = store.add_fact_if_absent(rec)
+            return stored.id, inserted
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            for trial in range(8):
+                results = list(pool.map(lambda n: add(n, trial), range(6)))
+                assert len({i for i, _ in results}) == 1 and sum(ins for _, ins in results) == 1
+                held = store.find_fact_by_hash(AGENT, f"c{trial}")
+                assert held is not None and held.access_count == 5
+        assert store.count_memories(_q(active_only=False)) == 8
 
     def test_bump_access(self, store: Store) -> None:
         a, b, c = store.add_memories([make_record(f"bump {i}", created_at=T0 + i) for i in range(3)])
@@ -439,6 +491,24 @@ class StoreConformance:
         (hit,) = store.keyword_search(_q(user="u1"), "octopus hearts", 5)
         assert hit.record.id == rid and hit.record.metadata == {"confidence": 0.9}
         assert hit.record.user_address == "u1" and hit.record.created_at == T0
+
+    def test_keyword_search_finds_rows_by_their_context_below_content(self, store: Store) -> None:
+        reply = make_record("Yes, we moved there in June", created_at=T0)
+        reply.context = "Did you move to Lisbon?"
+        about = make_record("Lisbon has steep hills", created_at=T0 + 1)
+        unrelated = make_record("I like tea", created_at=T0 + 2)
+        unrelated.context = "What do you drink?"
+        reply_id, about_id, _ = store.add_memories([reply, about, unrelated])
+        stored = store.get_memory(reply_id)
+        assert stored is not None and stored.context == "Did you move to Lisbon?"
+        assert stored.content == "Yes, we moved there in June"  # the context never leaks into content
+        hits = store.keyword_search(_q(), "Lisbon", 10)
+        # the context is searched, at a lower weight than the content
+        assert [h.record.id for h in hits] == [about_id, reply_id]
+        assert hits[1].record.context == "Did you move to Lisbon?"
+        store.update_memory(reply_id, {"context": "Do you like Porto?"})
+        assert [h.record.id for h in store.keyword_search(_q(), "Lisbon", 10)] == [about_id]
+        assert [h.record.id for h in store.keyword_search(_q(), "Porto", 10)] == [reply_id]
 
     # ------------------------------------------------------------------ vector lane
     def test_vector_search_scores_and_order(self, store: Store) -> None:
