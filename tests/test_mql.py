@@ -212,3 +212,20 @@ def test_reference_collections_and_indexes() -> None:
     assert all(i.keys[0] == ("agentWallet", 1) for i in text)  # equality prefix: per-agent postings
     for specs in _mql.INDEXES.values():
         assert len({i.name for i in specs}) == len(specs)
+
+
+def test_memory_update_pipeline_sets_values_literally_then_derives_the_store_fields() -> None:
+    pipeline = _mql.memory_update_pipeline({"content": "$price is 5", "metadata": {"status": "deleted"}}, 7)
+    assert pipeline[0] == {"$set": {"content": {"$literal": "$price is 5"},
+                                    "metadata": {"$literal": {"status": "deleted"}}}}
+    assert pipeline[1] == {"$set": {_mql.ACTIVE_FACT_FIELD: _mql.active_fact_expr(), _mql.SYNC_FIELD: 7}}
+    assert _mql.memory_update_pipeline({}, 7) == [pipeline[1]]
+    cond = _mql.active_fact_expr()["$cond"]
+    assert cond[1:] == ["$metadata.factHash", "$$REMOVE"]
+    assert {"$eq": ["$source", "fact"]} in cond[0]["$and"]
+
+
+def test_active_fact_index_is_partial_and_unique() -> None:
+    spec = {s.name: s for s in _mql.INDEXES["memory"]}["idx_vector_active_fact"]
+    assert spec.keys == [("agentWallet", 1), (_mql.ACTIVE_FACT_FIELD, 1)]
+    assert spec.options == {"unique": True, "partialFilterExpression": {_mql.ACTIVE_FACT_FIELD: {"$exists": True}}}

@@ -301,7 +301,8 @@ def test_mongo_vector_cache_sees_writes_of_other_stores_and_processes(mongo_db, 
         hits, info = reader.vector_search(_VQ, x, MODEL, 10)
         assert [h.record.id for h in hits] == [a] and info.skipped_other_models == 1  # never mixes models
         assert _ids(reader, [0.0, 1.0, 0.0, 0.0], model=OTHER_MODEL) == [b]  # its own partition
-        writer.update_memory(a, {"embedding": [0.0, 0.0, 0.0, 1.0]})
+        writer.update_memory(a, {"embedding": [0.0, 0.0, 0.0, 1.0], "content": "$literal text, not a field path"})
+        assert writer.get_memory(a).content == "$literal text, not a field path"  # type: ignore[union-attr]
         assert reader.vector_search(_VQ, [0.0, 0.0, 0.0, 1.0], MODEL, 1)[0][0].score == pytest.approx(1.0)
         writer.delete_memory(a)
         assert _ids(reader, x) == []  # a hard delete leaves no row: found by the count check
