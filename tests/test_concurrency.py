@@ -6,7 +6,9 @@ file-backed SQLite store and on MongoDB. Nothing is lost or duplicated and count
 * concurrent access bumps of one row add up exactly;
 * concurrent upserts of one session / one pattern leave exactly one document;
 * readers running during the writes never fail and never see a count go down;
-* engine-level writes (ingest, post_turn) from several processes add up too.
+* engine-level writes (ingest, post_turn) from several processes add up too;
+* threads and processes remembering the same fact at once store it once (the store's atomic
+  insert-if-absent) and every other remember reinforces that row.
 """
 
 from __future__ import annotations
@@ -223,18 +225,62 @@ def test_engines_in_several_processes(spec) -> None:
         store.close()
 
 
-@pytest.mark.xfail(
-    reason="MemoryEngine.remember dedupes with find_fact_by_hash then add_memories (check-then-insert), so "
-           "threads remembering the same fact at once can each insert it; needs an atomic store operation",
-    strict=False,
-)
-def test_concurrent_remember_of_one_fact_stores_it_once(spec) -> None:
+FACTS = 12
+
+
+def _check_one_row_per_fact(store: Any, scope: Scope, ids_by_worker: list[list[str]], remembers: int) -> None:
+    """Each fact is stored once, every worker got that row's id, and the other remembers reinforced it."""
+    rows = store.list_memories(MemoryQuery(scope=scope, sources=("fact",), active_only=False))
+    by_content = Counter(r.content.lower() for r in rows)
+    assert by_content == Counter({f"fact number {n}": 1 for n in range(FACTS)}), "a fact was stored twice"
+    by_id = {r.id: r for r in rows}
+    for n in range(FACTS):
+        got = {ids[n] for ids in ids_by_worker}
+        assert len(got) == 1 and got <= set(by_id), f"workers got different rows for fact {n}: {got}"
+        assert by_id[got.pop()].access_count == remembers - 1  # every other remember reinforced it
+
+
+def test_concurrent_remember_of_one_fact_stores_it_once_threads(spec) -> None:
     engine = MemoryEngine(store=_open(spec), embedder="fake", extractor=None)
     try:
         scope = Scope(agent_wallet=AGENT, user_address=USER)
         with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            for trial in range(10):
-                results = list(pool.map(lambda _: engine.remember(scope, f"fact number {trial}"), range(8)))
-                assert len({r.id for r in results}) == 1
+            per_fact = [list(pool.map(lambda _: engine.remember(scope, f"fact number {n}"), range(8)))
+                        for n in range(FACTS)]
+        ids_by_worker = [[per_fact[n][w].id for n in range(FACTS)] for w in range(8)]
+        _check_one_row_per_fact(engine.store, scope, ids_by_worker, 8)
     finally:
         engine.close()
+
+
+def remember_worker(spec: tuple[str, ...], barrier: Any, out: Any, wid: int) -> None:
+    """One process: wait for the others, then remember every fact (same order: maximal contention)."""
+    engine = MemoryEngine(store=_open(spec), embedder="fake", extractor=None)
+    try:
+        scope = Scope(agent_wallet=AGENT, user_address=USER)
+        barrier.wait(timeout=120)
+        text = "FACT number {}  " if wid % 2 else "fact number {}"  # one fact: the hash trims and lower-cases
+        out.put((wid, [engine.remember(scope, text.format(n)).id for n in range(FACTS)]))
+    finally:
+        engine.close()
+
+
+@pytest.mark.slow
+def test_concurrent_remember_of_one_fact_stores_it_once_processes(spec) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(PROCESSES + 1), ctx.Queue()
+    procs = [ctx.Process(target=remember_worker, args=(spec, barrier, out, w)) for w in range(PROCESSES + 1)]
+    for p in procs:
+        p.start()
+    try:
+        results = dict(out.get(timeout=300) for _ in procs)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+    assert all(p.exitcode == 0 for p in procs)
+    store = _open(spec)
+    try:
+        _check_one_row_per_fact(store, Scope(agent_wallet=AGENT, user_address=USER), list(results.values()),
+                                len(procs))
+    finally:
+        store.close()
