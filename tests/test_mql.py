@@ -192,8 +192,9 @@ def test_stats_pipeline() -> None:
 
 
 def test_reference_collections_and_indexes() -> None:
+    # the reference's seven collections, plus the maintenance schedules of the inline scheduler
     assert set(_mql.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
-                                 "memory_jobs"}
+                                 "memory_jobs", "memory_schedules"}
     names = {c: {i.name for i in specs} for c, specs in _mql.INDEXES.items()}
     for name in ("idx_vector_wallet", "idx_vector_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
                  "idx_vector_wallet_scope_thread", "idx_vector_user", "idx_vector_source", "idx_vector_app_id",
@@ -209,6 +210,9 @@ def test_reference_collections_and_indexes() -> None:
             "idx_archive_id", "idx_skill_id", "idx_memory_job_id"} <= unique
     text = [i for specs in _mql.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
     assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text"}
+    memory_text = next(i for i in text if i.name == "idx_vector_text")
+    assert memory_text.keys == [("agentWallet", 1), ("content", "text"), ("context", "text")]
+    assert memory_text.options["weights"] == {"content": 2, "context": 1}  # context counts half, as on SQLite
     assert all(i.keys[0] == ("agentWallet", 1) for i in text)  # equality prefix: per-agent postings
     for specs in _mql.INDEXES.values():
         assert len({i.name for i in specs}) == len(specs)
