@@ -82,6 +82,12 @@ class PackerConfig(BaseModel):
     max_item_chars: int = Field(120, ge=20, le=4000)
     budget_chars: int = Field(900, ge=40)
     header: str = "Memory context:"
+    wrap_untrusted: bool = Field(
+        True,
+        description="Pack items below the system trust level inside one untrusted-content wrapper "
+        "(<<<UNTRUSTED_<delim>>>> ... <<<END_UNTRUSTED_<delim>>>>, delimiter stable per scope and thread), "
+        "its markers counted in the budget. Off only for models that never see the prompt.",
+    )
 
 
 class MemoryConfig(BaseModel):
@@ -94,6 +100,13 @@ class MemoryConfig(BaseModel):
     fact_max_per_turn: int = Field(5, ge=1)
     fact_min_confidence: float = Field(0.6, ge=0.0, le=1.0)
     fact_max_chars: int = Field(240, ge=40)
+    thread_context: bool = Field(
+        True,
+        description="Index each ingested row that names its thread with the message it followed there (the row's "
+        "``context``: searched by the keyword lane at a lower weight, never shown). A reply like "
+        "'Yes, in June' is then found by the words of the question it answers.",
+    )
+    thread_context_chars: int = Field(400, ge=0, description="Most characters of thread context kept per row.")
     concurrent_layers: bool = True
     query_cache: bool | None = Field(
         None,

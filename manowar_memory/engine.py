@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import logging
 import os
 import threading
@@ -28,6 +29,7 @@ from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
 from .packing import ContextUsage, Decision, PackedItem, pack
 from .ranking.mmr import mmr_order
+from .ranking.trust import content_delimiter
 from .records import FACT_TYPES, MemoryRecord, Message, Session, Transcript, WorkingMemory
 from .rerankers.base import Reranker
 from .retrieval.hybrid import LaneReport, RankOptions
@@ -118,6 +120,8 @@ class IngestItem(BaseModel):
     created_at: int | None = None
     thread_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    context: str | None = Field(
+        None, description="Text to find the row by but never show (default: the previous message of its thread).")
 
 
 def _default_home() -> Path:
@@ -238,14 +242,14 @@ class MemoryEngine:
 
     def _new_record(
         self, scope: Scope, content: str, *, source: str, metadata: dict[str, Any], created_at: int | None = None,
-        embedding: list[float] | None = None, thread_id: str | None = None,
+        embedding: list[float] | None = None, thread_id: str | None = None, context: str | None = None,
     ) -> MemoryRecord:
         stamp = created_at if created_at is not None else now_ms()
         return MemoryRecord(
             id=MemoryRecord.make_id(scope.agent_wallet, content, stamp),
             agent_wallet=scope.agent_wallet, user_address=scope.user_address,
             thread_id=thread_id if thread_id is not None else scope.thread_id, mode=scope.mode, hai_id=scope.hai_id,
-            content=content, source=source, embedding=embedding,  # type: ignore[arg-type]
+            content=content, context=context or None, source=source, embedding=embedding,  # type: ignore[arg-type]
             embedding_model=self.model_id if embedding is not None else None,
             created_at=stamp, updated_at=stamp, last_accessed_at=stamp, metadata=metadata,
         )
@@ -296,9 +300,14 @@ class MemoryEngine:
         vectors = self._embed_documents([text])
         record = self._new_record(scope, text, source="fact", metadata=meta, created_at=created_at,
                                   embedding=vectors[0] if vectors else None)
-        (memory_id,) = self.store.add_memories([record])
+        # atomic: a concurrent remember of the same fact (another thread or process) that got
+        # past the lookup above makes this reinforce its row instead of inserting a duplicate
+        stored, inserted = self.store.add_fact_if_absent(record)
+        if not inserted:
+            return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
+                                  fact_hash=fact_hash, deduplicated=True)
         self._invalidate(scope)
-        return RememberResult(id=memory_id, fact_type=kind, fact_hash=fact_hash)
+        return RememberResult(id=stored.id, fact_type=kind, fact_hash=fact_hash)
 
     @staticmethod
     def fact_hash(scope: Scope, text: str) -> str:
@@ -345,6 +354,7 @@ class MemoryEngine:
             from tqdm import tqdm
 
             bar = tqdm(total=len(parsed), unit="mem", desc="ingest")
+        contexts = self._thread_contexts(scope, parsed)
         for start in range(0, len(parsed), batch_size):
             batch = parsed[start : start + batch_size]
             vectors = self._embed_documents([b.content.strip() for b in batch])
@@ -352,6 +362,7 @@ class MemoryEngine:
                 self._new_record(
                     scope, b.content.strip(), source=b.source, metadata={**scope.metadata, **b.metadata},
                     created_at=b.created_at, embedding=vectors[j] if vectors else None, thread_id=b.thread_id,
+                    context=contexts[start + j],
                 )
                 for j, b in enumerate(batch)
             ]
@@ -362,6 +373,46 @@ class MemoryEngine:
         if bar is not None:
             bar.close()
         return ids
+
+    @staticmethod
+    def _delimiter(scope: ScopeLike) -> str:
+        """The untrusted-content delimiter: stable for one scope and thread in this process (so a
+        provider's prompt cache keeps working), unguessable by stored text."""
+        sc = Scope.coerce(scope)
+        return content_delimiter("\x1f".join(str(v) for v in (sc.agent_wallet, sc.user_address, sc.mode, sc.hai_id,
+                                                             sc.thread_id)))
+
+    def _thread_contexts(self, scope: Scope, items: Sequence[IngestItem]) -> list[str | None]:
+        """Each item's ``context``: its own when given; else, with ``thread_context`` on and an
+        item that names its ``thread_id`` (a message of a conversation, not a document that
+        merely shares the scope's thread), the message it followed in that thread: the
+        previous item of the same thread in this call, or for the first one the newest stored
+        row of the thread written before it."""
+        cap = self.config.thread_context_chars
+        out: list[str | None] = []
+        last: dict[str, tuple[int, str]] = {}  # thread -> (created_at, content) of its latest item so far
+        for item in items:
+            thread = item.thread_id
+            stamp = item.created_at if item.created_at is not None else now_ms()
+            context = item.context
+            if context is None and self.config.thread_context and thread and cap > 0:
+                prev = last.get(thread)
+                if prev is None or prev[0] > stamp:
+                    prev = self._previous_in_thread(scope, thread, stamp)
+                context = prev[1] if prev is not None else None
+            out.append(context[:cap].strip() or None if context else None)
+            if thread:
+                last[thread] = (stamp, item.content.strip())
+        return out
+
+    def _previous_in_thread(self, scope: Scope, thread: str, before: int) -> tuple[int, str] | None:
+        """The newest active row of ``thread`` (this scope) created at or before ``before``."""
+        query = MemoryQuery(scope=dataclasses.replace(scope, thread_id=thread), durable=False,
+                            exclude_sources=("fact",))
+        for row in self.store.list_memories(query, limit=20):
+            if row.thread_id == thread and row.created_at <= before:
+                return row.created_at, row.content
+        return None
 
     def post_turn(
         self,
@@ -531,9 +582,13 @@ class MemoryEngine:
                 }
                 records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta,
                                                 embedding=vectors[i] if vectors else None))
-            self.store.add_memories(records)
-            self._invalidate(scope)
-            indexed = len(records)
+            for record in records:  # each one atomic against concurrent writers of the same fact
+                if self.store.add_fact_if_absent(record)[1]:
+                    indexed += 1
+                else:
+                    reinforced += 1
+            if indexed:
+                self._invalidate(scope)
         return {"indexed": indexed, "reinforced": reinforced}
 
     def flush(self, timeout: float | None = None) -> FlushResult:
@@ -711,6 +766,8 @@ class MemoryEngine:
                 query, found, layer_order=normalize_layers(layers), max_items=max_items,
                 max_item_chars=max_item_chars, budget_chars=budget_chars, header=p.header,
                 mmr_lambda=self.config.retrieval.mmr_lambda if mmr else None,
+                untrusted_delimiter=self._delimiter(scope) if p.wrap_untrusted else None,
+                default_trust=self.config.retrieval.default_trust,
             )
             timings["pack"] = (time.perf_counter() - t0) * 1000
             kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]

@@ -10,6 +10,21 @@ Score of an item (reference §7.3)::
 Items are deduplicated by normalised fingerprint (the user-turn fingerprint for
 transcript-like rows), ranked by score, and when the budget binds, packed by score per
 character. The rendered prompt — header, newlines and all — never exceeds the budget.
+
+Recalled memory is data, not instructions. With ``untrusted_delimiter`` set (the engine
+does by default: ``PackerConfig.wrap_untrusted``), the items below the ``system`` trust
+level are packed inside one untrusted-content wrapper (Comis), counted in the budget::
+
+    Memory context:
+    [GRAPH] <system rows, unwrapped>
+    <<<UNTRUSTED_<delim>>>>
+    Source: Memory (trust: learned)
+    ---
+    [VECTORS] <everything else, in rank order>
+    <<<END_UNTRUSTED_<delim>>>>
+
+Forged markers inside stored text are neutralised before packing, so no item can close
+the wrapper early or open a fake one.
 """
 
 from __future__ import annotations
@@ -26,6 +41,7 @@ from ._util import DAY_MS, now_ms, query_terms, term_overlap, truncate
 from .candidates import Candidate
 from .records import LAYERS, Layer
 from .ranking.mmr import mmr_order
+from .ranking.trust import TRUST_LEVELS, neutralize_markers, trust_level
 
 __all__ = [
     "LAYER_PRIORITY",
@@ -55,6 +71,8 @@ class PackedItem(BaseModel):
     source: str | None = None
     created_at: int | None = None
     characters: int
+    trust: str = "learned"
+    wrapped: bool = False
 
 
 class Decision(BaseModel):
@@ -76,6 +94,7 @@ class ContextUsage(BaseModel):
     budget_characters: int
     saved_characters_vs_raw: int
     items: int
+    marker_characters: int = 0
 
 
 @dataclass
@@ -98,6 +117,8 @@ class _Entry:
     order: int
     fp: str
     extra: dict[str, float] = field(default_factory=dict)
+    trust: str = "learned"
+    wrapped: bool = False
 
     @property
     def cost(self) -> int:
@@ -182,17 +203,25 @@ def pack(
     header: str = "Memory context:",
     mmr_lambda: float | None = None,
     now: int | None = None,
+    untrusted_delimiter: str | None = None,
+    default_trust: str = "learned",
 ) -> PackResult:
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
     ``mmr_lambda`` (None = off) selects greedily by maximal marginal relevance instead
     of by score, so near-duplicates give way to variety in the final prompt.
     Candidates with ``trace['below_threshold']`` set are reported and never packed.
+    ``untrusted_delimiter`` (8–64 lowercase hex, see
+    :func:`~manowar_memory.ranking.trust.content_delimiter`) wraps the items below the
+    ``system`` trust level (``metadata['trust']``, else ``default_trust``) in one
+    untrusted-content block whose markers count against the budget.
     """
     if max_items < 1:
         raise ValueError("max_items must be at least 1")
     if budget_chars < len(header) + 1:
         raise ValueError(f"budget_chars must be at least {len(header) + 1} to hold the header {header!r}")
+    if untrusted_delimiter is not None and not regex.fullmatch(r"[0-9a-f]{8,64}", untrusted_delimiter):
+        raise ValueError("untrusted_delimiter must be 8 to 64 lowercase hex characters (see content_delimiter)")
     now = now_ms() if now is None else now
     terms = query_terms(query)
     order = [l for l in (layer_order or LAYERS) if l in layers] + [l for l in layers if l not in (layer_order or LAYERS)]
@@ -204,14 +233,16 @@ def pack(
         for cand in layers[layer]:
             counter += 1
             raw_lines.append(cand.text)
-            text = truncate(sanitize(cand.text), max_item_chars)
+            text = truncate(sanitize(neutralize_markers(cand.text)), max_item_chars)
             if not text:
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
                                           characters=0, reason="no text left after sanitising"))
                 continue
             line = f"[{layer.upper()}] {text}"
             score, extra = score_candidate(cand, terms, text, now)
-            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra)
+            trust = trust_level(cand.metadata, default_trust)
+            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
+                           wrapped=untrusted_delimiter is not None and trust != "system")
             if cand.trace.get("below_threshold"):
                 decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))
                 continue
@@ -228,18 +259,23 @@ def pack(
         by_id = {id(e.cand): e for e in ranked}
         reordered = mmr_order([e.cand for e in ranked], lambda_=mmr_lambda, relevance=lambda c: by_id[id(c)].score)
         ranked = [by_id[id(c)] for c in reordered]
+    # the wrapper's cost is reserved up front when any candidate would go inside it (its Source
+    # line names every level among the candidates, so the reservation is an upper bound)
+    wrap_levels = [t for t in TRUST_LEVELS if any(e.wrapped and e.trust == t for e in ranked)]
+    opening, closing = _wrapper(untrusted_delimiter, wrap_levels) if wrap_levels else ("", "")
+    reserve = len(opening) + 1 + len(closing) + 1 if wrap_levels else 0
     available = budget_chars - len(header)
-    chosen = _select(ranked, available, max_items)
-    if not chosen and ranked and available > 12:
+    chosen = _select(ranked, available, max_items, reserve)
+    if not chosen and ranked:
         first = ranked[0]
         prefix = f"[{first.cand.layer.upper()}] "
-        room = available - 1 - len(prefix)
+        room = available - 1 - len(prefix) - (reserve if first.wrapped else 0)
         if room >= 8:
             first.text = truncate(first.text, room)
             first.line = prefix + first.text
             chosen = [first]
     chosen_ids = {id(e) for e in chosen}
-    used = sum(e.cost for e in chosen)
+    used = sum(e.cost for e in chosen) + (reserve if any(e.wrapped for e in chosen) else 0)
     for e in ranked:
         if id(e) in chosen_ids:
             decisions.append(_decision(e, "kept", "packed"))
@@ -249,12 +285,18 @@ def pack(
             decisions.append(_decision(e, "over_budget", f"needs {e.cost} chars, {available - used} left"))
     # keep the ranked order in the prompt (score order, or MMR order when requested)
     chosen = [e for e in ranked if id(e) in chosen_ids]
-    prompt = header + "\n" + "\n".join(e.line for e in chosen) if chosen else ""
+    inside = [e for e in chosen if e.wrapped]
+    lines = [e.line for e in chosen if not e.wrapped]
+    if inside:
+        opening, closing = _wrapper(untrusted_delimiter, [t for t in TRUST_LEVELS if any(e.trust == t for e in inside)])
+        lines += [opening, *(e.line for e in inside), closing]
+    prompt = header + "\n" + "\n".join(lines) if chosen else ""
+    markers = (len(opening) + len(closing) + 2) if inside else 0
     assert len(prompt) <= budget_chars, "packer exceeded its budget"
     items = [
         PackedItem(
             layer=e.cand.layer, id=e.cand.id, text=e.text, score=round(e.score, 6), source=e.cand.source,
-            created_at=e.cand.created_at, characters=len(e.line),
+            created_at=e.cand.created_at, characters=len(e.line), trust=e.trust, wrapped=e.wrapped,
         )
         for e in chosen
     ]
@@ -265,7 +307,7 @@ def pack(
     raw_chars = len((header + "\n" + "\n".join(raw_lines)).strip()) if raw_lines else 0
     usage = ContextUsage(
         characters=len(prompt), raw_characters=raw_chars, budget_characters=budget_chars,
-        saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items),
+        saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items), marker_characters=markers,
     )
     return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
 
@@ -281,20 +323,34 @@ def _replaces(new: _Entry, held: _Entry) -> bool:
     return new.cost < held.cost
 
 
-def _select(ranked: list[_Entry], available: int, max_items: int) -> list[_Entry]:
+def _wrapper(delimiter: str | None, levels: Sequence[str]) -> tuple[str, str]:
+    """The untrusted block's opening lines (marker, Source line, ``---``) and closing marker."""
+    opening = f"<<<UNTRUSTED_{delimiter}>>>\nSource: Memory (trust: {', '.join(levels)})\n---"
+    return opening, f"<<<END_UNTRUSTED_{delimiter}>>>"
+
+
+def _select(ranked: list[_Entry], available: int, max_items: int, reserve: int = 0) -> list[_Entry]:
+    """The items to pack; ``reserve`` characters are charged once the first wrapped item is in."""
+
+    def cost(entries: Sequence[_Entry]) -> int:
+        return sum(e.cost for e in entries) + (reserve if any(e.wrapped for e in entries) else 0)
+
     pool = ranked[: max(3 * max_items, max_items)]
     top = pool[:max_items]
-    if sum(e.cost for e in top) <= available:
+    if cost(top) <= available:
         return top
     # The budget binds: pack by score per character.
     chosen: list[_Entry] = []
     used = 0
+    wrapped = False
     for e in sorted(pool, key=lambda e: (-e.score / e.cost, e.order)):
         if len(chosen) >= max_items:
             break
-        if used + e.cost <= available:
+        extra = e.cost + (reserve if e.wrapped and not wrapped else 0)
+        if used + extra <= available:
             chosen.append(e)
-            used += e.cost
+            used += extra
+            wrapped = wrapped or e.wrapped
     return chosen
 
 

@@ -50,7 +50,8 @@ def test_remember_then_recall_round_trip(runner: CliRunner, store_url: str) -> N
     recalled = runner.invoke(cli, ["recall", "what tea does the user drink?", "--agent", "a1", "--user", "u1",
                                    "--store", store_url, "--explain"])
     assert recalled.exit_code == 0, recalled.output
-    assert "Memory context:\n[GRAPH] User likes oolong tea" in recalled.output
+    assert "Memory context:\n<<<UNTRUSTED_" in recalled.output
+    assert "Source: Memory (trust: learned)\n---\n[GRAPH] User likes oolong tea\n<<<END_UNTRUSTED_" in recalled.output
     assert "kept" in recalled.output
     # another user of the same agent sees nothing
     other = runner.invoke(cli, ["recall", "tea", "--agent", "a1", "--user", "u2", "--store", store_url])
@@ -63,7 +64,8 @@ def test_recall_json_output(runner: CliRunner, store_url: str) -> None:
                                  "--layers", "graph", "--embedder", "fake"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["prompt"] == "Memory context:\n[GRAPH] User plays the oboe"
+    assert data["prompt"].split("\n")[4] == "[GRAPH] User plays the oboe"
+    assert data["prompt"].split("\n")[1].startswith("<<<UNTRUSTED_")
     assert data["totals"] == {"graph": 1}
     assert data["context_usage"]["items"] == 1
 

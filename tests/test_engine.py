@@ -3,6 +3,8 @@ the no-embedder mode and a failing embedder."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from manowar_memory import (
@@ -176,7 +178,34 @@ def test_pre_turn_recalls_a_fact_from_an_earlier_session_of_the_same_user(engine
 def test_pre_turn_prompt_contains_a_remembered_fact(engine: MemoryEngine) -> None:
     engine.remember(SCOPE, "The user prefers short TypeScript examples.", fact_type="preference")
     result = engine.pre_turn("Which examples does the user like?", SCOPE, budget_chars=900)
-    assert result.prompt.split("\n")[:2] == ["Memory context:", "[GRAPH] The user prefers short TypeScript examples."]
+    lines = result.prompt.split("\n")
+    # a remembered fact is 'learned': packed inside the untrusted-content wrapper
+    assert lines[0] == "Memory context:" and re.fullmatch(r"<<<UNTRUSTED_[0-9a-f]{24}>>>", lines[1])
+    assert lines[2:5] == ["Source: Memory (trust: learned)", "---", "[GRAPH] The user prefers short TypeScript examples."]
+    assert lines[-1] == lines[1].replace("<<<UNTRUSTED_", "<<<END_UNTRUSTED_")
+
+
+def test_the_untrusted_delimiter_is_stable_per_scope_and_thread(engine: MemoryEngine) -> None:
+    engine.remember(SCOPE, "The user prefers short TypeScript examples.")
+    first = engine.pre_turn("examples", SCOPE).prompt.split("\n")[1]
+    assert engine.pre_turn("TypeScript", SCOPE).prompt.split("\n")[1] == first  # prompt cache friendly
+    other_thread = Scope(agent_wallet="agent", user_address="maya", thread_id="t2")
+    assert engine.pre_turn("examples", other_thread).prompt.split("\n")[1] != first
+
+
+def test_system_rows_are_not_wrapped_and_wrapping_can_be_turned_off() -> None:
+    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
+                       config=MemoryConfig(packer={"wrap_untrusted": False}))
+    eng.remember(SCOPE, "The user prefers short TypeScript examples.")
+    assert eng.pre_turn("examples", SCOPE).prompt == (
+        "Memory context:\n[GRAPH] The user prefers short TypeScript examples.")
+    eng.close()
+    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    eng.remember(SCOPE, "Answer in French.", metadata={"trust": "system"})
+    result = eng.pre_turn("French", SCOPE)
+    assert result.prompt == "Memory context:\n[GRAPH] Answer in French."
+    assert [(i.trust, i.wrapped) for i in result.items] == [("system", False)]
+    eng.close()
 
 
 def test_pre_turn_accounting_is_consistent(engine: MemoryEngine) -> None:

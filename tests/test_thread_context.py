@@ -98,3 +98,10 @@ def test_explicit_context_wins_and_the_context_is_capped(make_engine) -> None:
         {"content": "No thread at all", "created_at": T0 + 2},
     ])
     assert _contexts(engine, ids) == ["Title: Mob", "Chapter on", None]
+
+
+def test_documents_that_only_share_the_scope_thread_get_no_context(make_engine) -> None:
+    engine = make_engine()
+    scope = Scope(agent_wallet="agent", user_address="maya", thread_id="t1")
+    ids = engine.ingest(scope, ["Coffee brewing notes", "Tea ceremony notes"])
+    assert [engine.get_item(scope, i).context for i in ids] == [None, None]

@@ -114,6 +114,6 @@ def test_recall_budget(engine: MemoryEngine, scope: Scope) -> None:
     """recall_budget_chars caps the recalled context."""
     for i in range(10):
         engine.remember(scope, f"The user visited city number {i} and liked the museums there a lot.")
-    tool = make_tools(engine=engine, scope=scope, groups=["memory"], recall_budget_chars=120)[1]
+    tool = make_tools(engine=engine, scope=scope, groups=["memory"], recall_budget_chars=260)[1]
     recalled = _call(tool, query="Which cities did the user visit?")
-    assert isinstance(recalled, dict) and 0 < len(recalled["context"]) <= 120
+    assert isinstance(recalled, dict) and 0 < len(recalled["context"]) <= 260

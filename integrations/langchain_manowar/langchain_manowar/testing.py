@@ -41,18 +41,31 @@ def _text(message: BaseMessage) -> str:
     return message.content if isinstance(message.content, str) else message.text
 
 
+_OPENING = re.compile(r"<<<UNTRUSTED_[0-9a-f]{8,64}>>>")
+_CLOSING = re.compile(r"<<<END_UNTRUSTED_[0-9a-f]{8,64}>>>")
+
+
 def memory_block(messages: Sequence[BaseMessage], header: str = HEADER) -> list[str]:
-    """The lines of the last ``Memory context:`` block found in ``messages`` (without the header)."""
+    """The item lines of the last ``Memory context:`` block found in ``messages`` (without the
+    header and without the untrusted-content wrapper's marker, ``Source:`` and ``---`` lines)."""
     for message in reversed(list(messages)):
         text = _text(message)
         at = text.rfind(header)
         if at < 0:
             continue
         lines = []
+        wrapped = False
         for line in text[at + len(header):].splitlines()[1:]:
-            if not line.startswith("["):
+            if _OPENING.fullmatch(line):
+                wrapped = True
+            elif wrapped and _CLOSING.fullmatch(line):
+                wrapped = False
+            elif wrapped and (line.startswith("Source: ") or line == "---"):
+                continue
+            elif line.startswith("["):
+                lines.append(line)
+            else:
                 break
-            lines.append(line)
         return lines
     return []
 
