@@ -247,7 +247,7 @@ def test_concurrent_remember_of_one_fact_stores_it_once_threads(spec) -> None:
         with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
             per_fact = [list(pool.map(lambda _: engine.remember(scope, f"fact number {n}"), range(8)))
                         for n in range(FACTS)]
-        assert all(sum(not r.deduplicated for r in results) == 1 for results in per_fact)  # needs engine.py's fix
+        assert all(sum(not r.deduplicated for r in results) == 1 for results in per_fact)
         ids_by_worker = [[per_fact[n][w].id for n in range(FACTS)] for w in range(8)]
         _check_one_row_per_fact(engine.store, scope, ids_by_worker, 8)
     finally:
