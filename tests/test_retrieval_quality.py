@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,8 @@ class FakeStore:
 
     def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
         self.queries.append(text)
+        if isinstance(self.keyword, Exception):
+            raise self.keyword
         if len(self.queries) == 1:
             return [Hit(r, s) for r, s in self.keyword[:limit]]
         return [Hit(r, 1.0) for r in self.entity[:limit]]
@@ -175,6 +178,32 @@ class TestLanes:
         assert [x.score for x in out][0] == pytest.approx(1.0 * out[0].trace["boost"])  # keyword's own score
         assert report.fallback and "vector lane failed" in report.fallback and "index offline" in report.fallback
         assert any("keyword results stand in" in n for n in notes)
+
+    def test_keyword_failure_is_reported_and_the_vector_lane_stands_alone(self) -> None:
+        c = record("c", "flights booked")
+        out, report, notes = search(FakeStore(RuntimeError("fts index corrupt"), [(c, 0.9)]))  # type: ignore[arg-type]
+        assert [x.id for x in out] == ["c"] and (report.keyword, report.vector) == (0, 1)
+        assert any("keyword lane failed" in n and "fts index corrupt" in n for n in notes)
+
+    def test_the_keyword_and_vector_lanes_run_at_the_same_time(self) -> None:
+        """The keyword lane waits for the vector lane to start: run one after the other, it
+        would give up (the wait is only a guard against hanging) and fail the search."""
+        vector_started = threading.Event()
+
+        class Overlapping(FakeStore):
+            def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+                if not vector_started.wait(10):
+                    raise AssertionError("the keyword lane ran alone")
+                return super().keyword_search(query, text, limit)
+
+            def vector_search(self, query: MemoryQuery, vector: Any, model_id: str,
+                              limit: int) -> tuple[list[Hit], VectorSearchInfo]:
+                vector_started.set()
+                return super().vector_search(query, vector, model_id, limit)
+
+        a = record("a", "lisbon trip")
+        out, report, notes = search(Overlapping([(a, 3.0)], [(a, 0.9)]), entity_lane=False)
+        assert [x.id for x in out] == ["a"] and (report.keyword, report.vector) == (1, 1) and notes == []
 
     def test_unusable_vector_hits_fall_back_to_keyword(self) -> None:
         a, z = record("a", "lisbon trip"), record("z", "unrelated")

@@ -26,6 +26,10 @@ Ranking, in this order:
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
+import functools
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +104,21 @@ def record_to_candidate(layer: Layer, rec: MemoryRecord, score: float, *, defaul
     )
 
 
+_LANE_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_LANE_POOL_LOCK = threading.Lock()
+
+
+def _lane_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that run a search's keyword lane beside its vector lane. Lane tasks never
+    submit further work, so a busy pool can delay a search but never deadlock it."""
+    global _LANE_POOL
+    if _LANE_POOL is None:
+        with _LANE_POOL_LOCK:
+            if _LANE_POOL is None:
+                _LANE_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="manowar-lane")
+    return _LANE_POOL
+
+
 def _normalise_keyword(hits: list[Hit]) -> list[Hit]:
     """BM25 is unbounded: express each hit relative to the lane's best (0–1]."""
     top = max((h.score for h in hits), default=0.0)
@@ -144,27 +163,45 @@ def hybrid_search(
 
     weights = config.lane_weights
 
-    # -- keyword lane
-    keyword_hits: list[Hit] = []
+    # -- keyword lane, on a lane thread while this one runs the vector lane (SQLite's FTS5 and
+    # numpy's matrix product both release the GIL, so the two overlap)
+    run_vector = vector is not None and model_id is not None and weights.get("vector", 1.0) > 0
+    keyword_job: concurrent.futures.Future[list[Hit]] | None = None
     if weights.get("keyword", 1.0) > 0:
-        try:
-            keyword_hits = store.keyword_search(query, text, depth("keyword"))
-        except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
-            degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
-        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report))
+        call = functools.partial(store.keyword_search, query, text, depth("keyword"))
+        keyword_job = _lane_pool().submit(contextvars.copy_context().run, call) if run_vector else None
+        if keyword_job is None:
+            keyword_job = concurrent.futures.Future()
+            try:
+                keyword_job.set_result(call())
+            except Exception as exc:  # noqa: BLE001 - reported below, like a lane-thread failure
+                keyword_job.set_exception(exc)
 
     # -- vector lane
     vector_hits: list[Hit] = []
-    if vector is not None and model_id is not None and weights.get("vector", 1.0) > 0:
+    vector_error: Exception | None = None
+    if run_vector:
         try:
-            vector_hits, info = store.vector_search(query, vector, model_id, depth("vector"))
+            vector_hits, info = store.vector_search(query, vector, model_id, depth("vector"))  # type: ignore[arg-type]
             report.vector_method = info.method
             for note in info.notes:
                 degrade(note)
         except Exception as exc:  # the store's vector path failed: keyword stands in
-            report.fallback = f"vector lane failed ({type(exc).__name__}: {exc}); keyword results stand in"
+            vector_error = exc
+
+    keyword_hits: list[Hit] = []
+    if keyword_job is not None:
+        try:
+            keyword_hits = keyword_job.result()
+        except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
+            degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
+        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report))
+
+    if run_vector:
+        if vector_error is not None:
+            report.fallback = (f"vector lane failed ({type(vector_error).__name__}: {vector_error}); "
+                               "keyword results stand in")
             degrade(f"{layer}: {report.fallback}")
-            vector_hits = []
         threshold = (1.0 + config.min_vector_cosine) / 2.0
         keyword_ids = {h.record.id for h in keyword_hits}
         usable = [h for h in vector_hits if h.score >= threshold or h.record.id in keyword_ids]
