@@ -35,7 +35,7 @@ from .._util import DAY_MS
 from ..errors import InvalidInputError
 from ..records import MemoryRecord
 from ._store import ChangedScopes, StoreAdapter, job_store
-from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, fingerprint
+from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, fingerprint, _keep_newest
 from .runner import parse_params
 
 __all__ = ["BATCHED_JOB_TYPES", "DEFAULT_BATCH_SIZE", "JOB_MARKER_KEY", "finish_batched_report", "run_job_batch"]
@@ -232,14 +232,7 @@ def _consolidate_batch(s: StoreAdapter, params: ConsolidateParams, cursor: dict[
                 fp = rec.metadata.get("duplicateFingerprint") or fingerprint(rec)
                 done_before.setdefault(fp, []).append(rec.id)
             continue
-        fp = fingerprint(rec)
-        cur = best.get(fp)
-        if cur is None:
-            best[fp] = rec
-            continue
-        newer, older = (rec, cur) if (rec.created_at, rec.updated_at) > (cur.created_at, cur.updated_at) else (cur, rec)
-        best[fp] = newer
-        dupes.setdefault(fp, []).append(older)
+        _keep_newest(best, dupes, fingerprint(rec), rec)
     updates: list[tuple[str, dict[str, Any]]] = []
     ids: list[str] = []
     groups = 0

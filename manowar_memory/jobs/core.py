@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -100,6 +100,26 @@ def fingerprint(record: MemoryRecord) -> str:
     return content_hash(key, 20)
 
 
+R = TypeVar("R", bound="_Dated")
+
+
+class _Dated(Protocol):
+    created_at: int
+    updated_at: int
+
+
+def _keep_newest(best: dict[Any, R], dupes: dict[Any, list[R]], key: Any, row: R) -> None:
+    """Consolidation's keeper rule: of rows with the same key the newest (createdAt, then
+    updatedAt) stays in ``best``; every other one goes to ``dupes[key]``."""
+    cur = best.get(key)
+    if cur is None:
+        best[key] = row
+        return
+    newer, older = (row, cur) if (row.created_at, row.updated_at) > (cur.created_at, cur.updated_at) else (cur, row)
+    best[key] = newer
+    dupes.setdefault(key, []).append(older)
+
+
 def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = False,
                 progress: Progress | None = None, now: int | None = None,
                 changes: ChangedScopes | None = None) -> dict[str, Any]:
@@ -125,13 +145,7 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
             key = (rec.agent_wallet, fingerprint(rec))
             row = _Row(rec.id, rec.created_at, rec.updated_at, rec.decay_score, rec.metadata,
                        (rec.agent_wallet, rec.user_address, rec.mode, rec.hai_id))
-            cur = best.get(key)
-            if cur is None:
-                best[key] = row
-                continue
-            newer, older = (row, cur) if (row.created_at, row.updated_at) > (cur.created_at, cur.updated_at) else (cur, row)
-            best[key] = newer
-            dupes.setdefault(key, []).append(older)
+            _keep_newest(best, dupes, key, row)
     per_agent: dict[str, int] = dict.fromkeys(wanted, 0)
     updates: list[tuple[str, dict[str, Any]]] = []
     for (wallet, fp), olds in dupes.items():
