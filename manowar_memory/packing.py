@@ -4,12 +4,19 @@ the item cap).
 
 Score of an item (reference §7.3)::
 
-    layer priority + 0.45·semantic + 0.35·query overlap + 0.12·confidence
+    layer priority + w·semantic + 0.35·query overlap + 0.12·confidence
                    + 0.08·importance + 0.08·recency(30 d) + 0.04·min(1, ln(1+accesses)/8)
 
+``w`` is the reference's 0.45 by default; the engine passes ``PackerConfig.semantic_weight``
+(1.0): its semantic signal is the hybrid retrieval's fused score, a better ranking than the
+packer's substring overlap (measured on LoCoMo: evidence kept at 900 characters 59.6 % with
+0.45, 64.6 % with 1.0).
+
 Items are deduplicated by normalised fingerprint (the user-turn fingerprint for
-transcript-like rows), ranked by score, and when the budget binds, packed by score per
-character. The rendered prompt — header, newlines and all — never exceeds the budget.
+transcript-like rows), ranked by score, and packed greedily in that order: an item that
+does not fit is skipped and the next one tried (the reference's code; its docs' "score per
+character" packing favoured short items and kept 5 points less evidence at 900 characters).
+The rendered prompt — header, newlines and all — never exceeds the budget.
 
 Recalled memory is data, not instructions. With ``untrusted_delimiter`` set (the engine
 does by default: ``PackerConfig.wrap_untrusted``), the items below the ``system`` trust
@@ -172,8 +179,10 @@ def fingerprint(text: str) -> str:
     return "text:" + _normalize(text)[:480]
 
 
-def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int) -> tuple[float, dict[str, float]]:
-    """The packer's score of one candidate and its signals."""
+def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int,
+                    semantic_weight: float = 0.45) -> tuple[float, dict[str, float]]:
+    """The packer's score of one candidate and its signals (``semantic_weight``: the
+    reference's 0.45 unless given)."""
     semantic = cand.score if cand.score is not None else 0.5
     confidence = cand.confidence if cand.confidence is not None else 0.5
     importance = cand.importance if cand.importance is not None else 0.5
@@ -183,7 +192,7 @@ def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int) 
     access = min(1.0, math.log1p(max(0, cand.access_count)) / 8.0)
     priority = LAYER_PRIORITY.get(cand.layer, 0.9)
     score = (
-        priority + 0.45 * semantic + 0.35 * overlap + 0.12 * confidence + 0.08 * importance
+        priority + semantic_weight * semantic + 0.35 * overlap + 0.12 * confidence + 0.08 * importance
         + 0.08 * recency + 0.04 * access
     )
     return score, {
@@ -205,6 +214,7 @@ def pack(
     now: int | None = None,
     untrusted_delimiter: str | None = None,
     default_trust: str = "learned",
+    semantic_weight: float = 0.45,
 ) -> PackResult:
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
@@ -239,7 +249,7 @@ def pack(
                                           characters=0, reason="no text left after sanitising"))
                 continue
             line = f"[{layer.upper()}] {text}"
-            score, extra = score_candidate(cand, terms, text, now)
+            score, extra = score_candidate(cand, terms, text, now, semantic_weight)
             trust = trust_level(cand.metadata, default_trust)
             entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
                            wrapped=untrusted_delimiter is not None and trust != "system")
@@ -339,11 +349,11 @@ def _select(ranked: list[_Entry], available: int, max_items: int, reserve: int =
     top = pool[:max_items]
     if cost(top) <= available:
         return top
-    # The budget binds: pack by score per character.
+    # The budget binds: greedy in score order, skipping what does not fit.
     chosen: list[_Entry] = []
     used = 0
     wrapped = False
-    for e in sorted(pool, key=lambda e: (-e.score / e.cost, e.order)):
+    for e in pool:
         if len(chosen) >= max_items:
             break
         extra = e.cost + (reserve if e.wrapped and not wrapped else 0)

@@ -148,21 +148,31 @@ def test_a_single_oversized_item_is_cut_to_fit_the_budget() -> None:
     assert [d.status for d in result.decisions] == ["kept"]
 
 
-def test_budget_binding_packs_by_score_per_character() -> None:
+def test_budget_binding_packs_greedily_by_score_skipping_what_does_not_fit() -> None:
     long_text = "L" + " long detail" * 8 + "."       # 98 chars: cost 109 with "[VECTORS] " and the newline
     found = {"vectors": [
         cand("long", long_text, score=0.9),
+        cand("long2", long_text.replace("L", "M", 1), score=0.88),
         cand("short1", "Short fact number one here.", score=0.85),
-        cand("short2", "Short fact number two here.", score=0.85),
+        cand("short2", "Short fact number two here.", score=0.84),
     ]}
-    unlimited = pack("q", found, max_items=3, budget_chars=900, now=NOW)
-    assert ids(unlimited)[0] == "long"  # the best score when nothing binds
-    # room for the long item alone, or for both short ones, but not the long item plus one short one
-    result = pack("q", found, max_items=3, budget_chars=len(HEADER) + 120, now=NOW)
-    assert ids(result) == ["short1", "short2"]
+    unlimited = pack("q", found, max_items=4, budget_chars=900, now=NOW)
+    assert ids(unlimited) == ["long", "long2", "short1", "short2"]
+    # room for the best item and one short one: the second long item is skipped, not the best one
+    # (packing by score per character, as the reference's docs say, would take both short ones)
+    result = pack("q", found, max_items=4, budget_chars=len(HEADER) + 150, now=NOW)
+    assert ids(result) == ["long", "short1"]
     statuses = {d.id: d.status for d in result.decisions}
-    assert statuses == {"short1": "kept", "short2": "kept", "long": "over_budget"}
-    assert "chars" in next(d.reason for d in result.decisions if d.id == "long")
+    assert statuses == {"long": "kept", "long2": "over_budget", "short1": "kept", "short2": "over_budget"}
+    assert "chars" in next(d.reason for d in result.decisions if d.id == "long2")
+
+
+def test_the_semantic_weight_lets_the_retrieval_score_outrank_word_overlap() -> None:
+    found = {"vectors": [cand("ranked", "Grandma gave it to me in Sweden.", score=0.9),
+                         cand("overlap", "A necklace ad I saw.", score=0.5)]}
+    query = "where is the necklace from"
+    assert ids(pack(query, found, max_items=1, now=NOW)) == ["overlap"]  # reference weight 0.45
+    assert ids(pack(query, found, max_items=1, semantic_weight=1.0, now=NOW)) == ["ranked"]
 
 
 # ---------------------------------------------------------------- signals
