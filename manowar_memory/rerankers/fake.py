@@ -25,8 +25,11 @@ class FakeReranker:
       the call's timeout sleeps for the timeout, then raises RerankError like a hosted client
       would; with ``honor_timeout=False`` it just sleeps (a hung reranker).
     * ``scores``: fixed scores by document index, instead of term overlap.
+    * ``hang_until``: a :class:`threading.Event`; each call waits for it, ignoring its timeout
+      (a hung reranker a test can release, so timeout tests need no wall-clock bound).
 
-    ``calls`` counts calls; ``last_query`` / ``last_documents`` hold the latest input.
+    ``calls`` counts calls and ``finished`` the calls that returned or raised;
+    ``last_query`` / ``last_documents`` hold the latest input.
     """
 
     __test__ = False  # not a pytest test class
@@ -40,6 +43,7 @@ class FakeReranker:
         scores: Sequence[float] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         model_id: str = "fake:reranker",
+        hang_until: threading.Event | None = None,
     ) -> None:
         self.fail = fail
         self.delay = float(delay)
@@ -47,7 +51,9 @@ class FakeReranker:
         self.scores = list(scores) if scores is not None else None
         self.timeout = resolve_timeout(timeout, DEFAULT_TIMEOUT)
         self.model_id = model_id
+        self.hang_until = hang_until
         self.calls = 0
+        self.finished = 0
         self.last_query: str | None = None
         self.last_documents: list[str] = []
         self._lock = threading.Lock()
@@ -60,12 +66,23 @@ class FakeReranker:
         self, query: str, documents: Sequence[str], *, top_k: int | None = None, timeout: float | None = None
     ) -> list[RerankResult]:
         """Scores for ``documents``, best first (ties keep input order), at most ``top_k``."""
+        try:
+            return self._rerank(query, documents, top_k=top_k, timeout=timeout)
+        finally:
+            with self._lock:
+                self.finished += 1
+
+    def _rerank(
+        self, query: str, documents: Sequence[str], *, top_k: int | None, timeout: float | None
+    ) -> list[RerankResult]:
         docs, limit = check_request(query, documents, top_k)
         seconds = resolve_timeout(timeout, self.timeout)
         with self._lock:
             self.calls += 1
             self.last_query = query
             self.last_documents = list(docs)
+        if self.hang_until is not None:
+            self.hang_until.wait()
         if self.delay > 0:
             if self.honor_timeout and self.delay > seconds:
                 time.sleep(seconds)
