@@ -151,20 +151,18 @@ async def test_voyage_async_http_error(voyage: VoyageServer) -> None:
 
 
 def test_voyage_timeout_raises_within_the_timeout(voyage: VoyageServer) -> None:
-    voyage.delay(3.0)
+    voyage.delay(60.0)  # cut short when the fixture stops the server
     embedder = make_embedder(voyage, timeout=0.3)
-    start = time.monotonic()
     with pytest.raises(EmbeddingError, match="timed out after 0.3 s"):
         embedder.embed(["slow"])
-    assert time.monotonic() - start < 1.5
+    assert len(voyage.requests) >= 1 and voyage.delays_finished == 0  # gave up while the server still waited
 
 
 async def test_voyage_async_timeout(voyage: VoyageServer) -> None:
-    voyage.delay(3.0)
-    start = time.monotonic()
+    voyage.delay(60.0)
     with pytest.raises(EmbeddingError, match="timed out"):
         await make_embedder(voyage, timeout=0.3).aembed(["slow"])
-    assert time.monotonic() - start < 1.5
+    assert len(voyage.requests) >= 1 and voyage.delays_finished == 0
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,7 @@ class ProviderServer:
         self.scores: list[float] | None = list(scores) if scores is not None else None
         self.requests: list[RecordedRequest] = []
         self.delay_seconds = 0.0
+        self.delays_finished = 0  # answers that waited out the whole delay (a timed-out client never sees one)
         self._script: list[_Script] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -306,8 +307,11 @@ class ProviderServer:
                     entry.remaining -= 1
                     if entry.remaining <= 0:
                         self._script.pop(0)
-        if self.delay_seconds > 0 and self._stopping.wait(self.delay_seconds):
-            return _Reply(503, b"", "text/plain")
+        if self.delay_seconds > 0:
+            if self._stopping.wait(self.delay_seconds):
+                return _Reply(503, b"", "text/plain")
+            with self._lock:
+                self.delays_finished += 1
         if scripted is not None:
             return scripted
         denied = self.check_auth(request)
