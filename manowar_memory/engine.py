@@ -465,7 +465,8 @@ class MemoryEngine:
         self.store.upsert_transcript(transcript)
         self._update_working(thread_scope, msgs, meta, tid, sid, now)
         record = self._new_record(scope, turn_summary, source="session", metadata=meta, created_at=now,
-                                  embedding=vectors[0] if vectors else None, thread_id=thread_id)
+                                  embedding=vectors[0] if vectors else None, thread_id=thread_id,
+                                  context=self._turn_context(history))
         with collect() as cache_notes:
             (vector_id,) = self.store.add_memories([record])
             self._invalidate(scope)
@@ -520,6 +521,16 @@ class MemoryEngine:
                                tool_calls=[{"name": name, "args": args if isinstance(args, Mapping) else {}}]))
         out.sort(key=lambda m: m.timestamp)
         return out
+
+    def _turn_context(self, history: Sequence[Message]) -> str | None:
+        """A turn row's thread context: the end of the exchange it follows (the session's last
+        user and assistant messages before it), so "Yes, in June" is found by the question."""
+        cap = self.config.thread_context_chars
+        if not self.config.thread_context or cap <= 0:
+            return None
+        said = [collapse_ws(m.content) for m in history if m.role in ("user", "assistant") and m.content.strip()][-2:]
+        text = " ".join(said)
+        return (text[-cap:] if len(text) > cap else text).strip() or None
 
     @staticmethod
     def _compact_summary(msgs: Sequence[Message]) -> str:

@@ -105,3 +105,24 @@ def test_documents_that_only_share_the_scope_thread_get_no_context(make_engine) 
     scope = Scope(agent_wallet="agent", user_address="maya", thread_id="t1")
     ids = engine.ingest(scope, ["Coffee brewing notes", "Tea ceremony notes"])
     assert [engine.get_item(scope, i).context for i in ids] == [None, None]
+
+
+def test_a_turn_row_is_indexed_with_the_exchange_it_follows(make_engine) -> None:
+    engine = make_engine()
+    scope = Scope(agent_wallet="agent", user_address="maya", thread_id="chat-1")
+    first = engine.post_turn(scope, [{"role": "user", "content": "I need a new hobby."},
+                                     {"role": "assistant", "content": "Which instrument did you play as a child?"}],
+                             extract_facts=False)
+    second = engine.post_turn(scope, [{"role": "user", "content": "The cello, for eight years."},
+                                      {"role": "assistant", "content": "Lovely."}], extract_facts=False)
+    assert engine.get_item(scope, first.vector_id).context is None  # nothing came before it
+    assert engine.get_item(scope, second.vector_id).context == (
+        "I need a new hobby. Which instrument did you play as a child?")
+    found, _ = engine.search("instrument", scope, layers=("vectors",), k=5)
+    assert [c.id for c in found] == [first.vector_id, second.vector_id]  # content first, context second
+
+    off = make_engine(thread_context=False)
+    off.post_turn(scope, [{"role": "user", "content": "I need a new hobby."},
+                          {"role": "assistant", "content": "Which instrument did you play?"}], extract_facts=False)
+    later = off.post_turn(scope, [{"role": "user", "content": "The cello."}], extract_facts=False)
+    assert off.get_item(scope, later.vector_id).context is None
