@@ -349,6 +349,37 @@ def test_mongo_vector_cache_scope_filters_and_threads(mongo_db) -> None:
 
 
 @pytest.mark.mongo
+def test_mongo_vector_cache_keeps_up_without_reloading(mongo_db, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row left without an embedding must not make every recount reload the partition, and a
+    second write in the same millisecond as one the cache already synced must still be seen."""
+    import manowar_memory.stores.mongo as mongo_module
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_cache_recount_s=0)
+    try:
+        q = MemoryQuery(scope=Scope(agent_wallet="agent-A"))
+        kept, cleared = store.add_memories([make_record("a", embedding=[1.0, 0.0, 0.0, 0.0]),
+                                            make_record("b", embedding=[0.0, 1.0, 0.0, 0.0])])
+        store.vector_search(q, [1.0, 0.0, 0.0, 0.0], MODEL, 5)
+        store.update_memory(cleared, {"embedding": None})
+        loads = []
+        original = store._load
+        monkeypatch.setattr(store, "_load", lambda *a, **k: loads.append(1) or original(*a, **k))
+        for _ in range(3):
+            hits, info = store.vector_search(q, [1.0, 0.0, 0.0, 0.0], MODEL, 5)
+        assert info.method == "local-cache" and [h.record.id for h in hits] == [kept] and loads == []
+
+        (row,) = store.add_memories([make_record("c", embedding=[0.0, 0.0, 1.0, 0.0])])
+        monkeypatch.setattr(mongo_module, "now_ms", lambda: 1_900_000_000_000)  # every write in one millisecond
+        store.update_memory(row, {"metadata": {"status": "deleted"}})
+        assert row not in _ids(store, [0.0, 0.0, 1.0, 0.0])  # synced: deleted, with that stamp
+        store.update_memory(row, {"metadata": {}})  # active again, same stamp
+        assert _ids(store, [0.0, 0.0, 1.0, 0.0])[0] == row
+    finally:
+        store.close()
+
+
+@pytest.mark.mongo
 def test_mongo_vector_cache_is_bounded_and_says_when_it_is_skipped(mongo_db) -> None:
     from manowar_memory.stores._vectors import VectorIndex
     from manowar_memory.stores.mongo import MongoStore

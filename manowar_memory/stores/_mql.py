@@ -307,9 +307,15 @@ def active_fact_expr() -> dict[str, Any]:
 
 def memory_update_pipeline(sets: Mapping[str, Any], now_ms: int) -> list[dict[str, Any]]:
     """An update pipeline that sets ``sets`` (values taken literally), then re-derives
-    :data:`ACTIVE_FACT_FIELD` and stamps :data:`SYNC_FIELD`."""
+    :data:`ACTIVE_FACT_FIELD`, drops ``embeddingModel`` from a row left without an embedding
+    (a model with no vector would make the vector cache's row count never match), and stamps
+    :data:`SYNC_FIELD`."""
     stages = [{"$set": {key: {"$literal": value} for key, value in sets.items()}}] if sets else []
-    return [*stages, {"$set": {ACTIVE_FACT_FIELD: active_fact_expr(), SYNC_FIELD: int(now_ms)}}]
+    derived: dict[str, Any] = {ACTIVE_FACT_FIELD: active_fact_expr(), SYNC_FIELD: int(now_ms)}
+    if "embedding" in sets:
+        derived["embeddingModel"] = {
+            "$cond": [{"$eq": [{"$ifNull": ["$embedding", None]}, None]}, "$$REMOVE", "$embeddingModel"]}
+    return [*stages, {"$set": derived}]
 
 
 # ----------------------------------------------------------------------------- keyword lane

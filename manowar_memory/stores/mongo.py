@@ -843,7 +843,9 @@ class MongoStore:
         window = self.memory.find(
             {"agentWallet": agent, SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}}, {SYNC_FIELD: 1}
         )
-        stale = [d["_id"] for d in window if part.stamps.get(d["_id"], -1) != d.get(SYNC_FIELD)]
+        # every row of the window is read again, even one whose stamp the cache already holds: a
+        # second write in the same millisecond carries the same stamp and would otherwise be missed
+        stale = [d["_id"] for d in window]
         for i in range(0, len(stale), self.scan_batch_size):
             ids = stale[i : i + self.scan_batch_size]
             docs = list(self.memory.find({"_id": {"$in": ids}}, self._CACHE_FIELDS))

@@ -488,6 +488,8 @@ class SQLiteStore:
             elif key == "embedding":
                 sets.append("embedding = ?")
                 params.append(np.asarray(value, dtype=np.float32).tobytes() if value is not None else None)
+                if value is None:  # no vector, no model: as on insert
+                    sets.append("embedding_model = NULL")
             else:
                 sets.append(f"{key} = ?")
                 params.append(value)
@@ -499,6 +501,8 @@ class SQLiteStore:
             try:
                 cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
             except sqlite3.IntegrityError as exc:
+                if "fact_hash" not in str(exc):
+                    raise StoreError(f"cannot update memory {memory_id}: {exc}") from exc
                 raise StoreError(
                     f"cannot update memory {memory_id}: the agent already has an active fact with this factHash "
                     "(supersede or delete that row first)"

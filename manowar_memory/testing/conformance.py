@@ -316,6 +316,17 @@ class StoreConformance:
         assert [h.record.id for h in store.vector_search(_q(), q, MODEL, 2)[0]] == [a]
         assert [h.record.id for h in store.vector_search(_q(), q, OTHER_MODEL, 2)[0]] == [b]
 
+    def test_removing_an_embedding_removes_its_model_and_the_vector_hit(self, store: Store) -> None:
+        kept, cleared = store.add_memories([make_record("kept row", created_at=T0),
+                                            make_record("cleared row", created_at=T0 + 1)])
+        assert {h.record.id for h in store.vector_search(_q(), unit_vector(1, 0, 0, 0), MODEL, 10)[0]} == {
+            kept, cleared}
+        store.update_memory(cleared, {"embedding": None})
+        row = store.get_memory(cleared)
+        assert row is not None and row.embedding is None and row.embedding_model is None
+        for _ in range(2):  # and stays gone on the next search (a cache must not reload or resurrect it)
+            assert [h.record.id for h in store.vector_search(_q(), unit_vector(1, 0, 0, 0), MODEL, 10)[0]] == [kept]
+
     def test_update_memory_rejects_unknown_fields_and_missing_rows(self, store: Store) -> None:
         (rid,) = store.add_memories([make_record("a row")])
         with pytest.raises(StoreError):
