@@ -160,6 +160,12 @@ def search(store: FakeStore, text: str = "lisbon trip", **config: Any) -> tuple[
     return out, report, list(notes)
 
 
+def _search_in_child() -> None:
+    a = record("a", "lisbon trip")
+    out, report, _ = search(FakeStore([(a, 3.0)], [(a, 0.9)]), entity_lane=False)
+    assert [x.id for x in out] == ["a"] and report.keyword == 1
+
+
 class TestLanes:
     def test_each_lane_reports_its_own_hits_and_scores(self) -> None:
         a, b, c = record("a", "lisbon trip"), record("b", "trip to portugal"), record("c", "flights booked")
@@ -204,6 +210,36 @@ class TestLanes:
         a = record("a", "lisbon trip")
         out, report, notes = search(Overlapping([(a, 3.0)], [(a, 0.9)]), entity_lane=False)
         assert [x.id for x in out] == ["a"] and (report.keyword, report.vector) == (1, 1) and notes == []
+
+    def test_with_every_lane_thread_busy_the_keyword_lane_runs_inline(self) -> None:
+        from manowar_memory.retrieval import hybrid
+
+        slots = hybrid._LANE_SLOTS
+        held = 0
+        while slots.acquire(blocking=False):  # other searches hold every lane thread
+            held += 1
+        try:
+            a = record("a", "lisbon trip")
+            out, report, notes = search(FakeStore([(a, 3.0)], [(a, 0.9)]), entity_lane=False)
+            assert [x.id for x in out] == ["a"] and (report.keyword, report.vector) == (1, 1) and notes == []
+        finally:
+            for _ in range(held):
+                slots.release()
+        assert held == hybrid._LANE_WORKERS
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+    def test_a_forked_child_can_search(self) -> None:
+        """The lane threads do not survive a fork: the child must start its own, not wait forever."""
+        import multiprocessing
+
+        a = record("a", "lisbon trip")
+        search(FakeStore([(a, 3.0)], [(a, 0.9)]), entity_lane=False)  # the parent's lane pool is running
+        child = multiprocessing.get_context("fork").Process(target=_search_in_child)
+        child.start()
+        child.join(60)  # a guard against a hang, not a timing: the child needs well under a second
+        if child.is_alive():
+            child.kill()
+        assert child.exitcode == 0
 
     def test_unusable_vector_hits_fall_back_to_keyword(self) -> None:
         a, z = record("a", "lisbon trip"), record("z", "unrelated")

@@ -29,7 +29,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import functools
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,19 +106,46 @@ def record_to_candidate(layer: Layer, rec: MemoryRecord, score: float, *, defaul
     )
 
 
+_LANE_WORKERS = 4
 _LANE_POOL: concurrent.futures.ThreadPoolExecutor | None = None
 _LANE_POOL_LOCK = threading.Lock()
+_LANE_SLOTS = threading.BoundedSemaphore(_LANE_WORKERS)
 
 
 def _lane_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads that run a search's keyword lane beside its vector lane. Lane tasks never
-    submit further work, so a busy pool can delay a search but never deadlock it."""
+    """The threads that run a search's keyword lane beside its vector lane."""
     global _LANE_POOL
     if _LANE_POOL is None:
         with _LANE_POOL_LOCK:
             if _LANE_POOL is None:
-                _LANE_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="manowar-lane")
+                _LANE_POOL = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_LANE_WORKERS, thread_name_prefix="manowar-lane")
     return _LANE_POOL
+
+
+def _after_fork() -> None:
+    """A forked child inherits the pool without its threads: start afresh there."""
+    global _LANE_POOL, _LANE_POOL_LOCK, _LANE_SLOTS
+    _LANE_POOL, _LANE_POOL_LOCK, _LANE_SLOTS = None, threading.Lock(), threading.BoundedSemaphore(_LANE_WORKERS)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _start_beside(call: Callable[[], list[Hit]]) -> concurrent.futures.Future[list[Hit]] | None:
+    """Run ``call`` on a free lane thread, or return None when every one is busy (the caller
+    then runs it itself: queueing behind other searches would be slower than not overlapping)."""
+    if not _LANE_SLOTS.acquire(blocking=False):
+        return None
+    slots = _LANE_SLOTS
+    try:
+        future = _lane_pool().submit(contextvars.copy_context().run, call)
+    except BaseException:
+        slots.release()
+        raise
+    future.add_done_callback(lambda _: slots.release())
+    return future
 
 
 def _normalise_keyword(hits: list[Hit]) -> list[Hit]:
@@ -166,16 +195,9 @@ def hybrid_search(
     # -- keyword lane, on a lane thread while this one runs the vector lane (SQLite's FTS5 and
     # numpy's matrix product both release the GIL, so the two overlap)
     run_vector = vector is not None and model_id is not None and weights.get("vector", 1.0) > 0
-    keyword_job: concurrent.futures.Future[list[Hit]] | None = None
-    if weights.get("keyword", 1.0) > 0:
-        call = functools.partial(store.keyword_search, query, text, depth("keyword"))
-        keyword_job = _lane_pool().submit(contextvars.copy_context().run, call) if run_vector else None
-        if keyword_job is None:
-            keyword_job = concurrent.futures.Future()
-            try:
-                keyword_job.set_result(call())
-            except Exception as exc:  # noqa: BLE001 - reported below, like a lane-thread failure
-                keyword_job.set_exception(exc)
+    run_keyword = weights.get("keyword", 1.0) > 0
+    keyword_call = functools.partial(store.keyword_search, query, text, depth("keyword"))
+    keyword_job = _start_beside(keyword_call) if run_keyword and run_vector else None
 
     # -- vector lane
     vector_hits: list[Hit] = []
@@ -190,9 +212,9 @@ def hybrid_search(
             vector_error = exc
 
     keyword_hits: list[Hit] = []
-    if keyword_job is not None:
+    if run_keyword:
         try:
-            keyword_hits = keyword_job.result()
+            keyword_hits = keyword_job.result() if keyword_job is not None else keyword_call()
         except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
             degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
         keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report))
