@@ -243,7 +243,8 @@ def pack(
         for cand in layers[layer]:
             counter += 1
             raw_lines.append(cand.text)
-            text = truncate(sanitize(neutralize_markers(cand.text)), max_item_chars)
+            # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
+            text = truncate(neutralize_markers(sanitize(cand.text)), max_item_chars)
             if not text:
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
                                           characters=0, reason="no text left after sanitising"))
