@@ -394,13 +394,13 @@ class MemoryEngine:
         for item in items:
             thread = item.thread_id
             stamp = item.created_at if item.created_at is not None else now_ms()
-            context = item.context
-            if context is None and self.config.thread_context and thread and cap > 0:
+            context = item.context.strip() if item.context else None  # the caller's own: kept whole
+            if item.context is None and self.config.thread_context and thread and cap > 0:
                 prev = last.get(thread)
                 if prev is None or prev[0] > stamp:
                     prev = self._previous_in_thread(scope, thread, stamp)
-                context = prev[1] if prev is not None else None
-            out.append(context[:cap].strip() or None if context else None)
+                context = prev[1][:cap].strip() if prev is not None else None
+            out.append(context or None)
             if thread:
                 last[thread] = (stamp, item.content.strip())
         return out

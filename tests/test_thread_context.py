@@ -90,14 +90,19 @@ def test_the_first_row_of_a_later_call_follows_the_stored_thread(make_engine) ->
     assert _contexts(engine, [early]) == [DIALOG[0]]
 
 
-def test_explicit_context_wins_and_the_context_is_capped(make_engine) -> None:
+def test_explicit_context_wins_and_only_derived_context_is_capped(make_engine) -> None:
     engine = make_engine(thread_context_chars=10)
     ids = engine.ingest(SCOPE, [
         {"content": "Chapter one text", "thread_id": "doc", "created_at": T0, "context": "Title: Moby Dick"},
         {"content": "Chapter two text", "thread_id": "doc", "created_at": T0 + 1},
         {"content": "No thread at all", "created_at": T0 + 2},
     ])
-    assert _contexts(engine, ids) == ["Title: Mob", "Chapter on", None]
+    # the cap is for derived context; the caller's own is kept whole
+    assert _contexts(engine, ids) == ["Title: Moby Dick", "Chapter on", None]
+    no_derived = make_engine(thread_context_chars=0)
+    ids = no_derived.ingest(SCOPE, [{"content": "Chapter one", "thread_id": "doc", "context": "Title: Moby Dick"},
+                                    {"content": "Chapter two", "thread_id": "doc"}])
+    assert _contexts(no_derived, ids) == ["Title: Moby Dick", None]
 
 
 def test_documents_that_only_share_the_scope_thread_get_no_context(make_engine) -> None:
