@@ -116,18 +116,24 @@ class MemoryActivities:
         except (InvalidInputError, NotFoundError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         finally:
-            invalidate_changes(self.query_cache, changes)
+            await asyncio.to_thread(invalidate_changes, self.query_cache, changes)
         report = {**report, "processed": _processed(report)}
         if request.get("finalize", True) and request.get("jobId"):
             full = _merge([*(request.get("partials") or []), report])
-            job = self.store.get_job(request["jobId"])
-            if job is not None:
-                data = {**(job.data or {}), **full, "dryRun": bool(request.get("dryRun"))}
-                self.store.put_job(job.model_copy(update={
-                    "status": "completed", "completed_at": now_ms(), "data": data,
-                    "temporal_run_id": job.temporal_run_id or activity.info().workflow_run_id}))
+            await asyncio.to_thread(self._complete, request["jobId"], full, bool(request.get("dryRun")),
+                                    activity.info().workflow_run_id, False)
             return full
         return report
+
+    def _complete(self, job_id: str, report: dict[str, Any], dry_run: bool, run_id: str, latest_run: bool) -> None:
+        """Write the completed job record (in a thread: store calls block). ``latest_run``: the
+        record takes this run's id, else it keeps the one it has."""
+        job = self.store.get_job(job_id)
+        if job is not None:
+            data = {**(job.data or {}), **report, "dryRun": dry_run}
+            self.store.put_job(job.model_copy(update={
+                "status": "completed", "completed_at": now_ms(), "data": data, "error": None,
+                "temporal_run_id": run_id if latest_run else (job.temporal_run_id or run_id)}))
 
     @activity.defn(name="manowar_memory_job_batch")
     async def run_batch(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +149,7 @@ class MemoryActivities:
         except (InvalidInputError, NotFoundError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         finally:
-            invalidate_changes(self.query_cache, changes)
+            await asyncio.to_thread(invalidate_changes, self.query_cache, changes)
         out["report"]["processed"] = _processed(out["report"])
         delay = float(request.get("batchDelay") or 0)
         if delay > 0:  # test hook: hold the batch after its writes, heartbeating, before reporting it
@@ -153,20 +159,19 @@ class MemoryActivities:
                 activity.heartbeat({"processed": out["report"]["processed"], "holding": True})
                 await asyncio.sleep(min(left, self._heartbeat_interval()))
         if out["cursor"] is None and request.get("jobId"):
-            job = self.store.get_job(request["jobId"])
-            if job is not None:
-                data = {**(job.data or {}), **out["report"], "dryRun": bool(request.get("dryRun"))}
-                self.store.put_job(job.model_copy(update={
-                    "status": "completed", "completed_at": now_ms(), "data": data, "error": None,
-                    "temporal_run_id": activity.info().workflow_run_id}))
+            await asyncio.to_thread(self._complete, request["jobId"], out["report"], bool(request.get("dryRun")),
+                                    activity.info().workflow_run_id, True)
         return out
 
     @activity.defn(name="manowar_memory_job_failed")
     async def mark_failed(self, request: dict[str, Any]) -> None:
-        job = self.store.get_job(request.get("jobId") or "") if request.get("jobId") else None
+        if request.get("jobId"):
+            await asyncio.to_thread(self._fail, request["jobId"], request.get("error"))
+
+    def _fail(self, job_id: str, error: str | None) -> None:
+        job = self.store.get_job(job_id)
         if job is not None:
-            self.store.put_job(job.model_copy(update={"status": "failed", "error": request.get("error"),
-                                                      "completed_at": now_ms()}))
+            self.store.put_job(job.model_copy(update={"status": "failed", "error": error, "completed_at": now_ms()}))
 
     @activity.defn(name="manowar_validate_pattern")
     async def validate_pattern(self, pattern_id: str) -> dict[str, Any]:
