@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from manowar_memory.errors import ConfigurationError, ManowarError, NotFoundError, PinningError
+from manowar_memory.errors import ConfigurationError, ManowarError, NotFoundError, PinningError, StoreError
 from manowar_memory.jobs import (
     ArchivePinParams,
     PinataClient,
@@ -163,6 +163,26 @@ def test_credentials_from_env_and_their_errors(monkeypatch, no_pinata_env):
     monkeypatch.setenv("PINATA_JWT", JWT)
     assert PinataCredentials.from_env().headers() == {"Authorization": f"Bearer {JWT}"}
     assert issubclass(PinningError, ManowarError)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "many"])
+def test_a_bad_attempt_count_in_the_environment_is_a_configuration_error(monkeypatch, pinata_env, value):
+    monkeypatch.setenv("PINATA_MAX_ATTEMPTS", value)
+    with pytest.raises(ConfigurationError, match="PINATA_MAX_ATTEMPTS"):
+        PinataClient.from_env()
+
+
+def test_a_cid_that_cannot_be_saved_is_reported_and_the_archive_kept(store, pinata_env, monkeypatch):
+    _seed(store)
+
+    def broken(*args, **kwargs):
+        raise StoreError("archives collection is read-only")
+
+    monkeypatch.setattr(type(store), "update_archive", broken)
+    job = run_job(store, "archive_create", {"agent_wallet": AGENT, "pin": True})
+    assert job.status == "completed", job.error
+    assert job.data["pinned"] is False and "CID was not saved" in job.data["pin"]["reason"]
+    assert store.get_archive(job.data["archiveId"]) is not None and len(pinata_env.requests) == 1
 
 
 def test_base_url_comes_from_env(monkeypatch, pinata_env):

@@ -17,6 +17,7 @@ so a retry after a timeout cannot create a second, different pin.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from tenacity import (
 )
 
 from .._util import now_ms
-from ..errors import ConfigurationError, NotFoundError, PinningError
+from ..errors import ConfigurationError, NotFoundError, PinningError, StoreError
 from ..records import Archive
 from ._store import JobStore
 
@@ -115,9 +116,12 @@ def _env_number(name: str, default: float) -> float:
     if not raw:
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigurationError(f"{name} must be a finite number, got {raw!r}")
+    return value
 
 
 class _Transient(PinningError):
@@ -380,6 +384,9 @@ def pin_report_after_create(store: JobStore, archive_id: str, client: PinataClie
         report = pin_archive(store, archive, pinner, now=now)
     except PinningError as exc:
         return {"pinned": False, "reason": f"not pinned: {exc}", "status": exc.status, "retryable": exc.retryable}
+    except StoreError as exc:  # pinned, but the CID could not be saved: say so, keep the archive
+        return {"pinned": False, "reason": f"pinned but the CID was not saved on the archive: {exc}",
+                "retryable": True}
     finally:
         if own:
             pinner.close()
