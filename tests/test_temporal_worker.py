@@ -152,3 +152,13 @@ async def test_worker_killed_mid_consolidation_is_replaced_and_nothing_is_lost_o
     assert record.status == "completed" and record.data["consolidated"] == expected
     assert record.data["byAgent"] == {AGENT: expected}
     store.close()
+
+
+def test_an_unreachable_temporal_is_a_configuration_error_that_says_what_to_set() -> None:
+    import asyncio
+
+    from manowar_memory.errors import ConfigurationError
+    from manowar_memory.jobs.temporal import connect_temporal
+
+    with pytest.raises(ConfigurationError, match="cannot connect to Temporal at 127.0.0.1:9.*TEMPORAL_ADDRESS"):
+        asyncio.run(connect_temporal("127.0.0.1:9", "default"))

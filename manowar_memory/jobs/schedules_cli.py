@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
@@ -57,15 +56,12 @@ def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, A
 
         async def on_temporal() -> T:
             try:
-                from temporalio.client import Client
-
+                from .temporal import connect_temporal
                 from .temporal_schedules import TemporalSchedules
             except ImportError as exc:
                 raise click.ClickException(f'the Temporal backend needs temporalio: pip install '
                                            f'"manowar-memory[temporal]" ({exc})') from None
-            key = os.environ.get("TEMPORAL_API_KEY") or None
-            client = await Client.connect(ctx_args["address"], namespace=ctx_args["namespace"], api_key=key,
-                                          tls=bool(key))
+            client = await connect_temporal(ctx_args["address"], ctx_args["namespace"])
             backend = TemporalSchedules(client, task_queue=ctx_args["task_queue"], id_prefix=ctx_args["id_prefix"],
                                         store=engine.store)
             return await action(backend, engine)

@@ -20,8 +20,9 @@ consolidate and decay_update run in bounded batches with continue-as-new (see
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -41,8 +42,8 @@ from .runner import _agent_of, execute_job, invalidate_changes, new_job_id, pars
 from .temporal_workflows import MemoryJobWorkflow, SkillPromotionWorkflow
 
 __all__ = [
-    "DEFAULT_TASK_QUEUE", "MemoryActivities", "create_worker", "get_temporal_job", "refresh_temporal_job",
-    "run_worker", "start_skill_promotion", "start_temporal_job",
+    "DEFAULT_TASK_QUEUE", "MemoryActivities", "connect_temporal", "create_worker", "get_temporal_job",
+    "refresh_temporal_job", "run_worker", "start_skill_promotion", "start_temporal_job",
 ]
 
 DEFAULT_TASK_QUEUE = "manowar.memory.activities"
@@ -335,21 +336,33 @@ async def start_skill_promotion(client: Client, pattern_id: str, skill_name: str
         return {"success": False, "processed": 0, "errors": [str(exc.cause or exc)]}
 
 
+async def connect_temporal(address: str = "127.0.0.1:7233", namespace: str = "default", *,
+                           api_key: str | None = None) -> Client:
+    """A Temporal client. ``api_key`` (default ``TEMPORAL_API_KEY``) turns on TLS, as Temporal
+    Cloud needs. A failure raises :class:`ConfigurationError` saying where it tried and what to set."""
+    key = api_key if api_key is not None else (os.environ.get("TEMPORAL_API_KEY") or None)
+    try:
+        return await Client.connect(address, namespace=namespace, api_key=key, tls=bool(key))
+    except Exception as exc:  # noqa: BLE001 - one clear error for callers and the CLI
+        raise ConfigurationError(
+            f"cannot connect to Temporal at {address} (namespace {namespace}): {exc}; start the server "
+            "(bash scripts/services.sh start) or set TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY"
+        ) from exc
+
+
 async def run_worker(store: Any, *, address: str = "127.0.0.1:7233", namespace: str = "default",
                      task_queue: str = DEFAULT_TASK_QUEUE, heartbeat_every: float = 30.0,
                      graceful_shutdown: float = 10.0, stop: asyncio.Event | None = None,
-                     on_ready: Any = None, schedules: bool = False, schedule_id_prefix: str = "",
-                     **worker_kwargs: Any) -> None:
+                     on_ready: Callable[[], None] | None = None, schedules: bool = False,
+                     schedule_id_prefix: str = "", api_key: str | None = None, **worker_kwargs: Any) -> None:
     """Connect to Temporal and serve the memory jobs on ``task_queue`` until SIGINT/SIGTERM
     (or ``stop`` is set); then stop polling and give running activities ``graceful_shutdown``
     seconds to finish (an unfinished batch is retried on another worker; batches are idempotent).
     ``on_ready`` is called with no argument once the worker polls. With ``schedules``, the
     maintenance schedule table is created (or replaced) first, for the agents in ``store``,
-    unless ``MEMORY_AUTO_SCHEDULES`` is false (see :mod:`manowar_memory.jobs.schedules`)."""
-    try:
-        client = await Client.connect(address, namespace=namespace)
-    except Exception as exc:  # noqa: BLE001 - one clear error for the CLI
-        raise ConfigurationError(f"cannot connect to Temporal at {address} (namespace {namespace}): {exc}") from exc
+    unless ``MEMORY_AUTO_SCHEDULES`` is false (see :mod:`manowar_memory.jobs.schedules`).
+    ``api_key`` (default ``TEMPORAL_API_KEY``) connects with TLS, for Temporal Cloud."""
+    client = await connect_temporal(address, namespace, api_key=api_key)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     installed = []
