@@ -181,8 +181,12 @@ def stats(agent: str | None, store: str | None) -> None:
               help="Seconds a workflow task waits for this worker before any worker may take it (after a crash).")
 @click.option("--schedules", is_flag=True,
               help="Create the maintenance schedules at startup (unless MEMORY_AUTO_SCHEDULES=false).")
+@click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None,
+              help="The Redis the engines cache queries in (env MANOWAR_REDIS_URL): jobs then invalidate "
+              "exactly the cached queries of the scopes they change. Without it cached reads stay stale "
+              "until their TTL.")
 def worker(address: str, namespace: str, task_queue: str | None, store: str | None, heartbeat_every: float,
-           graceful_timeout: float, sticky_timeout: float, schedules: bool) -> None:
+           graceful_timeout: float, sticky_timeout: float, schedules: bool, redis_url: str | None) -> None:
     """Run a Temporal worker for the maintenance jobs until SIGINT or SIGTERM."""
     import asyncio
     from datetime import timedelta
@@ -195,18 +199,33 @@ def worker(address: str, namespace: str, task_queue: str | None, store: str | No
         raise click.ClickException(f'the worker needs temporalio: pip install "manowar-memory[temporal]" ({exc})')
     queue = task_queue or DEFAULT_TASK_QUEUE
     backend = open_store(store)
+    target = _worker_target(backend, redis_url)
 
     def ready() -> None:
-        click.echo(f"worker ready: {address} namespace={namespace} task_queue={queue} store={backend.name}")
+        click.echo(f"worker ready: {address} namespace={namespace} task_queue={queue} store={backend.name}"
+                   + (" query-cache=redis" if redis_url else ""))
 
     try:
-        asyncio.run(run_worker(backend, address=address, namespace=namespace, task_queue=queue,
+        asyncio.run(run_worker(target, address=address, namespace=namespace, task_queue=queue,
                                heartbeat_every=heartbeat_every, graceful_shutdown=graceful_timeout, on_ready=ready,
                                sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout),
                                schedules=schedules))
     finally:
+        if target is not backend:
+            target.close()
         backend.close()
     click.echo("worker stopped")
+
+
+def _worker_target(store: Any, redis_url: str | None) -> Any:
+    """What the worker's activities run on: the store, or with ``redis_url`` an engine over it
+    whose Redis query cache the jobs invalidate (no embedder: the jobs embed nothing)."""
+    if not redis_url:
+        return store
+    from .cache.redis import RedisCache
+    from .engine import MemoryEngine
+
+    return MemoryEngine(store=store, embedder=None, cache=RedisCache(redis_url))
 
 
 cli.add_command(schedules)

@@ -162,3 +162,20 @@ def test_an_unreachable_temporal_is_a_configuration_error_that_says_what_to_set(
 
     with pytest.raises(ConfigurationError, match="cannot connect to Temporal at 127.0.0.1:9.*TEMPORAL_ADDRESS"):
         asyncio.run(connect_temporal("127.0.0.1:9", "default"))
+
+
+@pytest.mark.redis
+def test_the_worker_with_redis_runs_jobs_on_an_engine_whose_query_cache_they_invalidate(redis_url) -> None:
+    from manowar_memory.cli import _worker_target
+    from manowar_memory.jobs.runner import query_cache_of
+    from manowar_memory.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(":memory:")
+    try:
+        assert _worker_target(store, None) is store and query_cache_of(store) is None
+        engine = _worker_target(store, redis_url)
+        assert engine.store is store and query_cache_of(engine) is not None
+        assert engine.query_cache.cache.name == "redis"
+        engine.close()
+    finally:
+        store.close()
