@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from manowar_memory._util import DAY_MS
-from manowar_memory.errors import ConfigurationError, ManowarError
+from manowar_memory.errors import ConfigurationError, ManowarError, StoreError
 from manowar_memory.jobs import (
     InlineSchedules,
     InvalidCronError,
@@ -366,6 +366,38 @@ def test_a_run_whose_process_died_stops_blocking_after_max_run(store) -> None:
     patient = InlineSchedules(store, clock=Clock(T0), settings=ScheduleSettings(max_run_s=3600))
     assert patient.run_due(T0 + 2 * HOUR) == []  # 1 h after it started: maybe still going
     assert [j.data["scheduledAt"] for j in patient.run_due(T0 + 3 * HOUR)] == [T0 + 3 * HOUR]
+
+
+def test_a_failing_run_is_recorded_released_and_does_not_strand_the_other_schedules(store) -> None:
+    def runner(target, job_type, params):
+        if params.get("half_life_days") == 7:
+            raise StoreError("archives collection unavailable")
+        return run_job(target, job_type, params)
+
+    sched = InlineSchedules(store, clock=Clock(T0), runner=runner)
+    sched.create(MaintenanceSchedule(schedule_id="a-failing", job_type="decay_update", params={"half_life_days": 7},
+                                     cron="0 * * * *"))
+    sched.create(_decay("b-fine"))
+    jobs = sched.run_due(T0 + HOUR)  # both claimed in one tick: the failure of the first must not strand the second
+    assert [(j.data["scheduleId"], j.status) for j in jobs] == [("a-failing", "failed"), ("b-fine", "completed")]
+    assert "archives collection unavailable" in jobs[0].error
+    failing = sched.describe("a-failing")
+    assert not failing.running and failing.last_status == "failed" and failing.last_job_id == jobs[0].job_id
+    # released: it fires again at its next time, not after max_run_s
+    assert [j.data["scheduleId"] for j in sched.run_due(T0 + 2 * HOUR)] == ["a-failing", "b-fine"]
+
+
+def test_an_unreadable_stored_schedule_is_skipped_and_can_still_be_deleted(store) -> None:
+    sched = InlineSchedules(store, clock=Clock(T0))
+    sched.create(_decay("a-broken"))
+    sched.create(_decay("b-fine"))
+    doc = store.get_schedule("a-broken")
+    rev = doc.pop("rev")
+    doc["definition"]["params"] = {"half_life_days": 30, "field_from_a_newer_version": 1}
+    assert store.save_schedule(doc, expected_rev=rev) is not None
+    assert [i.schedule.schedule_id for i in sched.list()] == ["b-fine"]
+    assert [j.data["scheduleId"] for j in sched.run_due(T0 + HOUR)] == ["b-fine"]
+    assert sched.delete("a-broken") and store.get_schedule("a-broken") is None
 
 
 def test_run_forever_runs_due_schedules_on_worker_threads(store) -> None:

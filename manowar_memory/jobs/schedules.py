@@ -57,7 +57,7 @@ from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .._util import DAY_MS, now_ms
-from ..errors import ConfigurationError, InvalidInputError, NotFoundError, StoreError
+from ..errors import ConfigurationError, InvalidInputError, ManowarError, NotFoundError, StoreError
 from ..records import Job, JobType
 from ._store import job_store
 from .runner import parse_params, run_job
@@ -472,8 +472,15 @@ class InlineSchedules:
         return doc
 
     def list(self) -> list[ScheduleInfo]:
-        """Every schedule in the store, by id."""
-        return [self._info(d) for d in sorted(self.store.list_schedules(), key=lambda d: d["scheduleId"])]
+        """Every schedule in the store, by id; a stored definition that no longer validates is
+        logged and left out (``delete`` still removes it)."""
+        out = []
+        for doc in sorted(self.store.list_schedules(), key=lambda d: d["scheduleId"]):
+            try:
+                out.append(self._info(doc))
+            except ManowarError as exc:
+                log.warning("schedule %s is unreadable and left out: %s", doc.get("scheduleId"), exc)
+        return out
 
     def describe(self, schedule_id: str) -> ScheduleInfo:
         """One schedule (:class:`ScheduleNotFoundError` when missing)."""
@@ -617,9 +624,24 @@ class InlineSchedules:
         return claim[0] if claim else None
 
     def _execute(self, schedule_id: str, claim: _Claim | None) -> builtins.list[Job]:
+        """Run a claimed schedule (and its buffered follow-up). A run that raises becomes a
+        failed job record and its claim is released like any other, so the schedule fires
+        again at its next time instead of looking busy for ``max_run_s``."""
         jobs: list[Job] = []
         while claim is not None:
-            job = self._run_one(claim)
+            try:
+                job = self._run_one(claim)
+            except Exception as exc:  # noqa: BLE001 - recorded on the job and the schedule
+                log.warning("scheduled run of %s failed: %s: %s", schedule_id, type(exc).__name__, exc)
+                job = Job(job_id=f"memjob_sched_{claim.token}", type=claim.schedule.job_type, status="failed",
+                          error=f"{type(exc).__name__}: {exc}",
+                          data={"input": dict(claim.schedule.params), "scheduleId": schedule_id,
+                                "scheduledAt": claim.fire_at, "scheduleRun": claim.kind},
+                          completed_at=self.clock())
+                try:
+                    self.jobs.put_job(job)
+                except Exception as put_exc:  # noqa: BLE001 - the schedule still records the failure
+                    log.warning("could not record the failed run of %s: %s", schedule_id, put_exc)
             jobs.append(job)
             claim = self._finish(schedule_id, claim, job)
         return jobs
@@ -677,7 +699,17 @@ class InlineSchedules:
         other, and return the job records of the runs (buffered follow-ups included)."""
         at = self.clock() if now is None else now
         claims = self._claim_all(at)
-        return [job for sid, claim in claims for job in self._execute(sid, claim)]
+        jobs: list[Job] = []
+        errors: list[Exception] = []
+        for sid, claim in claims:  # one schedule's trouble never strands the others' claims
+            try:
+                jobs.extend(self._execute(sid, claim))
+            except Exception as exc:  # noqa: BLE001 - re-raised once every claim had its turn
+                log.error("schedule %s could not finish its run: %s", sid, exc)
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return jobs
 
     def _claim_all(self, now: int) -> builtins.list[tuple[str, _Claim]]:
         out = []
@@ -685,6 +717,9 @@ class InlineSchedules:
             try:
                 claim = self._claim(doc["scheduleId"], now, "schedule")
             except ScheduleNotFoundError:
+                continue
+            except ManowarError as exc:  # an unreadable definition must not stop the others
+                log.warning("schedule %s is unreadable and skipped: %s", doc.get("scheduleId"), exc)
                 continue
             if claim is not None:
                 out.append((doc["scheduleId"], claim))
