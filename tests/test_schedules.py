@@ -359,6 +359,8 @@ def test_a_run_whose_process_died_stops_blocking_after_max_run(store) -> None:
     def crashing(*_args):
         raise _Crash()
 
+    # only a process that really dies (BaseException here) leaves the run marked running; an
+    # ordinary exception is recorded and released at once (see the next tests)
     dead = InlineSchedules(store, clock=Clock(T0), runner=crashing)
     dead.create(_decay())
     with pytest.raises(_Crash):
@@ -383,17 +385,58 @@ def test_a_failing_run_is_recorded_released_and_does_not_strand_the_other_schedu
     assert "archives collection unavailable" in jobs[0].error
     failing = sched.describe("a-failing")
     assert not failing.running and failing.last_status == "failed" and failing.last_job_id == jobs[0].job_id
+    assert "archives collection unavailable" in failing.last_error
     # released: it fires again at its next time, not after max_run_s
     assert [j.data["scheduleId"] for j in sched.run_due(T0 + 2 * HOUR)] == ["a-failing", "b-fine"]
 
 
-def test_an_unreadable_stored_schedule_is_skipped_and_can_still_be_deleted(store) -> None:
+def test_a_schedule_whose_state_cannot_be_saved_is_released_and_the_others_still_run(store, monkeypatch) -> None:
+    sched = InlineSchedules(store, clock=Clock(T0))
+    sched.create(_decay("a-stuck"))
+    sched.create(_decay("b-fine"))
+    finish = sched._finish
+
+    def flaky_finish(schedule_id, claim, job):
+        if schedule_id == "a-stuck":
+            raise StoreError("schedules table is locked")
+        return finish(schedule_id, claim, job)
+
+    monkeypatch.setattr(sched, "_finish", flaky_finish)
+    with pytest.raises(StoreError, match="locked"):
+        sched.run_due(T0 + HOUR)  # raised only after every claimed schedule had its turn
+    stuck, fine = sched.describe("a-stuck"), sched.describe("b-fine")
+    assert not stuck.running and stuck.last_status == "failed" and "locked" in stuck.last_error
+    assert not fine.running and fine.last_status == "completed" and fine.last_fire_at == T0 + HOUR
+    monkeypatch.undo()
+    assert [j.data["scheduleId"] for j in sched.run_due(T0 + 2 * HOUR)] == ["a-stuck", "b-fine"]
+
+
+def test_agents_that_cannot_be_listed_fail_the_consolidation_run_and_release_it(store, monkeypatch) -> None:
+    sched = InlineSchedules(store, clock=Clock(T0))
+    sched.create(MaintenanceSchedule(schedule_id="consolidate-all", job_type="consolidate", all_agents=True,
+                                     cron="0 * * * *"))
+
+    def unavailable(_limit=None):
+        raise StoreError("agents index unavailable")
+
+    monkeypatch.setattr(store, "list_agent_wallets", unavailable)
+    [job] = sched.run_due(T0 + HOUR)
+    assert job.status == "failed" and "agents index unavailable" in job.error
+    info = sched.describe("consolidate-all")
+    assert not info.running and info.last_status == "failed" and info.last_job_id == job.job_id
+
+
+@pytest.mark.parametrize("corrupt", ["params", "unknown_field"])
+def test_an_unreadable_stored_schedule_is_skipped_and_can_still_be_deleted(store, corrupt) -> None:
     sched = InlineSchedules(store, clock=Clock(T0))
     sched.create(_decay("a-broken"))
     sched.create(_decay("b-fine"))
     doc = store.get_schedule("a-broken")
     rev = doc.pop("rev")
-    doc["definition"]["params"] = {"half_life_days": 30, "field_from_a_newer_version": 1}
+    if corrupt == "params":  # fails the schedule's own check (ConfigurationError)
+        doc["definition"]["params"] = {"half_life_days": 30, "field_from_a_newer_version": 1}
+    else:  # fails pydantic's extra="forbid" (ValidationError)
+        doc["definition"]["field_from_a_newer_version"] = 1
     assert store.save_schedule(doc, expected_rev=rev) is not None
     assert [i.schedule.schedule_id for i in sched.list()] == ["b-fine"]
     assert [j.data["scheduleId"] for j in sched.run_due(T0 + HOUR)] == ["b-fine"]

@@ -293,6 +293,7 @@ class ScheduleInfo(BaseModel):
     last_job_id: str | None = None
     last_workflow_id: str | None = Field(None, description="temporal: the workflow the latest run started")
     last_status: str | None = None
+    last_error: str | None = Field(None, description="inline: the error of the latest run, when it failed")
     running: bool = False
     buffered: bool = Field(False, description="a run is queued behind the running one (buffer_one)")
     skipped: int = Field(0, description="fire times skipped because a run was still going")
@@ -461,7 +462,7 @@ class InlineSchedules:
             schedule=MaintenanceSchedule.model_validate(doc["definition"]), backend="inline",
             paused=bool(doc.get("paused")), note=doc.get("note"), next_fire_at=doc.get("nextFireAt"),
             last_fire_at=doc.get("lastFireAt"), last_job_id=doc.get("lastJobId"), last_status=doc.get("lastStatus"),
-            running=bool(running) and self._alive(running, self.clock()),
+            last_error=doc.get("lastError"), running=bool(running) and self._alive(running, self.clock()),
             buffered=doc.get("bufferedFireAt") is not None, skipped=int(doc.get("skipped") or 0),
             missed=int(doc.get("missed") or 0))
 
@@ -478,7 +479,7 @@ class InlineSchedules:
         for doc in sorted(self.store.list_schedules(), key=lambda d: d["scheduleId"]):
             try:
                 out.append(self._info(doc))
-            except ManowarError as exc:
+            except (ManowarError, ValidationError, KeyError) as exc:
                 log.warning("schedule %s is unreadable and left out: %s", doc.get("scheduleId"), exc)
         return out
 
@@ -643,15 +644,35 @@ class InlineSchedules:
                 except Exception as put_exc:  # noqa: BLE001 - the schedule still records the failure
                     log.warning("could not record the failed run of %s: %s", schedule_id, put_exc)
             jobs.append(job)
-            claim = self._finish(schedule_id, claim, job)
+            try:
+                claim = self._finish(schedule_id, claim, job)
+            except Exception as exc:
+                self._release(schedule_id, claim, exc)
+                raise
         return jobs
+
+    def _release(self, schedule_id: str, claim: _Claim, exc: BaseException) -> None:
+        """Best effort after ``_finish`` failed: clear the claim (only if it is still ours) and
+        mark the schedule failed, so it does not look busy for ``max_run_s``."""
+        error = f"{type(exc).__name__}: {exc}"
+
+        def change(d: dict[str, Any]) -> dict[str, Any] | None:
+            if (d.get("running") or {}).get("token") != claim.token:
+                return None
+            return {**d, "running": None, "lastStatus": "failed", "lastError": error}
+
+        try:
+            self._update(schedule_id, change)
+        except Exception as release_exc:  # noqa: BLE001 - the original error is re-raised by the caller
+            log.error("could not release the claim of %s (it stays running until max_run_s): %s",
+                      schedule_id, release_exc)
 
     def _run_one(self, claim: _Claim) -> Job:
         sched = claim.schedule
         extra = {"scheduleId": sched.schedule_id, "scheduledAt": claim.fire_at, "scheduleRun": claim.kind}
         try:
             params = sched.params_for(claim.fire_at, lambda: self.store.list_agent_wallets(None))
-        except InvalidInputError as exc:
+        except (InvalidInputError, StoreError) as exc:  # bad params, or the agents could not be listed
             job = Job(job_id=f"memjob_sched_{claim.token}", type=sched.job_type, status="failed",
                       error=f"{type(exc).__name__}: {exc}", data={"input": dict(sched.params), **extra},
                       completed_at=self.clock())
@@ -678,7 +699,8 @@ class InlineSchedules:
             running = d.get("running") or {}
             if running.get("token") != claim.token:
                 return None  # someone took over a run they thought dead; leave their state alone
-            d.update(running=None, lastJobId=job.job_id, lastStatus=job.status)
+            d.update(running=None, lastJobId=job.job_id, lastStatus=job.status,
+                     lastError=job.error if job.status == "failed" else None)
             buffered = d.get("bufferedFireAt")
             if buffered is not None and not d.get("paused"):
                 sched = MaintenanceSchedule.model_validate(d["definition"])
@@ -696,7 +718,10 @@ class InlineSchedules:
 
     def run_due(self, now: int | None = None) -> builtins.list[Job]:
         """Run every schedule that is due at ``now`` (default: the clock), one after the
-        other, and return the job records of the runs (buffered follow-ups included)."""
+        other, and return the job records of the runs (buffered follow-ups included). A run
+        that raises is recorded as a failed job and its schedule released; when a schedule's
+        state cannot be saved after its run, the other claimed schedules still run and the
+        first such error is raised at the end."""
         at = self.clock() if now is None else now
         claims = self._claim_all(at)
         jobs: list[Job] = []
@@ -718,7 +743,7 @@ class InlineSchedules:
                 claim = self._claim(doc["scheduleId"], now, "schedule")
             except ScheduleNotFoundError:
                 continue
-            except ManowarError as exc:  # an unreadable definition must not stop the others
+            except (ManowarError, ValidationError, KeyError) as exc:  # an unreadable definition must not stop the others
                 log.warning("schedule %s is unreadable and skipped: %s", doc.get("scheduleId"), exc)
                 continue
             if claim is not None:
