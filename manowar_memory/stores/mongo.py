@@ -207,6 +207,7 @@ class _CachePartition(VectorIndex):
         self.watermark = 0
         self.loaded_at = 0.0
         self.counted_at = 0.0
+        self.other_models = 0  # the agent's rows embedded by another model, refreshed when rows change
 
 
 class MongoStore:
@@ -748,7 +749,7 @@ class MongoStore:
                 info.candidates = int(mask.sum())
                 # a few spare candidates: rows changed since the sync are re-checked below
                 picked = part.top(qn, mask, limit + min(limit, 16))
-            info.skipped_other_models = int(self.memory.count_documents(_mql.other_model_filter(query, model_id)))
+            info.skipped_other_models = part.other_models  # kept by the sync: no count on the hot path
             if not picked:
                 return [], info
             docs = {
@@ -775,9 +776,14 @@ class MongoStore:
                 self._partitions.pop(key, None)
             return self._too_big(agent, model_id, rows, dims)
         part = self._load(agent, model_id, dims, rows)
+        part.other_models = self._count_other_models(agent, model_id)
         with self._cache_lock:
             self._partitions[key] = part
         return part if self._fits(key, part) else self._too_big(agent, model_id, part.live_count, dims)
+
+    def _count_other_models(self, agent: str, model_id: str) -> int:
+        """The agent's rows embedded by another model (never scored against this one)."""
+        return int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": {"$nin": [model_id, None]}}))
 
     def _too_big(self, agent: str, model_id: str, rows: int, dims: int) -> str:
         mb = rows * VectorIndex.row_bytes(dims) / 2**20
@@ -853,11 +859,14 @@ class MongoStore:
             for gone in set(ids) - {d["_id"] for d in docs}:
                 part.remove(gone)
         part.watermark = started
+        if stale:  # a row of the agent changed: it may have moved to or from another model
+            part.other_models = self._count_other_models(agent, model_id)
         # hard deletes leave no row to read (and the final fetch never returns a deleted row):
         # compare counts now and then, and reconcile ids when they differ
         if time.monotonic() - part.counted_at < self.vector_cache_recount_s:
             return True
         part.counted_at = time.monotonic()
+        part.other_models = self._count_other_models(agent, model_id)
         server = int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": model_id}))
         if server < part.live_count:
             present = {d["_id"] for d in self.memory.find({"agentWallet": agent, "embeddingModel": model_id},
