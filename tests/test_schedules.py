@@ -306,12 +306,18 @@ def _in_thread(fn, *args):
     return thread, out
 
 
-def test_skip_starts_nothing_while_the_previous_run_is_going(store) -> None:
+def _first_run_held(store, overlap: str) -> tuple[BlockingRunner, threading.Thread, dict]:
+    """The decay schedule's T0 + 1 h run, started on a thread and held inside its job."""
     runner = BlockingRunner()
     first = InlineSchedules(store, clock=Clock(T0), runner=runner)
-    first.create(_decay(overlap="skip"))
+    first.create(_decay(overlap=overlap))
     thread, out = _in_thread(first.run_due, T0 + HOUR)
     assert runner.started.wait(30)
+    return runner, thread, out
+
+
+def test_skip_starts_nothing_while_the_previous_run_is_going(store) -> None:
+    runner, thread, out = _first_run_held(store, "skip")
     other = InlineSchedules(store, clock=Clock(T0 + 2 * HOUR), runner=runner)  # e.g. another process
     try:
         assert other.run_due() == []
@@ -329,11 +335,7 @@ def test_skip_starts_nothing_while_the_previous_run_is_going(store) -> None:
 
 
 def test_buffer_one_queues_one_run_behind_the_running_one(store) -> None:
-    runner = BlockingRunner()
-    first = InlineSchedules(store, clock=Clock(T0), runner=runner)
-    first.create(_decay(overlap="buffer_one"))
-    thread, out = _in_thread(first.run_due, T0 + HOUR)
-    assert runner.started.wait(30)
+    runner, thread, out = _first_run_held(store, "buffer_one")
     other = InlineSchedules(store, clock=Clock(T0 + 3 * HOUR), runner=runner)
     try:
         assert other.run_due(T0 + 2 * HOUR) == []  # buffered

@@ -49,23 +49,6 @@ __all__ = [
 DEFAULT_TASK_QUEUE = "manowar.memory.activities"
 
 
-def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    if len(reports) == 1:
-        return reports[0]
-    merged: dict[str, Any] = {}
-    for rep in reports:
-        for key, value in rep.items():
-            if isinstance(value, bool) or key not in merged:
-                merged[key] = value if not isinstance(value, (dict, list)) else (dict(value) if isinstance(value, dict) else list(value))
-            elif isinstance(value, (int, float)):
-                merged[key] += value
-            elif isinstance(value, dict):
-                merged[key].update(value)
-            elif isinstance(value, list):
-                merged[key] = (merged[key] + value)[:200]
-    return merged
-
-
 def _processed(report: Mapping[str, Any]) -> int:
     for key in ("consolidated", "patterns", "memoriesArchived", "updated", "deleted", "restored"):
         if isinstance(report.get(key), int):
@@ -119,11 +102,9 @@ class MemoryActivities:
         finally:
             await asyncio.to_thread(invalidate_changes, self.query_cache, changes)
         report = {**report, "processed": _processed(report)}
-        if request.get("finalize", True) and request.get("jobId"):
-            full = _merge([*(request.get("partials") or []), report])
-            await asyncio.to_thread(self._complete, request["jobId"], full, bool(request.get("dryRun")),
+        if request.get("jobId"):
+            await asyncio.to_thread(self._complete, request["jobId"], report, bool(request.get("dryRun")),
                                     activity.info().workflow_run_id, False)
-            return full
         return report
 
     def _complete(self, job_id: str, report: dict[str, Any], dry_run: bool, run_id: str, latest_run: bool) -> None:

@@ -24,12 +24,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 __all__ = [
-    "ACTIVITY_OPTIONS", "BATCHES_PER_RUN", "CONSOLIDATION_BATCH", "MemoryJobWorkflow", "NON_RETRYABLE",
+    "ACTIVITY_OPTIONS", "BATCHES_PER_RUN", "MemoryJobWorkflow", "NON_RETRYABLE",
     "SkillPromotionWorkflow", "activity_options",
 ]
 
-#: wallets per batch of the earlier wallet-batched consolidation (kept for compatibility)
-CONSOLIDATION_BATCH = 50
 #: batches a run executes before it continues as new
 BATCHES_PER_RUN = 50
 #: job types that run in batches (mirrors manowar_memory.jobs.batched.BATCHED_JOB_TYPES)
@@ -122,7 +120,7 @@ class MemoryJobWorkflow(_StateMixin):
     async def _run_whole(self, request: dict[str, Any]) -> dict[str, Any]:
         await self._wait_unpaused()
         report = await workflow.execute_activity(
-            "manowar_memory_job", {**request, "finalize": True, "batches": 1, "partials": []},
+            "manowar_memory_job", request,
             **activity_options(request),
         )
         self._touch(processed=int(report.get("processed", 0)), status="completed", result=report)
