@@ -34,6 +34,7 @@ from .errors import (
     RerankError,
     ScopeError,
     StoreError,
+    ToolCallError,
 )
 from .extraction import ExtractedFact, FactExtractor, LLMExtractor, RuleBasedExtractor
 from .packing import ContextUsage, Decision, PackedItem
@@ -51,6 +52,8 @@ from .records import (
 )
 from .rerankers.base import Reranker, RerankResult
 from .scope import Scope
+from .scoped import RESERVED_METADATA_KEYS, ScopedMemory, SearchHits, pack_context
+from .tools import BoundTool, ToolDefinition, memory_tools
 from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
 
@@ -58,8 +61,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LAYERS",
+    "RESERVED_METADATA_KEYS",
     "Archive",
     "BaseEmbedder",
+    "BoundTool",
     "Cache",
     "CachedEmbedder",
     "Candidate",
@@ -103,12 +108,18 @@ __all__ = [
     "RuleBasedExtractor",
     "SQLiteStore",
     "Scope",
+    "ScopedMemory",
+    "SearchHits",
     "ScopeError",
     "Session",
     "Skill",
     "Store",
+    "ToolCallError",
+    "ToolDefinition",
     "StoreError",
     "Transcript",
     "__version__",
+    "memory_tools",
+    "pack_context",
     "resolve_embedder",
 ]

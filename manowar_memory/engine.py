@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -36,6 +36,9 @@ from .retrieval.hybrid import LaneReport, RankOptions
 from .scope import Scope, ScopeLike
 from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from .scoped import ScopedMemory
 
 __all__ = [
     "FlushResult",
@@ -899,6 +902,69 @@ class MemoryEngine:
             raise NotFoundError(f"memory {memory_id!r} disappeared while resolving the conflict")
         self._invalidate(scope_of(current))
         return updated
+
+    # ------------------------------------------------------------------ threads
+    def _owned_thread_rows(self, scope: Scope) -> tuple[Transcript | None, Session | None]:
+        sid = scope.thread_session_id()
+        transcript = self.store.get_transcript(sid, scope.agent_wallet)
+        session = self.store.get_session(sid, scope.agent_wallet)
+        from .scoped import owns
+
+        return (transcript if transcript is not None and owns(scope, transcript) else None,
+                session if session is not None and owns(scope, session) else None)
+
+    def thread_messages(self, scope: ScopeLike) -> list[Message]:
+        """The messages of the scope's thread, oldest first: its transcript (scene layer), or,
+        when a cleanup removed it, what the working buffer still holds."""
+        scope = Scope.coerce(scope)
+        if scope.thread_id is None:
+            raise ScopeError("thread_messages needs a thread: set Scope(thread_id=...)")
+        transcript, session = self._owned_thread_rows(scope)
+        if transcript is not None:
+            return list(transcript.messages)
+        if session is None:
+            return []
+        out: list[Message] = []
+        for i, line in enumerate(session.working_memory.context):
+            role, sep, text = line.partition(": ")
+            if sep and role in ("user", "assistant", "system"):
+                out.append(Message(role=role, content=text, timestamp=session.created_at + i))  # type: ignore[arg-type]
+        return out
+
+    def clear_thread(self, scope: ScopeLike) -> None:
+        """Empty the thread's transcript and working buffer. Durable memories (graph, vectors,
+        patterns, archives) stay: they belong to the agent, not to the thread."""
+        scope = Scope.coerce(scope)
+        if scope.thread_id is None:
+            raise ScopeError("clear_thread needs a thread: set Scope(thread_id=...)")
+        transcript, session = self._owned_thread_rows(scope)
+        if transcript is not None:
+            self.store.upsert_transcript(transcript.model_copy(update={"messages": [], "summary": None,
+                                                                       "token_count": 0}))
+        if session is not None:
+            wm = session.working_memory
+            fresh = WorkingMemory(entities=dict(wm.entities), state=dict(wm.state))
+            self.store.upsert_session(session.model_copy(update={"working_memory": fresh}))
+        self._invalidate(scope)
+
+    def agent_artifact(self, scope: ScopeLike, kind: str, artifact_id: str) -> Any:
+        """An archive, pattern or skill of the scope's agent; :class:`NotFoundError` when it does
+        not exist or belongs to another agent."""
+        scope = Scope.coerce(scope)
+        getters = {"archive": self.store.get_archive, "pattern": self.store.get_pattern, "skill": self.store.get_skill}
+        if kind not in getters:
+            raise InvalidInputError(f"kind must be archive, pattern or skill, got {kind!r}")
+        found = getters[kind](artifact_id) if isinstance(artifact_id, str) and artifact_id else None
+        if found is None or getattr(found, "agent_wallet", None) != scope.agent_wallet:
+            raise NotFoundError(f"{kind} {artifact_id!r} does not exist for this agent")
+        return found
+
+    def scoped(self, scope: ScopeLike, *, trust: str | None = None, require_thread: bool = False) -> ScopedMemory:
+        """This engine bound to one scope: the surface plugins, servers and tools use
+        (ownership, trust, wrapper and cache invalidation; see :class:`ScopedMemory`)."""
+        from .scoped import ScopedMemory
+
+        return ScopedMemory(self, scope, trust=trust, require_thread=require_thread)  # type: ignore[arg-type]
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored (optionally for one agent)."""

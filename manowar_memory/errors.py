@@ -16,10 +16,13 @@ Hierarchy::
     ├── StoreError                             the storage backend failed
     │   └── NotFoundError (also KeyError)      a record that does not exist
     ├── PinningError                           pinning an archive to IPFS (Pinata) failed
-    └── ExtractionError                        a fact extractor failed
+    ├── ExtractionError                        a fact extractor failed
+    └── ToolCallError                          a catalog tool failed; ``payload`` is the structured error
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "ConfigurationError",
@@ -34,6 +37,7 @@ __all__ = [
     "RerankError",
     "ScopeError",
     "StoreError",
+    "ToolCallError",
 ]
 
 
@@ -102,3 +106,18 @@ class PinningError(ManowarError):
 
 class ExtractionError(ManowarError):
     """A fact extractor failed to produce facts."""
+
+
+class ToolCallError(ManowarError):
+    """A catalog tool call failed; ``payload`` is the structured error every framework returns:
+    ``{"error": {"type": ..., "message": ..., "tool": ...}}``."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__(payload["error"]["message"])
+        self.payload = payload
+
+    def to_json(self) -> str:
+        """The payload as JSON text (what a model reads)."""
+        import json
+
+        return json.dumps(self.payload, ensure_ascii=False)

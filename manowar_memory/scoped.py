@@ -1,0 +1,489 @@
+"""The scoped surface: an engine bound to one scope, the only way plugins, servers and tools
+read and write memory.
+
+:meth:`MemoryEngine.scoped` returns a :class:`ScopedMemory`. It owns the rules every
+adapter would otherwise have to repeat (and did, differently):
+
+* **Ownership.** A scope writes, updates and deletes only rows it owns: same agent, user,
+  mode and HAI (:func:`owns`). Reads follow the engine's visibility rules (:func:`visible`):
+  a user scope also sees the agent's shared (user-less) rows, but a write through it never
+  touches them; a keyed write (:meth:`ScopedMemory.upsert`) shadows a shared row with the
+  scope's own copy instead.
+* **Trust.** ``trust`` and the other reserved metadata keys (:data:`RESERVED_METADATA_KEYS`)
+  are set by the application only, through ``ScopedMemory(trust=...)``; metadata that a
+  model, a document or a node supplies may not carry them (:class:`InvalidInputError`). A
+  row whose text is rewritten through the surface takes the surface's trust level.
+* **The untrusted-content wrapper** is on every packed context (:meth:`ScopedMemory.pack`,
+  :func:`pack_context`), as ``pre_turn`` packs it.
+* **Cache invalidation**: every write goes through an engine method that tells the query
+  cache exactly which scopes changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .candidates import Candidate
+from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
+from .packing import PackResult, pack
+from .ranking.trust import TRUST_LEVELS, content_delimiter
+from .records import MemoryRecord, Message
+from .scope import Scope, ScopeLike
+
+if TYPE_CHECKING:
+    from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
+
+__all__ = [
+    "DOC_KEY",
+    "RESERVED_METADATA_KEYS",
+    "ScopedMemory",
+    "SearchHits",
+    "check_metadata",
+    "owns",
+    "pack_context",
+    "visible",
+]
+
+#: Metadata keys the engine reads as controls (trust, status, pinning, supersession, dedupe).
+#: Only the application sets them, through explicit engine arguments.
+RESERVED_METADATA_KEYS: frozenset[str] = frozenset({
+    "trust", "trustLevel", "trust_level", "taintLevel", "status", "factHash", "pinned", "supersededBy",
+    "supersededAt", "deletedAt", "winningMemoryId", "conflictResolution", "conflictResolvedAt", "conflictReason",
+    "decayScore", "duplicateFingerprint", "docKey",
+})
+#: The metadata key of a keyed row's identity (a LangChain document id, a LlamaIndex node id, a LangGraph key).
+DOC_KEY = "docKey"
+
+TrustLevel = Literal["system", "learned", "external"]
+
+
+def owns(scope: Scope, record: Any) -> bool:
+    """Whether ``scope`` may write ``record``: same agent, user, mode and HAI (the thread is ignored)."""
+    return (
+        getattr(record, "agent_wallet", None) == scope.agent_wallet
+        and getattr(record, "user_address", None) == scope.user_address
+        and getattr(record, "mode", None) == scope.mode
+        and getattr(record, "hai_id", None) == scope.hai_id
+    )
+
+
+def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
+    """The engine's visibility rule for one row: same agent; the reader's user or none; the
+    reader's mode and HAI when it sets them; the thread too for the hot layers (``durable=False``)."""
+    if getattr(record, "agent_wallet", None) != reader.agent_wallet:
+        return False
+    user = getattr(record, "user_address", None)
+    if user is not None and user != reader.user_address:
+        return False
+    if reader.mode is not None and getattr(record, "mode", None) != reader.mode:
+        return False
+    if reader.hai_id is not None and getattr(record, "hai_id", None) != reader.hai_id:
+        return False
+    return durable or reader.thread_id is None or getattr(record, "thread_id", None) == reader.thread_id
+
+
+def check_metadata(metadata: Mapping[str, Any] | None, *, what: str = "metadata") -> dict[str, Any]:
+    """A copy of caller-supplied metadata; raises :class:`InvalidInputError` if it is not a
+    mapping with string keys or if it sets a reserved key (trust, status, ...)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"{what} must be a mapping of string keys, got {type(metadata).__name__}")
+    bad = sorted(k for k in metadata if not isinstance(k, str))
+    if bad:
+        raise InvalidInputError(f"{what} keys must be strings, got {bad[:3]!r}")
+    reserved = sorted(k for k in metadata if k in RESERVED_METADATA_KEYS)
+    if reserved:
+        raise InvalidInputError(
+            f"{what} may not set the reserved key(s) {reserved}: the engine reads them as controls. Rename them "
+            "(for example 'doc_status'); the application sets trust with engine.scoped(scope, trust=...)"
+        )
+    return dict(metadata)
+
+
+def pack_context(
+    query: str,
+    candidates: Sequence[Candidate] | Mapping[str, Sequence[Candidate]],
+    *,
+    scope: Scope | None = None,
+    max_items: int = 6,
+    max_item_chars: int = 120,
+    budget_chars: int = 900,
+    header: str = "Memory context:",
+    mmr_lambda: float | None = None,
+    default_trust: str = "learned",
+    semantic_weight: float = 0.45,
+) -> PackResult:
+    """Pack candidates into a prompt block, always inside the untrusted-content wrapper for
+    content below ``system`` trust (as ``pre_turn`` packs). With a ``scope`` the delimiter is
+    stable for that scope and thread in this process; without one it is random per call."""
+    if isinstance(candidates, Mapping):
+        by_layer = {k: list(v) for k, v in candidates.items()}
+    else:
+        by_layer = {}
+        for cand in candidates:
+            by_layer.setdefault(cand.layer, []).append(cand)
+    key = None
+    if scope is not None:
+        key = "\x1f".join(str(v) for v in (scope.agent_wallet, scope.user_address, scope.mode, scope.hai_id,
+                                          scope.thread_id))
+    try:
+        return pack(query, by_layer, max_items=max_items, max_item_chars=max_item_chars, budget_chars=budget_chars,
+                    header=header, mmr_lambda=mmr_lambda, untrusted_delimiter=content_delimiter(key),
+                    default_trust=default_trust, semantic_weight=semantic_weight)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from exc
+
+
+@dataclass
+class SearchHits:
+    """Ranked memories of a search and what degraded while finding them."""
+
+    candidates: list[Candidate]
+    degradations: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Any:
+        return iter(self.candidates)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+
+class ScopedMemory:
+    """A :class:`MemoryEngine` bound to one :class:`Scope`; build it with ``engine.scoped(scope)``.
+
+    ``trust``: the trust level of what this surface writes (``None`` leaves it to the
+    engine's default, ``learned``). ``require_thread``: fail now, not at the first write,
+    when the scope has no thread. ``max_scan`` bounds the rows read to find owned or keyed rows.
+    """
+
+    def __init__(self, engine: MemoryEngine, scope: ScopeLike, *, trust: TrustLevel | None = None,
+                 require_thread: bool = False, max_scan: int = 10_000) -> None:
+        self._engine = engine
+        self._scope = Scope.coerce(scope)
+        if trust is not None and trust not in TRUST_LEVELS:
+            raise ConfigurationError(f"trust must be one of {list(TRUST_LEVELS)} or None, got {trust!r}")
+        self._trust: str | None = trust
+        if require_thread and self._scope.thread_id is None:
+            raise ScopeError("this needs a thread: pass Scope(..., thread_id='...') (for example the session id)")
+        if not isinstance(max_scan, int) or isinstance(max_scan, bool) or max_scan < 1:
+            raise ConfigurationError(f"max_scan must be a positive integer, got {max_scan!r}")
+        self._max_scan = max_scan
+
+    # ---------------------------------------------------------------- identity
+    @property
+    def scope(self) -> Scope:
+        """The scope every call acts in."""
+        return self._scope
+
+    @property
+    def trust(self) -> str | None:
+        """The trust level of rows written here (None: the engine's default)."""
+        return self._trust
+
+    @property
+    def model_id(self) -> str | None:
+        """The engine's vector space (None when keyword-only)."""
+        return self._engine.model_id
+
+    @property
+    def default_trust(self) -> str:
+        """The trust level the engine gives rows that do not say."""
+        return self._engine.config.retrieval.default_trust
+
+    def with_thread(self, thread_id: str | None) -> ScopedMemory:
+        """The same surface on another thread of the scope."""
+        return ScopedMemory(self._engine, self._scope.with_thread(thread_id), trust=self._trust,  # type: ignore[arg-type]
+                            max_scan=self._max_scan)
+
+    def owns(self, record: Any) -> bool:
+        """Whether this scope may write ``record``."""
+        return owns(self._scope, record)
+
+    def _require_thread(self) -> Scope:
+        if self._scope.thread_id is None:
+            raise ScopeError("this needs a thread: pass Scope(..., thread_id='...') (for example the session id)")
+        return self._scope
+
+    def _write_meta(self, metadata: Mapping[str, Any] | None, *, what: str = "metadata") -> dict[str, Any]:
+        meta = check_metadata(metadata, what=what)
+        if self._trust is not None:
+            meta["trust"] = self._trust
+        return meta
+
+    # ---------------------------------------------------------------- reads
+    def search(self, query: str, *, k: int = 10, layers: Sequence[str] = ("graph", "vectors"),
+               filters: Mapping[str, Any] | None = None, decay: bool = True, rerank: bool = False,
+               mmr: bool = False) -> SearchHits:
+        """Ranked memories visible in the scope (see :meth:`MemoryEngine.search`)."""
+        cands, notes = self._engine.search(query, self._scope, layers=layers, k=k, filters=filters, decay=decay,
+                                           rerank=rerank, mmr=mmr)
+        return SearchHits(cands, list(notes))
+
+    def context(self, query: str, **kwargs: Any) -> PreTurnResult:
+        """The packed, wrapped memory context of a turn (:meth:`MemoryEngine.pre_turn`)."""
+        return self._engine.pre_turn(query, self._scope, **kwargs)
+
+    def pack(self, query: str, candidates: Sequence[Candidate] | Mapping[str, Sequence[Candidate]], *,
+             max_items: int | None = None, max_item_chars: int | None = None, budget_chars: int | None = None,
+             mmr: bool = False) -> PackResult:
+        """Pack any candidates (from this engine or another retriever) into a wrapped prompt
+        block, with the engine's packer settings as defaults."""
+        p = self._engine.config.packer
+        return pack_context(
+            query, candidates, scope=self._scope, max_items=p.max_items if max_items is None else max_items,
+            max_item_chars=p.max_item_chars if max_item_chars is None else max_item_chars,
+            budget_chars=p.budget_chars if budget_chars is None else budget_chars, header=p.header,
+            mmr_lambda=self._engine.config.retrieval.mmr_lambda if mmr else None,
+            default_trust=self.default_trust, semantic_weight=p.semantic_weight,
+        )
+
+    def get(self, memory_id: str) -> MemoryRecord:
+        """A row visible in the scope; :class:`NotFoundError` otherwise."""
+        return self._engine.get_item(self._scope, _require_id(memory_id))
+
+    def list(self, *, filters: Mapping[str, Any] | None = None, sources: Sequence[str] | None = None,
+             limit: int = 50) -> list[MemoryRecord]:
+        """Active rows visible in the scope, newest first."""
+        return self._engine.list_items(self._scope, filters=filters, sources=sources, limit=_positive(limit, "limit"))
+
+    def owned(self, *, filters: Mapping[str, Any] | None = None, sources: Sequence[str] | None = None,
+              limit: int | None = None) -> list[MemoryRecord]:
+        """Active rows this scope owns (not the agent's shared ones), newest first."""
+        rows = self._engine.list_items(self._scope, filters=filters, sources=sources, limit=self._max_scan)
+        mine = [r for r in rows if owns(self._scope, r)]
+        return mine[: _positive(limit, "limit")] if limit is not None else mine
+
+    def messages(self) -> list[Message]:
+        """The thread's messages, oldest first: its transcript, or what the working buffer
+        still holds when the transcript is gone."""
+        return self._engine.thread_messages(self._require_thread())
+
+    # ---------------------------------------------------------------- keyed rows
+    def get_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> dict[str, MemoryRecord]:
+        """The row of each key visible here: this scope's own copy first, else a shared one."""
+        wanted = [str(k) for k in keys]
+        out: dict[str, MemoryRecord] = {}
+        for key in dict.fromkeys(wanted):
+            rows = self._engine.list_items(self._scope, filters={**(filters or {}), f"metadata.{DOC_KEY}": key},
+                                           limit=20)
+            rows.sort(key=lambda r: not owns(self._scope, r))
+            if rows:
+                out[key] = rows[0]
+        return out
+
+    def upsert(self, items: Iterable[Mapping[str, Any]], *, source: str = "knowledge",
+               key_filters: Mapping[str, Any] | None = None) -> list[str]:
+        """Write keyed rows: ``{"key", "content", "metadata"?, "context"?}`` each. The row this
+        scope owns under that key is replaced; a shared row under the same key is shadowed by a
+        new own copy, never changed. Returns the keys in order."""
+        batch: list[tuple[str, dict[str, Any]]] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidInputError(f"item {i} must be a mapping with 'key' and 'content'")
+            key = item.get("key")
+            if not isinstance(key, str) or not key:
+                raise InvalidInputError(f"item {i} needs a non-empty string 'key'")
+            batch.append((key, dict(item)))
+        last = {key: item for key, item in batch}  # the last write of a key wins
+        self.delete_keys(list(last), filters=key_filters)
+        rows = []
+        for key, item in last.items():
+            meta = self._write_meta(item.get("metadata"))
+            meta[DOC_KEY] = key
+            rows.append({"content": item.get("content"), "source": source, "metadata": meta,
+                         "context": item.get("context")})
+        if rows:
+            self._engine.ingest(self._scope, rows)
+        return [key for key, _ in batch]
+
+    def delete_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> int:
+        """Remove this scope's own rows under these keys (shared rows stay); how many went."""
+        removed = 0
+        for key in dict.fromkeys(str(k) for k in keys):
+            for row in self.owned(filters={**(filters or {}), f"metadata.{DOC_KEY}": key}):
+                removed += int(self._engine.delete_item(self._scope, row.id, hard=True))
+        return removed
+
+    # ---------------------------------------------------------------- writes
+    def remember(self, content: str, *, fact_type: str | None = None, confidence: float | None = None,
+                 importance: float | None = None, retention: str | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> RememberResult:
+        """Store a durable fact in the graph layer (deduplicated within the scope)."""
+        return self._engine.remember(self._scope, content, fact_type=fact_type, confidence=confidence,
+                                     importance=importance, retention=retention, metadata=self._write_meta(metadata))
+
+    def add(self, texts: Sequence[str], *, metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+            source: str = "knowledge") -> list[str]:
+        """Add unkeyed rows (vectors layer); returns the new row ids."""
+        if isinstance(texts, str):
+            raise InvalidInputError("texts must be a list of strings, not one string")
+        texts = list(texts)
+        metas = list(metadatas) if metadatas is not None else [None] * len(texts)
+        if len(metas) != len(texts):
+            raise InvalidInputError(f"got {len(texts)} texts but {len(metas)} metadatas")
+        rows = [{"content": t, "source": source, "metadata": self._write_meta(m, what=f"metadatas[{i}]")}
+                for i, (t, m) in enumerate(zip(texts, metas, strict=True))]
+        return self._engine.ingest(self._scope, rows) if rows else []
+
+    def post_turn(self, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None,
+                  *, metadata: Mapping[str, Any] | None = None, extract_facts: bool = True) -> PostTurnResult:
+        """Record a turn of the scope's thread (transcript, working buffer, session row, facts)."""
+        return self._engine.post_turn(self._require_thread(), messages, tool_calls,
+                                      metadata=self._write_meta(metadata), extract_facts=extract_facts)
+
+    def _owned_row(self, memory_id: str) -> MemoryRecord:
+        row = self.get(memory_id)
+        if not owns(self._scope, row):
+            raise NotFoundError(
+                f"memory {memory_id!r} is not one of this scope's own rows: it is shared by the agent or belongs "
+                "to another scope, so it can be read here but not changed"
+            )
+        return row
+
+    def update(self, memory_id: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
+               confidence: float | None = None, status: str | None = None) -> MemoryRecord:
+        """Change one of the scope's own rows. New text takes this surface's trust level."""
+        current = self._owned_row(memory_id)
+        meta = check_metadata(metadata)
+        if content is not None and content != current.content:
+            if self._trust is not None:
+                meta["trust"] = self._trust
+            elif any(k in current.metadata for k in ("trust", "trustLevel", "trust_level", "taintLevel")):
+                meta["trust"] = self.default_trust
+        return self._engine.update_item(self._scope, current.id, content=content, metadata=meta or None,
+                                        confidence=confidence, status=status)
+
+    def delete(self, memory_id: str, *, hard: bool = False) -> bool:
+        """Delete one of the scope's own rows (soft by default: kept as history)."""
+        current = self._owned_row(memory_id)
+        return self._engine.delete_item(self._scope, current.id, hard=hard)
+
+    def delete_owned(self, *, filters: Mapping[str, Any] | None = None, hard: bool = True) -> int:
+        """Delete every row this scope owns that matches ``filters``; how many went."""
+        rows = self.owned(filters=filters)
+        return sum(int(self._engine.delete_item(self._scope, r.id, hard=hard)) for r in rows)
+
+    def resolve_conflict(self, memory_id: str, resolution: str, *, winning_memory_id: str | None = None,
+                         reason: str | None = None) -> MemoryRecord:
+        """Resolve a conflict about one of the scope's own rows."""
+        current = self._owned_row(memory_id)
+        return self._engine.resolve_conflict(self._scope, current.id, resolution,
+                                             winning_memory_id=winning_memory_id, reason=reason)
+
+    def clear_thread(self) -> None:
+        """Empty the thread's transcript and working buffer (durable memories stay)."""
+        self._engine.clear_thread(self._require_thread())
+
+    def flush(self, timeout: float | None = None) -> Any:
+        """Wait for queued background work (fact extraction)."""
+        return self._engine.flush(timeout)
+
+    def run_job(self, job_type: str, params: Mapping[str, Any] | None = None, *, dry_run: bool = False) -> Any:
+        """Run a maintenance job on this scope's agent (never another's)."""
+        from .jobs.runner import run_job
+
+        data = {**dict(params or {})}
+        for key in ("agent_wallet", "agentWallet", "agent_wallets", "agentWallets"):
+            if key in data and data[key] not in (None, self._scope.agent_wallet, [self._scope.agent_wallet]):
+                raise InvalidInputError(f"{key} is bound to this scope's agent and cannot name another")
+            data.pop(key, None)
+        if job_type == "cleanup":
+            raise InvalidInputError("cleanup acts on every agent of the store; run it from the application "
+                                    "(manowar_memory.jobs.run_job), not through a scope")
+        data["agent_wallet"] = self._scope.agent_wallet
+        return run_job(self._engine, job_type, data, dry_run=dry_run)
+
+    def artifact(self, kind: Literal["archive", "pattern", "skill"], artifact_id: str) -> Any:
+        """An archive, pattern or skill of this scope's agent; :class:`NotFoundError` otherwise."""
+        return self._engine.agent_artifact(self._scope, kind, artifact_id)
+
+    # ---------------------------------------------------------------- async twins
+    async def asearch(self, query: str, **kwargs: Any) -> SearchHits:
+        """Async twin of :meth:`search`."""
+        return await asyncio.to_thread(self.search, query, **kwargs)
+
+    async def acontext(self, query: str, **kwargs: Any) -> PreTurnResult:
+        """Async twin of :meth:`context`."""
+        return await asyncio.to_thread(self.context, query, **kwargs)
+
+    async def aget(self, memory_id: str) -> MemoryRecord:
+        """Async twin of :meth:`get`."""
+        return await asyncio.to_thread(self.get, memory_id)
+
+    async def alist(self, **kwargs: Any) -> list[MemoryRecord]:
+        """Async twin of :meth:`list`."""
+        return await asyncio.to_thread(lambda: self.list(**kwargs))
+
+    async def amessages(self) -> list[Message]:
+        """Async twin of :meth:`messages`."""
+        return await asyncio.to_thread(self.messages)
+
+    async def aget_keys(self, keys: Sequence[str], **kwargs: Any) -> dict[str, MemoryRecord]:
+        """Async twin of :meth:`get_keys`."""
+        return await asyncio.to_thread(self.get_keys, keys, **kwargs)
+
+    async def aupsert(self, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> list[str]:
+        """Async twin of :meth:`upsert`."""
+        return await asyncio.to_thread(self.upsert, list(items), **kwargs)
+
+    async def adelete_keys(self, keys: Sequence[str], **kwargs: Any) -> int:
+        """Async twin of :meth:`delete_keys`."""
+        return await asyncio.to_thread(self.delete_keys, keys, **kwargs)
+
+    async def aremember(self, content: str, **kwargs: Any) -> RememberResult:
+        """Async twin of :meth:`remember`."""
+        return await asyncio.to_thread(self.remember, content, **kwargs)
+
+    async def aadd(self, texts: Sequence[str], **kwargs: Any) -> list[str]:
+        """Async twin of :meth:`add`."""
+        return await asyncio.to_thread(self.add, texts, **kwargs)
+
+    async def apost_turn(self, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None,
+                         **kwargs: Any) -> PostTurnResult:
+        """Async twin of :meth:`post_turn`."""
+        return await asyncio.to_thread(self.post_turn, messages, tool_calls, **kwargs)
+
+    async def aupdate(self, memory_id: str, **kwargs: Any) -> MemoryRecord:
+        """Async twin of :meth:`update`."""
+        return await asyncio.to_thread(self.update, memory_id, **kwargs)
+
+    async def adelete(self, memory_id: str, *, hard: bool = False) -> bool:
+        """Async twin of :meth:`delete`."""
+        return await asyncio.to_thread(self.delete, memory_id, hard=hard)
+
+    async def adelete_owned(self, **kwargs: Any) -> int:
+        """Async twin of :meth:`delete_owned`."""
+        return await asyncio.to_thread(lambda: self.delete_owned(**kwargs))
+
+    async def aclear_thread(self) -> None:
+        """Async twin of :meth:`clear_thread`."""
+        await asyncio.to_thread(self.clear_thread)
+
+    async def aflush(self, timeout: float | None = None) -> Any:
+        """Async twin of :meth:`flush`."""
+        return await asyncio.to_thread(self.flush, timeout)
+
+    def __repr__(self) -> str:
+        return f"ScopedMemory(scope={self._scope.as_dict()!r}, trust={self._trust!r})"
+
+
+def _require_id(memory_id: Any) -> str:
+    if not isinstance(memory_id, str) or not memory_id.strip():
+        raise InvalidInputError(f"memory_id must be a non-empty string, got {memory_id!r}")
+    return memory_id
+
+
+def _positive(value: Any, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def new_key() -> str:
+    """A fresh document key (uuid4), for writes that name none."""
+    return str(uuid.uuid4())
