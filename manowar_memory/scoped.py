@@ -38,10 +38,12 @@ if TYPE_CHECKING:
     from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
 
 __all__ = [
+    "DEFAULT_K",
     "DOC_KEY",
     "RESERVED_METADATA_KEYS",
     "ScopedMemory",
     "SearchHits",
+    "chat_role",
     "check_metadata",
     "owns",
     "pack_context",
@@ -59,6 +61,24 @@ RESERVED_METADATA_KEYS: frozenset[str] = frozenset({
 DOC_KEY = "docKey"
 
 TrustLevel = Literal["system", "learned", "external"]
+#: How many memories a retriever returns when the caller does not say (LangChain's ``k`` default),
+#: the same in every adapter.
+DEFAULT_K = 4
+
+_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant",
+          "system": "system", "developer": "system", "tool": "tool", "function": "tool"}
+
+
+def chat_role(role: Any) -> str:
+    """A framework's chat role as the engine's (user, assistant, system, tool), one rule for every
+    adapter: ``human``/``ai``/``developer``/``function`` and the like map over; anything else is
+    refused with :class:`InvalidInputError` rather than guessed or skipped."""
+    key = str(getattr(role, "value", role)).strip().lower()
+    if key not in _ROLES:
+        raise InvalidInputError(
+            f"unknown chat role {role!r}; use one of {sorted(_ROLES)} (map custom roles before recording them)"
+        )
+    return _ROLES[key]
 
 
 def owns(scope: Scope, record: Any) -> bool:
@@ -216,7 +236,7 @@ class ScopedMemory:
         return meta
 
     # ---------------------------------------------------------------- reads
-    def search(self, query: str, *, k: int = 10, layers: Sequence[str] = ("graph", "vectors"),
+    def search(self, query: str, *, k: int = DEFAULT_K, layers: Sequence[str] = ("graph", "vectors"),
                filters: Mapping[str, Any] | None = None, decay: bool = True, rerank: bool = False,
                mmr: bool = False) -> SearchHits:
         """Ranked memories visible in the scope (see :meth:`MemoryEngine.search`)."""
