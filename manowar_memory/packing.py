@@ -136,6 +136,8 @@ _MD_LINK = regex.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
 _URL = regex.compile(r"https?://[^\s)]+")
 _SPACES = regex.compile(r"[ \t]{2,}")
 _NEWLINES = regex.compile(r"\n{2,}")
+# every line boundary str.splitlines knows (besides \n and \r): VT, FF, FS, GS, RS, NEL, LS, PS
+_LINE_BREAKS = regex.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _PLACEHOLDERS = (
     "your-", "your_", "localhost", "127.0.0.1", "0.0.0.0", "example.com", "placeholder",
     "your-deployment", "your-server", "your-mcp",
@@ -151,7 +153,8 @@ def sanitize(text: str) -> str:
     """Drop placeholder links, collapse spaces, and fold newlines so each item is one line."""
     text = _MD_LINK.sub(lambda m: m.group(0) if not _placeholder(m.group(2)) else m.group(1), text)
     text = _URL.sub(lambda m: "" if _placeholder(m.group(0)) else m.group(0), text)
-    text = _NEWLINES.sub("\n", text.replace("\r", ""))
+    text = _LINE_BREAKS.sub("\n", text)
+    text = _NEWLINES.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     text = text.replace("\n", " | ")
     return _SPACES.sub(" ", text).strip()
 

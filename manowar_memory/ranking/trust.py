@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import regex
+from anyascii import anyascii
 
 __all__ = [
     "TRUST_LEVELS",
@@ -37,14 +39,23 @@ _TRUST_KEYS = ("trust", "trustLevel", "trust_level")
 
 _SECRET = secrets.token_bytes(32)  # never leaves the process
 
-# Look-alikes folded to ASCII for detection only (one character to one, so positions map back).
-_FOLD = {0x2039: "<", 0x203A: ">", 0x3008: "<", 0x3009: ">", 0x27E8: "<", 0x27E9: ">", 0xFE64: "<", 0xFE65: ">",
-         0x00AB: "<", 0x00BB: ">", 0x226A: "<", 0x226B: ">", 0x02C2: "<", 0x02C3: ">"}
-_BRACKETS = regex.compile("[<\uff1c" + "".join(chr(c) for c, v in _FOLD.items() if v == "<") + "]")
+# Brackets that look like < or > (anyascii spells some of them as letters, e.g. U+1438 as "pa").
+_BRACKET_FOLD = {
+    0x2039: "<", 0x203A: ">", 0x3008: "<", 0x3009: ">", 0x2329: "<", 0x232A: ">", 0x27E8: "<", 0x27E9: ">",
+    0x276C: "<", 0x276D: ">", 0x276E: "<", 0x276F: ">", 0x2770: "<", 0x2771: ">", 0x1438: "<", 0x1433: ">",
+    0x02C2: "<", 0x02C3: ">", 0x02F1: "<", 0x02F2: ">", 0xFE64: "<", 0xFE65: ">", 0xFF1C: "<", 0xFF1E: ">",
+    0x00AB: "<<", 0x00BB: ">>", 0x226A: "<<", 0x226B: ">>", 0x300A: "<<", 0x300B: ">>", 0x2AA1: "<<", 0x2AA2: ">>",
+}
+# Letters that look like Latin ones (Cyrillic, Greek, Armenian...): folded by shape, not by sound,
+# so a Cyrillic "Н" reads as the "H" it looks like. Others go through anyascii.
+_SHAPE_FOLD = dict(zip(
+    map(ord, "АВЕЅІЈКМНОРСТУХаеіјорсухԁԀΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντυϲՍՏՕԼ"),
+    "ABESIJKMHOPCTYXaeijopcyxdDABEZHIKMNOPTYXovtucUSOL", strict=True))
 _MARKER = regex.compile(
-    r"<{2,3}\s*(END[\s_-]*)?(?:EXTERNAL[\s_-]*UNTRUSTED[\s_-]*CONTENT|UNTRUSTED(?:[\s_-]*[0-9A-Za-z]*)?)\s*>{2,3}",
+    r"<{2,3}[\s_.-]*(END[\s_.-]*)?(?:EXTERNAL[\s_.-]*UNTRUSTED[\s_.-]*CONTENT|UNTRUSTED[^<>\n]{0,80}?)[\s_.-]*>{2,3}",
     regex.IGNORECASE,
 )
+_MAYBE_MARKER = regex.compile(r"[^\x00-\x3b\x3d\x3f-\x7f]")  # any non-ASCII character, or < or >
 
 
 def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") -> str:
@@ -57,31 +68,56 @@ def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") ->
     return default
 
 
-def _fold(text: str) -> str:
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if 0xFF01 <= code <= 0xFF5E:  # fullwidth ASCII
-            out.append(chr(code - 0xFEE0))
-        else:
-            out.append(_FOLD.get(code, ch))
-    return "".join(out)
+def _fold_char(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x80:
+        return ch
+    if code in _BRACKET_FOLD:
+        return _BRACKET_FOLD[code]
+    if code in _SHAPE_FOLD:
+        return _SHAPE_FOLD[code]
+    if unicodedata.category(ch) in ("Cf", "Mn", "Me", "Cc", "Zl", "Zp"):
+        return ""  # zero-width, soft hyphen, joiners, combining marks, controls: invisible to a reader
+    folded = unicodedata.normalize("NFKC", ch)
+    if all(ord(c) < 0x80 for c in folded):
+        return folded
+    return str(anyascii(folded))
+
+
+def _folded_view(text: str) -> tuple[str, list[int]]:
+    """``text`` as a reader sees it, in ASCII, and for each folded character the index of the
+    original character it came from."""
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        piece = _fold_char(ch)
+        out.append(piece)
+        origin.extend([i] * len(piece))
+    return "".join(out), origin
 
 
 def neutralize_markers(text: str) -> str:
-    """Replace forged untrusted-content markers (start and end forms, any case, fullwidth or
-    look-alike brackets) with ``[[MARKER_SANITIZED]]`` / ``[[END_MARKER_SANITIZED]]``."""
-    if not text or not _BRACKETS.search(text):  # fast path: nothing that could open a marker
+    """Replace forged untrusted-content markers with ``[[MARKER_SANITIZED]]`` /
+    ``[[END_MARKER_SANITIZED]]``.
+
+    Markers are found on a normalised view of the text, not on a list of spellings: NFKC;
+    zero-width, format, combining and control characters removed; look-alike brackets and
+    letters (fullwidth, Cyrillic, Greek, Canadian syllabics...) folded to ASCII; any case,
+    separators and delimiter."""
+    if not text or not _MAYBE_MARKER.search(text):  # fast path: plain ASCII with no bracket
         return text
-    folded = _fold(text)
+    folded, origin = _folded_view(text)
     if "<<" not in folded:
         return text
     pieces: list[str] = []
     last = 0
     for match in _MARKER.finditer(folded):
-        pieces.append(text[last : match.start()])  # positions are the same in both strings
+        start, end = origin[match.start()], origin[match.end() - 1] + 1
+        if start < last:
+            continue
+        pieces.append(text[last:start])
         pieces.append("[[END_MARKER_SANITIZED]]" if match.group(1) else "[[MARKER_SANITIZED]]")
-        last = match.end()
+        last = end
     if not pieces:
         return text
     pieces.append(text[last:])
