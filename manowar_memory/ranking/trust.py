@@ -52,7 +52,7 @@ _SHAPE_FOLD = dict(zip(
     map(ord, "АВЕЅІЈКМНОРСТУХаеіјорсухԁԀΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντυϲՍՏՕԼ"),
     "ABESIJKMHOPCTYXaeijopcyxdDABEZHIKMNOPTYXovtucUSOL", strict=True))
 _MARKER = regex.compile(
-    r"<{2,3}[\s_.-]*(END[\s_.-]*)?(?:EXTERNAL[\s_.-]*UNTRUSTED[\s_.-]*CONTENT|UNTRUSTED[^<>\n]{0,80}?)[\s_.-]*>{2,3}",
+    r"<{1,3}[\s_.-]*(END[\s_.-]*)?(?:EXTERNAL[\s_.-]*UNTRUSTED[\s_.-]*CONTENT|UNTRUSTED[^<>\n]{0,80}?)[\s_.-]*>{1,3}",
     regex.IGNORECASE,
 )
 _MAYBE_MARKER = regex.compile(r"[^\x00-\x3b\x3d\x3f-\x7f]")  # any non-ASCII character, or < or >
@@ -107,7 +107,7 @@ def neutralize_markers(text: str) -> str:
     if not text or not _MAYBE_MARKER.search(text):  # fast path: plain ASCII with no bracket
         return text
     folded, origin = _folded_view(text)
-    if "<<" not in folded:
+    if "<" not in folded:
         return text
     pieces: list[str] = []
     last = 0
