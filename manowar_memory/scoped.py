@@ -211,6 +211,12 @@ class ScopedMemory:
         return self._engine.model_id
 
     @property
+    def embedder(self) -> Any:
+        """The engine's embedder (None when keyword-only), for adapters that expose it as their
+        framework's embeddings object (a vector store's ``embeddings``, MMR over fetched rows)."""
+        return self._engine.embedder
+
+    @property
     def default_trust(self) -> str:
         """The trust level the engine gives rows that do not say."""
         return self._engine.config.retrieval.default_trust
@@ -282,6 +288,35 @@ class ScopedMemory:
         """The thread's messages, oldest first: its transcript, or what the working buffer
         still holds when the transcript is gone."""
         return self._engine.thread_messages(self._require_thread())
+
+    def similar(self, query: str, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
+                sources: Sequence[str] | None = None) -> list[tuple[MemoryRecord, float]]:
+        """Plain nearest-neighbour read for vector-store adapters: the ``k`` visible rows whose
+        embedding is closest to the query's, best first, each with its cosine similarity.
+
+        Unlike :meth:`search` there is no keyword lane, similarity threshold, decay or fusion:
+        this is the contract a framework's vector store has (top k by similarity, no score
+        cut-off). The engine's trust filter (``retrieval.include_trust``) still applies.
+        Raises :class:`ConfigurationError` on a keyword-only engine."""
+        from .ranking.trust import trust_level
+        from .stores.base import MemoryQuery
+
+        engine = self._engine
+        text = query.strip() if isinstance(query, str) else ""
+        if not text:
+            raise InvalidInputError("query must be a non-empty string")
+        k = _positive(k, "k")
+        if engine.embedder is None or engine.model_id is None:
+            raise ConfigurationError("a similarity search needs an engine with an embedder (this one is keyword-only)")
+        vector = engine.embedder.embed([text], input_type="query")[0]
+        q = MemoryQuery(scope=self._scope, filters=engine._merge_filters(self._scope, filters),
+                        sources=tuple(sources) if sources else None)
+        hits, _ = engine.store.vector_search(q, vector, engine.model_id, k * 2)  # room for trust-filtered rows
+        allowed = set(engine.config.retrieval.include_trust)
+        out = [(h.record, 2.0 * h.score - 1.0) for h in hits
+               if trust_level(h.record.metadata, self.default_trust) in allowed]
+        out.sort(key=lambda pair: pair[1], reverse=True)
+        return out[:k]
 
     # ---------------------------------------------------------------- keyed rows
     def get_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> dict[str, MemoryRecord]:
@@ -442,6 +477,10 @@ class ScopedMemory:
     async def amessages(self) -> list[Message]:
         """Async twin of :meth:`messages`."""
         return await asyncio.to_thread(self.messages)
+
+    async def asimilar(self, query: str, **kwargs: Any) -> list[tuple[MemoryRecord, float]]:
+        """Async twin of :meth:`similar`."""
+        return await asyncio.to_thread(lambda: self.similar(query, **kwargs))
 
     async def aget_keys(self, keys: Sequence[str], **kwargs: Any) -> dict[str, MemoryRecord]:
         """Async twin of :meth:`get_keys`."""

@@ -622,6 +622,13 @@ class SQLiteStore:
                     "SELECT COUNT(*) FROM memory WHERE embedding_model IS NOT NULL AND embedding_model != ?",
                     (model_id,),
                 ).fetchone()[0])
+            # tombstones first: SQLite reuses the rowid of a deleted last row, and a row read
+            # from the table now is live, so a delete must never undo a later insert's upsert
+            if index is not None:
+                for (rowid,) in conn.execute(
+                    "SELECT row_id FROM memory_tombstones WHERE rev > ? AND rev <= ?", (since, current)
+                ):
+                    index.remove(rowid)
             for row in rows:
                 if row["embedding_model"] != model_id or row["embedding"] is None:
                     if index is not None:
@@ -632,10 +639,6 @@ class SQLiteStore:
                     self._indexes[model_id] = index
                 index.upsert_row(row)
             if index is not None:
-                for (rowid,) in conn.execute(
-                    "SELECT row_id FROM memory_tombstones WHERE rev > ? AND rev <= ?", (since, current)
-                ):
-                    index.remove(rowid)
                 index.rev = current
             return index
 
