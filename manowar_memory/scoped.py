@@ -66,7 +66,7 @@ TrustLevel = Literal["system", "learned", "external"]
 DEFAULT_K = 4
 
 _ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant",
-          "system": "system", "developer": "system", "tool": "tool", "function": "tool"}
+          "chatbot": "assistant", "system": "system", "developer": "system", "tool": "tool", "function": "tool"}
 
 
 def chat_role(role: Any) -> str:
