@@ -546,6 +546,12 @@ class MemoryEngine:
     ) -> None:
         sid = scope.thread_session_id()
         existing = self.store.get_session(sid, scope.agent_wallet)
+        if existing is not None and (existing.user_address, existing.mode, existing.hai_id) != (
+            scope.user_address, scope.mode, scope.hai_id
+        ):
+            raise InvalidInputError(
+                f"working session {sid!r} belongs to another user, mode or HAI of this agent; use a thread of your own"
+            )
         lines = [truncate(f"{m.role}: {m.content}", 1000) for m in msgs if m.role in ("user", "assistant")]
         wm = existing.working_memory if existing else WorkingMemory()
         context = (wm.context + lines)[-self.config.session_context_limit:]

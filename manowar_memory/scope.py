@@ -110,20 +110,29 @@ class Scope:
         return self.hai_id or self.agent_wallet
 
     def thread_session_id(self) -> str:
-        """Session id of this scope's thread (reference buildThreadSessionId, plus the user).
+        """Session id of this scope's thread: an unambiguous function of the whole scope.
 
-        The reference left the user out, so two users on the same thread id shared one
-        working buffer and transcript; a user-scoped session id ends in ``:u:{user}``.
-        """
-        key = f"local:{self.hai_id or self.agent_wallet}" if self.mode == "local" else f"global:{self.agent_wallet}"
-        base = f"session:{key}:{self.thread_id or 'main'}"
-        return f"{base}:u:{self.user_address}" if self.user_address else base
+        ``session:{mode}:{agent}[:h:{hai}]:{thread}[:u:{user}]``, each part percent-encoded
+        (so a ``:`` inside a value cannot forge another scope's id), ``any`` for no mode and
+        ``main`` for no thread. The reference dropped the user, dropped the agent of a local
+        scope, treated no mode as global and joined raw values, so different scopes could share
+        one working buffer."""
+
+        def q(value: str) -> str:
+            return quote(value, safe="-_.!~*'()")
+
+        key = f"session:{self.mode or 'any'}:{q(self.agent_wallet)}"
+        if self.hai_id is not None:
+            key += f":h:{q(self.hai_id)}"
+        key += f":{q(self.thread_id or 'main')}"
+        return f"{key}:u:{q(self.user_address)}" if self.user_address else key
 
     def cache_key(self) -> str:
-        """A stable key for caches: every part lower-cased and URI-encoded, missing parts as ``_``."""
+        """A stable key for caches: every part URI-encoded, missing parts as ``_``. Case is kept,
+        as scopes keep it: a lower-cased key let ``Alice`` and ``alice`` share cached results."""
 
         def part(v: str | None) -> str:
-            return "_" if not v else quote(v.strip().lower(), safe="-_.!~*'()")
+            return "_" if not v else quote(v, safe="-_.!~*'()")
 
         return (
             f"a:{part(self.agent_wallet)}:m:{part(self.mode)}:h:{part(self.hai_id)}"

@@ -117,17 +117,37 @@ def test_as_dict_uses_reference_names_and_omits_absent_values() -> None:
 
 
 def test_thread_session_id_format() -> None:
-    assert Scope(agent_wallet="a").thread_session_id() == "session:global:a:main"
-    assert Scope(agent_wallet="a", thread_id="t").thread_session_id() == "session:global:a:t"
+    assert Scope(agent_wallet="a").thread_session_id() == "session:any:a:main"
+    assert Scope(agent_wallet="a", thread_id="t").thread_session_id() == "session:any:a:t"
     assert Scope(agent_wallet="a", mode="global", thread_id="t").thread_session_id() == "session:global:a:t"
-    local = Scope(agent_wallet="a", mode="local", hai_id="h", thread_id="t")
-    assert local.thread_session_id() == "session:local:h:t"
+    local = Scope(agent_wallet="a", mode="local", hai_id="h", thread_id="t", user_address="u")
+    assert local.thread_session_id() == "session:local:a:h:h:t:u:u"
 
 
-def test_cache_key_lower_cases_encodes_and_marks_missing_parts() -> None:
+def test_thread_session_ids_never_collide_across_scopes() -> None:
+    scopes = [
+        Scope(agent_wallet="a", thread_id="t", user_address="victim"),
+        Scope(agent_wallet="a", thread_id="t:u:victim"),
+        Scope(agent_wallet="a", thread_id="t", mode="global", user_address="victim"),
+        Scope(agent_wallet="a", thread_id="t", mode="local", hai_id="h", user_address="victim"),
+        Scope(agent_wallet="b", thread_id="t", mode="local", hai_id="h", user_address="victim"),
+        Scope(agent_wallet="a", thread_id="t", mode="local", hai_id="h:t", user_address="victim"),
+        Scope(agent_wallet="a:h:h", thread_id="t", mode="local", hai_id="x", user_address="victim"),
+        Scope(agent_wallet="a", thread_id="t", user_address="Victim"),
+        Scope(agent_wallet="a", thread_id="main"),
+        Scope(agent_wallet="a"),
+    ]
+    ids = [s.thread_session_id() for s in scopes]
+    assert len(set(ids[:-2])) == len(ids) - 2
+    assert ids[-2] == ids[-1]  # no thread is the thread "main"
+
+
+def test_cache_key_encodes_and_marks_missing_parts_and_keeps_case() -> None:
     assert Scope(agent_wallet="a").cache_key() == "a:a:m:_:h:_:u:_:t:_"
     scope = Scope(agent_wallet="Agent One", user_address="U@X.io", thread_id="T/1", mode="local", hai_id="H")
-    assert scope.cache_key() == "a:agent%20one:m:local:h:h:u:u%40x.io:t:t%2F1"
+    assert scope.cache_key() == "a:Agent%20One:m:local:h:H:u:U%40X.io:t:T%2F1"
+    # scopes are case-sensitive, so cache keys are too: Alice's cached results are never alice's
+    assert Scope(agent_wallet="a", user_address="Alice").cache_key() != Scope(agent_wallet="a", user_address="alice").cache_key()
 
 
 def test_scope_id_prefers_hai_id() -> None:
@@ -457,3 +477,22 @@ def test_the_same_fact_in_two_hai_scopes_is_stored_for_each(engine: MemoryEngine
     second = engine.remember(h2, "The greenhouse door code is 1234.")
     assert not second.deduplicated
     assert engine.search_layers("greenhouse door code", h2, ["graph"]).totals == {"graph": 1}
+
+
+def test_a_forged_thread_id_neither_reads_nor_joins_another_users_working_buffer() -> None:
+    from manowar_memory import InvalidInputError, MemoryEngine
+
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None)
+    victim = Scope(agent_wallet="a", user_address="victim", thread_id="t")
+    engine.post_turn(victim, [{"role": "user", "content": "My bank PIN is 9921."}])
+    forger = Scope(agent_wallet="a", thread_id="t:u:victim")
+    engine.post_turn(forger, [{"role": "user", "content": "What is the PIN?"}])
+    found = engine.search("bank PIN", forger, layers=("working", "scene"), k=20)[0]
+    assert not any("9921" in c.text for c in found)
+    assert engine.thread_messages(forger)[0].content == "What is the PIN?"
+    # naming the victim's session outright is refused, for the transcript and the working buffer
+    with pytest.raises(InvalidInputError, match="belongs to another"):
+        engine.post_turn(Scope(agent_wallet="a", thread_id="x"), [{"role": "user", "content": "hi"}],
+                         session_id=victim.thread_session_id())
+    assert [m.content for m in engine.thread_messages(victim)] == ["My bank PIN is 9921."]
+    engine.close()
