@@ -90,3 +90,54 @@ def test_unknown_attribute_raises_attribute_error() -> None:
         assert "llama_index_manowar" in str(exc)
     else:  # pragma: no cover - the assertion documents the failure
         raise AssertionError("expected AttributeError")
+
+
+LLAMAHUB_PATHS = {
+    "llama_index.memory.manowar": ["ManowarMemory", "ManowarMemoryBlock"],
+    "llama_index.retrievers.manowar": ["ManowarRetriever"],
+    "llama_index.postprocessor.manowar": [
+        "ManowarDecayPostprocessor", "ManowarMMRPostprocessor", "ManowarPackerPostprocessor",
+        "ManowarRerankPostprocessor",
+    ],
+    "llama_index.vector_stores.manowar": ["ManowarVectorStore"],
+    "llama_index.tools.manowar": ["ManowarFunctionTool", "ManowarToolSpec", "make_job_tools", "make_tools"],
+    "llama_index.embeddings.manowar": ["LlamaIndexEmbedder", "ManowarEmbedding", "to_engine_embedder"],
+}
+
+
+def test_llamahub_import_paths_reexport_the_classes() -> None:
+    """Each kind imports from the path LlamaHub integrations use, offline, as the same objects."""
+    import importlib
+
+    for path, names in LLAMAHUB_PATHS.items():
+        module = importlib.import_module(path)
+        assert sorted(module.__all__) == sorted(names), path
+        for name in names:
+            assert getattr(module, name) is getattr(llama_index_manowar, name), (path, name)
+    proc = _run(
+        """
+        from llama_index.memory.manowar import ManowarMemoryBlock
+        from llama_index.retrievers.manowar import ManowarRetriever
+        from llama_index.postprocessor.manowar import ManowarPackerPostprocessor
+        from llama_index.vector_stores.manowar import ManowarVectorStore
+        from llama_index.tools.manowar import ManowarToolSpec
+        from llama_index.embeddings.manowar import ManowarEmbedding
+        import llama_index.core
+        print("ok")
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_llamahub_paths_are_namespace_packages() -> None:
+    """No __init__.py in llama_index/ or llama_index/<kind>/ (it would shadow llama-index-core
+    and every other llama-index-* distribution); one in each manowar package."""
+    from pathlib import Path
+
+    root = Path(llama_index_manowar.__file__).resolve().parent.parent / "llama_index"
+    assert root.is_dir() and not (root / "__init__.py").exists()
+    for path in LLAMAHUB_PATHS:
+        kind = root / path.split(".")[1]
+        assert not (kind / "__init__.py").exists(), kind
+        assert (kind / "manowar" / "__init__.py").is_file(), kind

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 
 import pytest
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.memory import Memory, VectorMemoryBlock
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
 from llama_index_manowar import ManowarMemory, ManowarMemoryBlock, ManowarVectorStore
-from manowar_memory import MemoryEngine, Scope, ScopeError
+from manowar_memory import InvalidInputError, MemoryEngine, Scope, ScopeError
 
 SESSION_ONE = [
     "Hi! My name is Ada and I live in Lisbon.",
@@ -203,3 +203,85 @@ async def test_manowar_memory_async_chat(
     await chat.achat("Which languages do I speak?")
     assert "Portuguese" in _system_text(llm)
     assert len(await memory.aget_all()) == 4
+
+
+# ---------------------------------------------------------------------- issue #11: every new message, once
+
+
+def _transcript(engine: MemoryEngine, scope: Scope, thread: str) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in engine.scoped(scope.with_thread(thread)).messages()]
+
+
+def test_a_one_turn_session_is_recalled_in_the_next_session(
+    engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall
+) -> None:
+    """A short session that Memory never flushes is recorded (it used to be lost): a fresh
+    Memory in a new session recalls it."""
+    memory_one = Memory.from_defaults(session_id="short-1", token_limit=4000,
+                                      memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope, wait_for_facts=True)])
+    SimpleChatEngine.from_defaults(llm=llm, memory=memory_one).chat("My name is Ada and I live in Lisbon.")
+    assert memory_one.get_all(status=MessageStatus.ARCHIVED) == []  # nothing was flushed
+    assert ("user", "My name is Ada and I live in Lisbon.") in _transcript(engine, scope, "short-1")
+
+    block_two = ManowarMemoryBlock(engine=engine, scope=scope)
+    memory_two = Memory.from_defaults(session_id="short-2", token_limit=4000, memory_blocks=[block_two])
+    SimpleChatEngine.from_defaults(llm=llm, memory=memory_two).chat("Where do I live?")
+    assert "lives in Lisbon" in _system_text(llm)
+
+
+def test_each_message_is_recorded_once(engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall) -> None:
+    """Messages seen on every read and again when flushed are recorded once each, in order;
+    a new block on the same session does not record them again."""
+    block = ManowarMemoryBlock(engine=engine, scope=scope, extract_facts=False)
+    memory = Memory.from_defaults(session_id="s-once", token_limit=60, memory_blocks=[block])
+    chat = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    for message in SESSION_ONE:
+        chat.chat(message)
+    assert memory.get_all(status=MessageStatus.ARCHIVED), "Memory should have flushed some turns"
+    memory.get()  # the last reply is seen on the next read
+    expected = [m for text in SESSION_ONE for m in (("user", text), ("assistant", "text text text text"))]
+    assert _transcript(engine, scope, "s-once") == expected
+
+    again = ManowarMemoryBlock(engine=engine, scope=scope, extract_facts=False)
+    assert again.record(memory.get_all(), session_id="s-once") is None
+    assert _transcript(engine, scope, "s-once") == expected
+
+
+def test_block_that_could_never_record_fails_when_built(engine: MemoryEngine, scope: Scope) -> None:
+    """No thread in the scope and no session to borrow one from: refused at construction."""
+    with pytest.raises(ValueError, match="needs a thread"):  # pydantic's ValidationError around the ScopeError
+        ManowarMemoryBlock(engine=engine, scope=scope, thread_from_session=False)
+    assert ManowarMemoryBlock(engine=engine, scope=scope.with_thread("t"), thread_from_session=False)
+    with pytest.raises(ValueError, match="budget"):
+        ManowarMemoryBlock(engine=engine, scope=scope, budget=100)  # type: ignore[call-arg]
+
+
+def test_chat_roles_follow_the_one_rule(engine: MemoryEngine, scope: Scope) -> None:
+    """chatbot/model are the assistant; a role chat_role does not know is refused, not guessed."""
+    memory = ManowarMemory(engine=engine, scope=scope, session_id="roles", extract_facts=False)
+    memory.put(ChatMessage(role=MessageRole.USER, content="Hello there."))
+    memory.put(ChatMessage(role=MessageRole.CHATBOT, content="Hi, I am Cohere."))
+    memory.put(ChatMessage(role=MessageRole.MODEL, content="And I am Gemini."))
+    assert _transcript(engine, scope, "roles") == [
+        ("user", "Hello there."), ("assistant", "Hi, I am Cohere."), ("assistant", "And I am Gemini.")]
+    odd = ChatMessage.model_construct(role="wizard", blocks=[TextBlock(text="abracadabra")], additional_kwargs={})
+    with pytest.raises(InvalidInputError, match="unknown chat role"):
+        memory.put(odd)
+    block = ManowarMemoryBlock(engine=engine, scope=scope)
+    with pytest.raises(InvalidInputError, match="unknown chat role"):
+        block.record([odd], session_id="roles")
+
+
+def test_manowar_memory_records_agent_scratchpads(engine: MemoryEngine, scope: Scope) -> None:
+    """An agent's turn (question, reply with a tool call, tool result, final reply) is recorded
+    whole, each message once, even though the first reply already had text."""
+    memory = ManowarMemory(engine=engine, scope=scope, session_id="agent", extract_facts=False)
+    memory.put(ChatMessage(role="user", content="What is the weather in Lisbon?"))
+    memory.put_messages([ChatMessage(role="assistant", content="Let me check."),
+                         ChatMessage(role="tool", content="sunny, 24C")])
+    memory.put(ChatMessage(role="assistant", content="It is sunny."))
+    assert _transcript(engine, scope, "agent") == [
+        ("user", "What is the weather in Lisbon?"), ("assistant", "Let me check."), ("tool", "sunny, 24C"),
+        ("assistant", "It is sunny.")]
+    with pytest.raises(ValueError, match="window"):
+        ManowarMemory(engine=engine, scope=scope, window=3)  # type: ignore[call-arg]

@@ -18,6 +18,8 @@ from llama_index_manowar import (
     UnsupportedFilterError,
 )
 from manowar_memory import InvalidInputError, MemoryEngine, Scope
+from manowar_memory.scoped import DEFAULT_K
+from manowar_memory.tools import memory_view
 from manowar_memory.rerankers.fake import FakeReranker
 
 DAY_MS = 86_400_000
@@ -40,34 +42,45 @@ def seeded(engine: MemoryEngine, scope: Scope) -> MemoryEngine:
     return engine
 
 
-def test_nodes_carry_layer_score_scope_and_provenance(seeded: MemoryEngine, scope: Scope) -> None:
-    """Each node is a memory: its id is the row id, and its metadata says where it came from."""
-    retriever = ManowarRetriever(engine=seeded, scope=scope, k=5)
+def test_nodes_carry_the_shared_memory_view_schema(seeded: MemoryEngine, scope: Scope) -> None:
+    """Each node is a memory: its id is the row id, and its metadata is memory_view's schema
+    (id, layer, score, created_at, trust, source, lanes), as the LangChain Documents'."""
+    retriever = ManowarRetriever(engine=seeded, scope=scope, similarity_top_k=5)
     nodes = retriever.retrieve("Where does the user live?")
     assert nodes, "expected hits"
-    texts = [n.node.get_content() for n in nodes]
-    assert "The user lives in Lisbon." in texts
     fact = next(n for n in nodes if n.node.get_content() == "The user lives in Lisbon.")
     meta = fact.node.metadata
-    assert meta["layer"] == "graph"
-    assert meta["score"] == pytest.approx(fact.score)
-    assert meta["scope"] == {"agentWallet": "agent-li", "userAddress": "user-1", "threadId": "t-1"}
-    prov = meta["provenance"]
-    assert prov["id"] == fact.node.node_id
-    assert prov["source"] == "fact"
-    assert prov["embedding_model"] == "fake:64"
-    assert prov["metadata"]["factType"] == "context"
-    assert "decay" in prov["trace"] and set(prov["lanes"]) <= {"keyword", "vector", "entity"}
-    # provenance is for programs, not for the model: the LLM sees only the memory text
+    assert set(meta) == {"id", "layer", "score", "created_at", "trust", "source", "lanes"}
+    assert meta["id"] == fact.node.node_id and meta["layer"] == "graph" and meta["source"] == "fact"
+    assert meta["score"] == pytest.approx(fact.score, abs=1e-6) and meta["trust"] == "learned"
+    assert isinstance(meta["created_at"], int) and set(meta["lanes"]) <= {"keyword", "vector", "entity"}
+    hit = seeded.scoped(scope).search("Where does the user live?", k=5).candidates[0]
+    assert meta.keys() == memory_view(hit)["metadata"].keys()
+    # metadata is for programs, not for the model: the LLM sees only the memory text
     assert fact.node.get_content(metadata_mode=MetadataMode.LLM) == "The user lives in Lisbon."
     assert [n.score for n in nodes] == sorted((n.score or 0.0 for n in nodes), reverse=True)
+    explained = ManowarRetriever(engine=seeded, scope=scope, decisions=True).retrieve("Where does the user live?")
+    assert "decay" in explained[0].node.metadata["decisions"]
+
+
+def test_similarity_top_k_is_the_llamaindex_name_and_k_is_refused(seeded: MemoryEngine, scope: Scope) -> None:
+    """LlamaIndex retrievers take similarity_top_k (default DEFAULT_K); k and other unknown
+    keyword arguments raise instead of being ignored."""
+    retriever = ManowarRetriever(engine=seeded, scope=scope)
+    assert retriever.similarity_top_k == DEFAULT_K == 4
+    assert len(retriever.retrieve("Lisbon tea coffee office capital")) == DEFAULT_K
+    assert len(ManowarRetriever(engine=seeded, scope=scope, similarity_top_k=2).retrieve("Lisbon")) == 2
+    with pytest.raises(TypeError, match="similarity_top_k"):
+        ManowarRetriever(engine=seeded, scope=scope, k=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unknown argument"):
+        ManowarRetriever(engine=seeded, scope=scope, search_kwargs={"k": 2})  # type: ignore[call-arg]
 
 
 def test_layers_k_and_filters_narrow_the_search(seeded: MemoryEngine, scope: Scope) -> None:
     """Layer selection, k and both filter forms (engine mapping, MetadataFilters) apply."""
-    only_vectors = ManowarRetriever(engine=seeded, scope=scope, layers=["vectors"], k=10).retrieve("Lisbon")
+    only_vectors = ManowarRetriever(engine=seeded, scope=scope, layers=["vectors"], similarity_top_k=10).retrieve("Lisbon")
     assert only_vectors and {n.node.metadata["layer"] for n in only_vectors} == {"vectors"}
-    assert len(ManowarRetriever(engine=seeded, scope=scope, layers=["vectors"], k=1).retrieve("Lisbon")) == 1
+    assert len(ManowarRetriever(engine=seeded, scope=scope, layers=["vectors"], similarity_top_k=1).retrieve("Lisbon")) == 1
     by_mapping = ManowarRetriever(engine=seeded, scope=scope, layers=["vectors"], filters={"metadata.topic": "office"})
     office = [n.node.get_content() for n in by_mapping.retrieve("Lisbon")]
     assert office == ["The Lisbon office opens at nine in the morning."]
@@ -75,8 +88,9 @@ def test_layers_k_and_filters_narrow_the_search(seeded: MemoryEngine, scope: Sco
         engine=seeded, scope=scope, layers=["vectors"],
         filters=MetadataFilters(filters=[MetadataFilter(key="topic", value=["geo", "food"], operator=FilterOperator.IN)]),
     )
-    topics = [n.node.metadata["provenance"]["metadata"]["topic"] for n in by_li.retrieve("Lisbon tea coffee")]
-    assert topics and set(topics) <= {"geo", "food"}
+    texts = [n.node.get_content() for n in by_li.retrieve("Lisbon tea coffee")]
+    assert texts and set(texts) <= {"Lisbon is the capital of Portugal, on the Tagus river.",
+                                    "Green tea has less caffeine than coffee."}
     nothing = ManowarRetriever(
         engine=seeded, scope=scope,
         filters=MetadataFilters(filters=[MetadataFilter(key="topic", value=[], operator=FilterOperator.IN)]),
@@ -93,7 +107,7 @@ def test_scope_isolates_users(seeded: MemoryEngine) -> None:
 
 async def test_async_retrieve_matches_sync(seeded: MemoryEngine, scope: Scope) -> None:
     """aretrieve runs the engine's async search and gives the same memories."""
-    retriever = ManowarRetriever(engine=seeded, scope=scope, k=5)
+    retriever = ManowarRetriever(engine=seeded, scope=scope, similarity_top_k=5)
     sync_ids = [n.node.node_id for n in retriever.retrieve("green tea")]
     async_ids = [n.node.node_id for n in await retriever.aretrieve(QueryBundle("green tea"))]
     assert async_ids == sync_ids and async_ids
@@ -104,13 +118,13 @@ def test_degradations_are_reported_on_nodes(seeded: MemoryEngine, scope: Scope) 
     retriever = ManowarRetriever(engine=seeded, scope=scope, rerank=True)
     nodes = retriever.retrieve("Where does the user live?")
     assert "rerank skipped: no reranker configured" in retriever.last_degradations
-    assert nodes and all("rerank skipped: no reranker configured" in n.node.metadata["degradations"] for n in nodes)
+    assert nodes
 
 
 def test_bad_options_fail_clearly(engine: MemoryEngine, scope: Scope) -> None:
     """Wrong k, layers, engine or filters raise at construction with a useful message."""
-    with pytest.raises(InvalidInputError, match="k must be a positive integer"):
-        ManowarRetriever(engine=engine, scope=scope, k=0)
+    with pytest.raises(InvalidInputError, match="similarity_top_k must be a positive integer"):
+        ManowarRetriever(engine=engine, scope=scope, similarity_top_k=0)
     with pytest.raises(InvalidInputError, match="unknown layer"):
         ManowarRetriever(engine=engine, scope=scope, layers=["nope"])
     with pytest.raises(InvalidInputError, match="MemoryEngine"):
@@ -128,11 +142,11 @@ def test_query_engine_with_retriever_and_all_postprocessors(seeded: MemoryEngine
     """End to end, offline: RetrieverQueryEngine(ManowarRetriever + decay, rerank, MMR, packer, MockLLM)."""
     old = seeded.ingest(scope, [{"content": "The user lived in Porto years ago.",
                                  "created_at": 1_600_000_000_000}])[0]
-    retriever = ManowarRetriever(engine=seeded, scope=scope, k=8, decay=False)
+    retriever = ManowarRetriever(engine=seeded, scope=scope, similarity_top_k=8, decay=False)
     decay = ManowarDecayPostprocessor(engine=seeded, scope=scope)
     rerank = ManowarRerankPostprocessor(engine=seeded, scope=scope, reranker=FakeReranker(), dominance_delta=1.0)
     mmr = ManowarMMRPostprocessor(engine=seeded, scope=scope)
-    packer = ManowarPackerPostprocessor(engine=seeded, scope=scope, budget_chars=260, max_items=4)
+    packer = ManowarPackerPostprocessor(engine=seeded, scope=scope, budget_chars=400, max_items=4)
     query_engine = RetrieverQueryEngine.from_args(
         retriever, llm=MockLLM(), node_postprocessors=[decay, rerank, mmr, packer],
     )
@@ -149,14 +163,15 @@ def test_query_engine_with_retriever_and_all_postprocessors(seeded: MemoryEngine
     assert [n.node.metadata["manowar_trace"]["pack_rank"] for n in sources] == list(range(len(sources)))
     # the packer kept what fits: its prompt and the packed node texts are within the budget
     result = packer.last_result
-    assert result is not None and result.context_usage.characters <= 260
-    assert sum(len(n.node.get_content()) for n in sources) <= 260
+    assert result is not None and result.context_usage.characters <= 400
+    assert sum(item.characters for item in result.items) <= 400
+    assert all(n.node.get_content().startswith("<<<UNTRUSTED_") for n in sources)
     kept = {d.id for d in result.decisions if d.status == "kept"}
     assert kept == {n.node.node_id for n in sources}
     # decay on its own: the 2020 row keeps only the floor (0.35) of its score and drops to last
     before = retriever.retrieve("Where does the user live?")
     decayed = decay.postprocess_nodes(before, query_str="x")
-    multipliers = {n.node.metadata["provenance"]["id"]: n.node.metadata["manowar_trace"]["decay"] for n in decayed}
+    multipliers = {n.node.metadata["id"]: n.node.metadata["manowar_trace"]["decay"] for n in decayed}
     assert multipliers[old] == pytest.approx(0.35)
     assert all(v > 0.99 for k, v in multipliers.items() if k != old)
     before_ids = [n.node.node_id for n in before]
@@ -165,9 +180,6 @@ def test_query_engine_with_retriever_and_all_postprocessors(seeded: MemoryEngine
     old_before = next(n.score for n in before if n.node.node_id == old)
     old_after = next(n.score for n in decayed if n.node.node_id == old)
     assert old_after == pytest.approx(old_before * 0.35)
-    # the kept memory rows were counted as used, as pre_turn does
-    lisbon = next(n for n in sources if n.node.get_content() == "The user lives in Lisbon.")
-    assert seeded.get_item(scope, lisbon.node.node_id).access_count >= 1
 
 
 async def test_query_engine_async(seeded: MemoryEngine, scope: Scope) -> None:

@@ -1,7 +1,11 @@
 """LlamaIndex adapters for manowar-memory.
 
 Every adapter is built from an engine and a scope (``engine=``, ``scope=``) plus its own
-options:
+options, and reads and writes only through the engine's scoped surface
+(``engine.scoped(scope)``). The classes also import from the paths LlamaHub integrations
+use: ``llama_index.retrievers.manowar``, ``llama_index.postprocessor.manowar``,
+``llama_index.memory.manowar``, ``llama_index.vector_stores.manowar``,
+``llama_index.embeddings.manowar`` and ``llama_index.tools.manowar``.
 
 * :class:`ManowarRetriever`: layered hybrid search as a ``BaseRetriever`` (sync and async).
 * :class:`ManowarDecayPostprocessor`, :class:`ManowarRerankPostprocessor`,
@@ -14,8 +18,8 @@ options:
   engine's allowlisted filters.
 * :class:`ManowarEmbedding` (engine embedder → LlamaIndex) and :class:`LlamaIndexEmbedder`
   (LlamaIndex embedding → engine).
-* :class:`ManowarToolSpec` / :func:`make_tools`: remember, recall and item operations as
-  ``FunctionTool``s.
+* :class:`ManowarToolSpec` / :func:`make_tools` / :func:`make_job_tools`: the engine's
+  memory tool catalog (memory, items and jobs groups) as ``FunctionTool`` objects bound to a scope.
 
 Importing this package is cheap and touches neither the network nor LlamaIndex's global
 ``Settings``: names load on first use (``llama_index.core`` with them), and nothing here
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
         ManowarRerankPostprocessor,
     )
     from .retriever import ManowarRetriever
-    from .tools import ManowarToolSpec, make_job_tools, make_tools
+    from .tools import ManowarFunctionTool, ManowarToolSpec, make_job_tools, make_tools
     from .vector_store import ManowarVectorStore
 
 __version__ = "0.1.0"
@@ -50,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "LlamaIndexEmbedder": ".embeddings",
     "ManowarDecayPostprocessor": ".postprocessors",
     "ManowarEmbedding": ".embeddings",
+    "ManowarFunctionTool": ".tools",
     "ManowarMMRPostprocessor": ".postprocessors",
     "ManowarMemory": ".memory",
     "ManowarMemoryBlock": ".memory",
@@ -70,6 +75,7 @@ __all__ = [
     "LlamaIndexEmbedder",
     "ManowarDecayPostprocessor",
     "ManowarEmbedding",
+    "ManowarFunctionTool",
     "ManowarMMRPostprocessor",
     "ManowarMemory",
     "ManowarMemoryBlock",

@@ -1,17 +1,20 @@
 """Conversions between the engine's shapes and LlamaIndex's (private).
 
 * :func:`candidate_to_node`: an engine :class:`Candidate` as a ``NodeWithScore`` whose
-  metadata carries ``layer``, ``score``, ``scope`` and ``provenance``.
+  metadata is the one recalled-memory schema of :func:`manowar_memory.tools.memory_view`
+  (``id``, ``layer``, ``score``, ``created_at``, ``trust``, ``source``, ``lanes``,
+  ``decisions`` when asked), the same keys as the LangChain adapter's Documents.
 * :func:`node_to_candidate`: any ``NodeWithScore`` (ours or another retriever's) as a
   Candidate, so the engine's ranking stages and packer can run on it.
 * :func:`with_trace`: a copy of a node with a new score and the ranking trace recorded.
-* :func:`chat_messages_to_engine`: LlamaIndex ``ChatMessage`` objects as engine messages.
+* :func:`chat_messages_to_engine`: LlamaIndex ``ChatMessage`` objects as engine messages
+  (roles through :func:`manowar_memory.scoped.chat_role`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -19,12 +22,11 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from manowar_memory.candidates import Candidate
-from manowar_memory.records import LAYERS, Layer, MemoryRecord
-from manowar_memory.scope import Scope
+from manowar_memory.records import LAYERS, Layer
+from manowar_memory.scoped import RESERVED_METADATA_KEYS, chat_role
+from manowar_memory.tools import memory_view
 
 __all__ = [
-    "INTERNAL_ROW_KEYS",
-    "RETRIEVER_METADATA_KEYS",
     "TIME_KEYS",
     "TRACE_KEY",
     "candidate_to_node",
@@ -38,25 +40,8 @@ __all__ = [
 TRACE_KEY = "manowar_trace"
 """Node metadata key where the postprocessors record what each stage did (hidden from the LLM)."""
 
-RETRIEVER_METADATA_KEYS = ("layer", "score", "scope", "provenance", "degradations")
-"""Metadata keys :class:`~llama_index_manowar.ManowarRetriever` sets on every node."""
-
-INTERNAL_ROW_KEYS = ("_node_content", "_node_type")
-"""Row metadata the vector store keeps for rebuilding nodes; never copied into provenance."""
-
 TIME_KEYS = ("created_at", "createdAt", "creation_date", "last_modified_date", "timestamp", "date")
 """Metadata keys tried, in order, for a node's timestamp when no ``time_key`` is given."""
-
-_ROLE_MAP = {
-    "user": "user",
-    "assistant": "assistant",
-    "system": "system",
-    "developer": "system",
-    "tool": "tool",
-    "function": "tool",
-    "chatbot": "assistant",
-    "model": "assistant",
-}
 
 
 def parse_timestamp(value: Any) -> int | None:
@@ -96,56 +81,23 @@ def _unit_number(value: Any) -> float | None:
     return number if 0.0 <= number <= 1.0 else None
 
 
-def candidate_to_node(cand: Candidate, scope: Scope, degradations: Sequence[str] = ()) -> NodeWithScore:
-    """An engine candidate as a ``NodeWithScore``.
-
-    Node metadata: ``layer``, ``score`` (at retrieval), ``scope`` (reference field names),
-    ``provenance`` (row id, source, times, access count, confidence, importance, per-lane
-    scores, ranking trace, the row's own metadata, and for memory rows the embedding
-    model) and, when the search degraded, ``degradations``. All of it is excluded from
-    what the LLM and embedders see, so prompts hold only the memory text.
-    """
-    row_meta = {k: v for k, v in cand.metadata.items() if k not in INTERNAL_ROW_KEYS}
-    provenance: dict[str, Any] = {
-        "id": cand.id,
-        "layer": cand.layer,
-        "source": cand.source,
-        "created_at": cand.created_at,
-        "last_accessed_at": cand.last_accessed_at,
-        "access_count": cand.access_count,
-        "confidence": cand.confidence,
-        "importance": cand.importance,
-        "lanes": dict(cand.lanes),
-        "trace": dict(cand.trace),
-        "metadata": row_meta,
-    }
-    record = cand.record
-    if isinstance(record, MemoryRecord):
-        provenance["embedding_model"] = record.embedding_model
-        provenance["thread_id"] = record.thread_id
-        provenance["user_address"] = record.user_address
-    metadata: dict[str, Any] = {
-        "layer": cand.layer,
-        "score": cand.score,
-        "scope": scope.as_dict(),
-        "provenance": provenance,
-    }
-    if degradations:
-        metadata["degradations"] = list(degradations)
+def candidate_to_node(cand: Candidate, *, default_trust: str = "learned", decisions: bool = False) -> NodeWithScore:
+    """An engine candidate as a ``NodeWithScore`` whose id is the memory's id and whose
+    metadata is :func:`~manowar_memory.tools.memory_view`'s schema. All of it is hidden from
+    what the LLM and embedders see, so prompts hold only the memory text."""
+    view = memory_view(cand, default_trust=default_trust, decisions=decisions)
+    metadata = dict(view["metadata"])
     hidden = list(metadata)
     node = TextNode(
-        id_=cand.id, text=cand.text, metadata=metadata,
+        id_=cand.id, text=view["text"], metadata=metadata,
         excluded_embed_metadata_keys=hidden, excluded_llm_metadata_keys=hidden,
     )
     return NodeWithScore(node=node, score=cand.score)
 
 
-def _node_timestamp(metadata: Mapping[str, Any], provenance: Mapping[str, Any], time_key: str | None) -> int | None:
+def _node_timestamp(metadata: Mapping[str, Any], time_key: str | None) -> int | None:
     if time_key is not None:
         return parse_timestamp(metadata.get(time_key))
-    stamp = parse_timestamp(provenance.get("created_at"))
-    if stamp is not None:
-        return stamp
     for key in TIME_KEYS:
         stamp = parse_timestamp(metadata.get(key))
         if stamp is not None:
@@ -158,29 +110,27 @@ def node_to_candidate(
 ) -> Candidate:
     """Any scored node as a Candidate (``record`` holds the original ``NodeWithScore``).
 
-    Nodes from :class:`~llama_index_manowar.ManowarRetriever` keep their layer, time,
-    confidence, importance and access count from ``provenance``; other nodes get
-    ``default_layer`` and a timestamp from ``time_key`` (or the first usable of
-    :data:`TIME_KEYS`). A node without a score counts as 0.
+    Nodes from :class:`~llama_index_manowar.ManowarRetriever` keep their layer and time;
+    other nodes get ``default_layer`` and a timestamp from ``time_key`` (or the first usable
+    of :data:`TIME_KEYS`). A node without a score counts as 0. Trust and the other reserved
+    keys of a node's metadata are never believed (a document's metadata could claim
+    ``trust: "system"``): every node packs at the default trust level, inside the
+    untrusted-content wrapper.
     """
     node = nws.node
     metadata = node.metadata if isinstance(node.metadata, Mapping) else {}
-    raw_prov = metadata.get("provenance")
-    provenance: Mapping[str, Any] = raw_prov if isinstance(raw_prov, Mapping) else {}
     layer = metadata.get("layer")
-    access = provenance.get("access_count")
+    source = metadata.get("source")
     cand = Candidate(
         layer=layer if layer in LAYERS else default_layer,
         id=node.node_id,
         text=node.get_content(metadata_mode=MetadataMode.NONE),
         score=float(nws.score) if nws.score is not None else 0.0,
-        created_at=_node_timestamp(metadata, provenance, time_key),
-        last_accessed_at=parse_timestamp(provenance.get("last_accessed_at")),
-        access_count=int(access) if isinstance(access, int) and not isinstance(access, bool) else 0,
-        confidence=_unit_number(provenance.get("confidence", metadata.get("confidence"))),
-        importance=_unit_number(provenance.get("importance", metadata.get("importance"))),
-        source=provenance.get("source") if isinstance(provenance.get("source"), str) else None,
-        metadata=dict(metadata),
+        created_at=_node_timestamp(metadata, time_key),
+        confidence=_unit_number(metadata.get("confidence")),
+        importance=_unit_number(metadata.get("importance")),
+        source=source if isinstance(source, str) else None,
+        metadata={k: v for k, v in metadata.items() if k not in RESERVED_METADATA_KEYS},
         embedding=list(node.embedding) if node.embedding is not None else None,
         record=nws,
     )
@@ -215,14 +165,14 @@ def message_text(message: ChatMessage) -> str:
 
 
 def chat_messages_to_engine(messages: Iterable[ChatMessage]) -> list[dict[str, str]]:
-    """Engine messages (``{'role', 'content'}``) from chat messages; roles are mapped
-    (developer → system, function → tool, chatbot/model → assistant) and messages
+    """Engine messages (``{'role', 'content'}``) from chat messages. Roles go through
+    :func:`~manowar_memory.scoped.chat_role` (developer → system, function → tool,
+    chatbot/model → assistant; an unknown role raises ``InvalidInputError``); messages
     without text (such as a bare tool-call request) are left out."""
     out: list[dict[str, str]] = []
     for message in messages:
+        role = chat_role(message.role)
         text = message_text(message)
-        if not text:
-            continue
-        role = message.role.value if hasattr(message.role, "value") else str(message.role)
-        out.append({"role": _ROLE_MAP.get(role, "user"), "content": text})
+        if text:
+            out.append({"role": role, "content": text})
     return out

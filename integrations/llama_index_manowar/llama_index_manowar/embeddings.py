@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import ConfigDict, Field
+from llama_index.core.bridge.pydantic import ConfigDict, Field, field_validator
 
+from manowar_memory.embeddings import resolve_embedder
 from manowar_memory.embeddings.base import BaseEmbedder, Embedder, InputType
 from manowar_memory.errors import ConfigurationError
 
@@ -29,7 +30,9 @@ __all__ = ["LlamaIndexEmbedder", "ManowarEmbedding", "to_engine_embedder"]
 
 
 class ManowarEmbedding(BaseEmbedding):
-    """The engine's embedder (``engine=``, or an ``embedder=`` directly) as a LlamaIndex embedding.
+    """The engine's embedder (``engine=``, or an ``embedder=`` directly: an engine
+    ``Embedder`` or a provider string such as ``"local"``, ``"voyage:voyage-4-large"`` or
+    ``"fake"``) as a LlamaIndex embedding.
 
     Queries are embedded with ``input_type="query"`` and texts with ``"document"``, as the
     engine does, so asymmetric models behave the same on both sides. ``model_name`` is
@@ -37,12 +40,20 @@ class ManowarEmbedding(BaseEmbedding):
     and not used (embeddings have no owner).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=("pydantic_model_",))
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=("pydantic_model_",), extra="forbid")
 
     engine: OptionalEngineField = None
     scope: OptionalScopeField = None
-    embedder: Any = Field(default=None, exclude=True, description="An engine Embedder (default: the engine's).")
+    embedder: Any = Field(
+        default=None, exclude=True, description="An engine Embedder or a provider string (default: the engine's).",
+    )
     embed_batch_size: int = Field(default=64, gt=0, le=2048)
+
+    @field_validator("embedder", mode="before")
+    @classmethod
+    def _resolve_embedder(cls, value: Any) -> Any:
+        """A provider string becomes its embedder (as everywhere in the engine)."""
+        return resolve_embedder(value)
 
     def model_post_init(self, context: Any, /) -> None:
         """Resolve the embedder and name the model after it."""

@@ -4,28 +4,27 @@ Two ways in:
 
 * :class:`ManowarMemoryBlock` plugs the engine into LlamaIndex's own ``Memory`` as one of
   its ``memory_blocks``. On every turn it returns the engine's packed context for the
-  latest user message; messages that ``Memory`` flushes out of its short-term FIFO are
-  recorded with ``post_turn`` (transcript, working buffer, session summary, fact extraction).
+  latest user message, and records each message it has not recorded yet (the chat
+  history ``Memory`` hands it on every read, and the messages ``Memory`` flushes out of its
+  token window) with ``post_turn``: transcript, working buffer, session summary, fact
+  extraction. Each message is recorded once, so a one-turn session is remembered in the
+  next one.
 
   >>> from llama_index.core.memory import Memory
   >>> memory = Memory.from_defaults(session_id="s1", token_limit=2000,
   ...                               memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope)])
 
-  ``Memory`` only hands a block the messages it flushes. To record what is still in the
-  short-term queue when a session ends::
-
-      active = await memory.aget_all(status=MessageStatus.ACTIVE)   # from llama_index.core.storage.chat_store.sql
-      await block.arecord(active, session_id=memory.session_id)
-
 * :class:`ManowarMemory` is a ``BaseMemory`` of its own, for anything that takes
   ``memory=`` (``SimpleChatEngine``, ``ContextChatEngine``, ``FunctionAgent``...). It keeps
   the session's recent messages in process, puts the engine's packed context in front of
-  them as a system message, and records every completed turn (user message ... assistant
-  reply) in the engine as it happens.
+  them as a system message, and records the messages it is given as they arrive (each
+  once, a turn at a time).
 
-Both work on one scope; the thread is the scope's ``thread_id`` or, when the scope has
-none, the LlamaIndex session id. Durable layers (graph facts, vectors) ignore the thread,
-so a fact told in one session is recalled in the next.
+Both work on one scope through the engine's scoped surface (``engine.scoped(scope)``); the
+thread is the scope's ``thread_id`` or, when the scope has none, the LlamaIndex session id.
+Durable layers (graph facts, vectors) ignore the thread, so a fact told in one session is
+recalled in the next. Chat roles map through :func:`manowar_memory.scoped.chat_role`
+(``chatbot``/``model`` are the assistant); an unknown role raises ``InvalidInputError``.
 """
 
 from __future__ import annotations
@@ -40,8 +39,10 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import BaseMemory
 
 from manowar_memory.engine import PostTurnResult, PreTurnResult
+from manowar_memory.errors import ScopeError
 from manowar_memory.layers import normalize_layers
 from manowar_memory.scope import Scope
+from manowar_memory.scoped import ScopedMemory, chat_role
 
 from ._convert import chat_messages_to_engine, message_text
 from ._fields import EngineField, ScopeField
@@ -49,6 +50,9 @@ from ._fields import EngineField, ScopeField
 __all__ = ["ManowarMemory", "ManowarMemoryBlock"]
 
 _CHARS_PER_TOKEN = 4  # a conservative estimate for cutting lines when Memory asks for fewer tokens
+_LOG_LIMIT = 2000  # messages remembered per thread to recognise what was recorded already
+
+_Fingerprint = tuple[str, str]
 
 
 def _query_from(messages: Sequence[ChatMessage], window: int) -> str:
@@ -69,6 +73,7 @@ def _query_from(messages: Sequence[ChatMessage], window: int) -> str:
 class _RecallFields(Protocol):
     """The recall options the block and the memory share."""
 
+    layers: list[str] | None
     budget_chars: int | None
     max_items: int | None
     max_item_chars: int | None
@@ -76,9 +81,9 @@ class _RecallFields(Protocol):
     mmr: bool
 
 
-def _pre_turn_kwargs(options: _RecallFields) -> dict[str, Any]:
+def _context_kwargs(options: _RecallFields) -> dict[str, Any]:
     return {
-        "budget_chars": options.budget_chars, "max_items": options.max_items,
+        "layers": options.layers, "budget_chars": options.budget_chars, "max_items": options.max_items,
         "max_item_chars": options.max_item_chars, "rerank": options.rerank, "mmr": options.mmr,
     }
 
@@ -87,24 +92,43 @@ def _check_layers(layers: list[str] | None) -> list[str] | None:
     return None if layers is None else list(normalize_layers(layers))
 
 
-class ManowarMemoryBlock(BaseMemoryBlock[str]):
-    """A ``Memory`` block backed by the engine: packed context out, flushed messages in.
+def _unseen_from(log: Sequence[_Fingerprint], window: Sequence[_Fingerprint]) -> int:
+    """Where the new messages of ``window`` start: ``window`` is a slice of the thread's
+    history and ``log`` its recorded prefix; the earliest consistent alignment wins, so a
+    message is never recorded twice."""
+    n = len(log)
+    for start in range(n):
+        overlap = min(len(window), n - start)
+        if list(log[start:start + overlap]) == list(window[:overlap]):
+            return overlap
+    return 0
 
-    ``aget`` returns the engine's packed context (``"Memory context:"`` plus one line per
-    memory, within ``budget_chars``) for the latest user message, or ``""`` when nothing
-    is relevant. :attr:`last_result` keeps the full ``PreTurnResult`` (items, decisions,
-    degradations). ``aput`` records the messages ``Memory`` flushes (``post_turn``; fact
-    extraction runs in the background, or before returning with ``wait_for_facts``).
+
+class ManowarMemoryBlock(BaseMemoryBlock[str]):
+    """A ``Memory`` block backed by the engine: packed context out, every new message in.
+
+    ``aget`` returns the engine's packed context (``"Memory context:"`` plus the memories,
+    wrapped as untrusted data, within ``budget_chars``) for the latest user message, or
+    ``""`` when nothing is relevant; :attr:`last_result` keeps the full ``PreTurnResult``.
+    Then it records the messages of the chat history it was handed that it has not recorded
+    yet. ``aput`` (the messages ``Memory`` flushes) records the ones still new. Each message
+    is recorded once per thread: the block remembers what it recorded, and on first sight of
+    a thread reads its transcript, so a new block on an old session does not repeat it.
+    Fact extraction runs in the background (``wait_for_facts`` waits for it).
     ``atruncate`` drops the lowest-ranked lines when ``Memory`` runs over its token limit
     (only for a block with ``priority`` > 0; priority 0 is never truncated).
+
+    Recording needs a thread: the scope's, or the ``Memory`` session id
+    (``thread_from_session``, the default). A scope without a thread and
+    ``thread_from_session=False`` is refused when the block is built.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     name: str = Field(default="manowar_memory", description="Block name (the tag around its content).")
     engine: EngineField
     scope: ScopeField
-    layers: list[str] | None = Field(default=None, description="Layers to search (default: all six).")
+    layers: list[str] | None = Field(default=None, description="Layers to search (default: the engine's).")
     budget_chars: int | None = Field(default=None, description="Character budget (default: the engine's, 900).")
     max_items: int | None = Field(default=None, description="Most memories per turn (default 6).")
     max_item_chars: int | None = Field(default=None, description="Characters per memory (default 120).")
@@ -115,8 +139,10 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         default=True, description="Use the Memory session id as thread when the scope has none."
     )
     extract_facts: bool = Field(default=True, description="Queue fact extraction for recorded messages.")
-    wait_for_facts: bool = Field(default=False, description="Wait for fact extraction before aput returns.")
+    wait_for_facts: bool = Field(default=False, description="Wait for fact extraction before recording returns.")
 
+    _memory: ScopedMemory = PrivateAttr()
+    _logs: dict[str, list[_Fingerprint]] = PrivateAttr(default_factory=dict)
     _last_result: PreTurnResult | None = PrivateAttr(default=None)
 
     @field_validator("layers")
@@ -125,6 +151,16 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         """Reject unknown layer names when the object is built, not on the first turn."""
         return _check_layers(value)
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Bind the block to its scope; refuse a block that could never record."""
+        super().model_post_init(context)
+        if self.scope.thread_id is None and not self.thread_from_session:
+            raise ScopeError(
+                "ManowarMemoryBlock needs a thread to record messages: give the scope a thread_id, or keep "
+                "thread_from_session=True to use the Memory session id"
+            )
+        self._memory = self.engine.scoped(self.scope)
+
     @property
     def last_result(self) -> PreTurnResult | None:
         """The engine's result for the latest ``aget`` (None before the first, or when there was no query)."""
@@ -132,62 +168,78 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
 
     def scope_for(self, session_id: str | None) -> Scope:
         """The scope of a session: the block's scope, with the session as thread when it has none."""
+        return self._thread(session_id).scope
+
+    def _thread(self, session_id: str | None) -> ScopedMemory:
         if self.scope.thread_id is None and self.thread_from_session and session_id:
-            return self.scope.with_thread(session_id)
-        return self.scope
+            return self._memory.with_thread(session_id)
+        return self._memory
 
     async def _aget(
         self, messages: list[ChatMessage] | None = None, session_id: str | None = None, **block_kwargs: Any
     ) -> str:
-        """The packed context for the latest user message (``""`` when none or nothing relevant)."""
-        query = _query_from(messages or [], self.query_window)
-        if not query:
-            self._last_result = None
-            return ""
-        result = await self.engine.apre_turn(query, self.scope_for(session_id), self.layers, **_pre_turn_kwargs(self))
+        """The packed context for the latest user message (``""`` when none or nothing
+        relevant); then the new messages of ``messages`` are recorded."""
+        history = list(messages or [])
+        query = _query_from(history, self.query_window)
+        result = await self._thread(session_id).acontext(query, **_context_kwargs(self)) if query else None
         self._last_result = result
-        return result.prompt
+        if session_id is not None or self.scope.thread_id is not None:
+            await self.arecord(history, session_id=session_id)
+        return result.prompt if result is not None else ""
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        """Record messages flushed from short-term memory."""
+        """Record the messages flushed from short-term memory that are still new."""
         await self.arecord(messages)
 
-    def _prepare(
-        self, messages: Sequence[ChatMessage], session_id: str | None
-    ) -> tuple[Scope, list[dict[str, str]]] | None:
+    def _new(self, messages: Sequence[ChatMessage], session_id: str | None) -> tuple[ScopedMemory, list[dict[str, str]]] | None:
         engine_messages = chat_messages_to_engine(messages)
         if not engine_messages:
             return None
         if session_id is None:
             stamped = [m.additional_kwargs.get("session_id") for m in messages if m.additional_kwargs]
             session_id = next((s for s in stamped if isinstance(s, str) and s), None)
-        return self.scope_for(session_id), engine_messages
+        thread = self._thread(session_id)
+        key = thread.scope.thread_id
+        if key is None:
+            raise ScopeError("recording needs a thread: pass session_id, or give the scope a thread_id")
+        log = self._logs.get(key)
+        if log is None:  # first sight of this thread in this block: what was recorded before
+            log = self._logs[key] = [(m.role, m.content.strip()) for m in thread.messages()]
+        window = [(m["role"], m["content"]) for m in engine_messages]
+        fresh = engine_messages[_unseen_from(log, window):]
+        if not fresh:
+            return None
+        log.extend((m["role"], m["content"]) for m in fresh)
+        del log[:-_LOG_LIMIT]
+        return thread, fresh
 
     async def arecord(self, messages: Sequence[ChatMessage], session_id: str | None = None) -> PostTurnResult | None:
-        """Record ``messages`` in the engine now (``post_turn``); None when none has text.
+        """Record the messages of ``messages`` this block has not recorded yet (``post_turn``);
+        None when there are none with text.
 
         The session comes from ``session_id`` or from the messages (``Memory`` stamps
         ``additional_kwargs['session_id']`` on what it flushes); it is the thread when
         the scope has none.
         """
-        prepared = self._prepare(messages, session_id)
+        prepared = self._new(messages, session_id)
         if prepared is None:
             return None
-        scope, engine_messages = prepared
-        result = await self.engine.apost_turn(scope, engine_messages, extract_facts=self.extract_facts)
+        thread, fresh = prepared
+        result = await thread.apost_turn(fresh, extract_facts=self.extract_facts)
         if self.wait_for_facts:
-            await self.engine.aflush()
+            await thread.aflush()
         return result
 
     def record(self, messages: Sequence[ChatMessage], session_id: str | None = None) -> PostTurnResult | None:
         """Sync twin of :meth:`arecord`."""
-        prepared = self._prepare(messages, session_id)
+        prepared = self._new(messages, session_id)
         if prepared is None:
             return None
-        scope, engine_messages = prepared
-        result = self.engine.post_turn(scope, engine_messages, extract_facts=self.extract_facts)
+        thread, fresh = prepared
+        result = thread.post_turn(fresh, extract_facts=self.extract_facts)
         if self.wait_for_facts:
-            self.engine.flush()
+            thread.flush()
         return result
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
@@ -209,24 +261,24 @@ class ManowarMemory(BaseMemory):
       a user message; a leading system message is kept), with the engine's packed context
       for ``input`` (or the latest user message) in front as a system message, merged into
       the session's own system message when there is one.
-    * ``put(message)``: appends to the session; when an assistant reply with text arrives
-      after a user message, the turn (user, tool and assistant messages) is recorded with
-      ``post_turn``. :meth:`commit` records pending messages early.
+    * ``put(message)`` / ``put_messages``: append to the session; each message is recorded
+      once, a turn at a time: when an assistant reply with text arrives, the messages since
+      the last recording (user, tool calls and results, the reply) go to ``post_turn``.
+      :meth:`commit` records pending messages early (a question with no reply yet).
     * ``set`` replaces the session's messages without recording them (they are history
-      already); ``reset`` clears the session. Long-term memory is never erased by
-      either: use the engine's ``delete_item`` for that.
+      already); ``reset`` clears the session. Long-term memory is never erased by either.
 
     The session's messages live in this object; what persists across sessions is what
-    the engine recorded.
+    the engine recorded. Unknown keyword arguments raise.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     engine: EngineField
     scope: ScopeField
     session_id: str | None = Field(default=None, description="Session id (default: the scope's thread, else a new id).")
     max_messages: int = Field(default=40, ge=1, description="Most recent messages returned by get().")
-    layers: list[str] | None = Field(default=None, description="Layers to search (default: all six).")
+    layers: list[str] | None = Field(default=None, description="Layers to search (default: the engine's).")
     budget_chars: int | None = Field(default=None, description="Character budget (default: the engine's, 900).")
     max_items: int | None = Field(default=None, description="Most memories per turn (default 6).")
     max_item_chars: int | None = Field(default=None, description="Characters per memory (default 120).")
@@ -234,6 +286,7 @@ class ManowarMemory(BaseMemory):
     mmr: bool = Field(default=False, description="Select by MMR when packing.")
     extract_facts: bool = Field(default=True, description="Queue fact extraction for recorded turns.")
 
+    _memory: ScopedMemory = PrivateAttr()
     _history: list[ChatMessage] = PrivateAttr(default_factory=list)
     _pending: list[ChatMessage] = PrivateAttr(default_factory=list)
     _last_result: PreTurnResult | None = PrivateAttr(default=None)
@@ -245,10 +298,13 @@ class ManowarMemory(BaseMemory):
         return _check_layers(value)
 
     def model_post_init(self, context: Any, /) -> None:
-        """Pick the session id: given, else the scope's thread, else a fresh one."""
+        """Pick the session id (given, else the scope's thread, else a fresh one) and bind the
+        memory to that thread of its scope."""
         super().model_post_init(context)
         if self.session_id is None:
             self.session_id = self.scope.thread_id or f"li-{uuid.uuid4().hex[:16]}"
+        scope = self.scope if self.scope.thread_id else self.scope.with_thread(self.session_id)
+        self._memory = self.engine.scoped(scope, require_thread=True)
 
     @classmethod
     def class_name(cls) -> str:
@@ -273,7 +329,7 @@ class ManowarMemory(BaseMemory):
     @property
     def thread_scope(self) -> Scope:
         """The scope turns are recorded in: the scope, with the session as thread when it has none."""
-        return self.scope if self.scope.thread_id else self.scope.with_thread(self.session_id)
+        return self._memory.scope
 
     # ---------------------------------------------------------------- reads
     def _window(self) -> list[ChatMessage]:
@@ -303,19 +359,17 @@ class ManowarMemory(BaseMemory):
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Recent messages with the recalled context in front (extra keyword arguments, such
-        as ``initial_token_count`` from chat engines, are accepted and ignored)."""
+        as ``initial_token_count`` from chat engines, are accepted and ignored, as
+        LlamaIndex's own memories do)."""
         query = self._query(input)
-        result = self.engine.pre_turn(query, self.thread_scope, self.layers, **_pre_turn_kwargs(self)) if query else None
+        result = self._memory.context(query, **_context_kwargs(self)) if query else None
         self._last_result = result
         return self._with_context(self._window(), result)
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Async twin of :meth:`get`."""
         query = self._query(input)
-        result = (
-            await self.engine.apre_turn(query, self.thread_scope, self.layers, **_pre_turn_kwargs(self))
-            if query else None
-        )
+        result = await self._memory.acontext(query, **_context_kwargs(self)) if query else None
         self._last_result = result
         return self._with_context(self._window(), result)
 
@@ -329,15 +383,12 @@ class ManowarMemory(BaseMemory):
 
     # ---------------------------------------------------------------- writes
     def _take_turn(self, message: ChatMessage) -> list[dict[str, str]] | None:
+        role = chat_role(message.role)  # an unknown role is refused before it is kept
         self._history.append(message)
         self._pending.append(message)
-        completes = (
-            message.role == MessageRole.ASSISTANT and bool(message_text(message))
-            and any(m.role == MessageRole.USER for m in self._pending)
-        )
-        if not completes:
-            return None
-        return self._drain()
+        if role == "assistant" and message_text(message):
+            return self._drain()
+        return None
 
     def _drain(self) -> list[dict[str, str]] | None:
         pending, self._pending = self._pending, []
@@ -345,16 +396,16 @@ class ManowarMemory(BaseMemory):
         return engine_messages or None
 
     def put(self, message: ChatMessage) -> None:
-        """Add a message; a completed turn is recorded in the engine."""
+        """Add a message; a reply with text records the messages since the last recording."""
         turn = self._take_turn(message)
         if turn:
-            self.engine.post_turn(self.thread_scope, turn, extract_facts=self.extract_facts)
+            self._memory.post_turn(turn, extract_facts=self.extract_facts)
 
     async def aput(self, message: ChatMessage) -> None:
         """Async twin of :meth:`put`."""
         turn = self._take_turn(message)
         if turn:
-            await self.engine.apost_turn(self.thread_scope, turn, extract_facts=self.extract_facts)
+            await self._memory.apost_turn(turn, extract_facts=self.extract_facts)
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Add several messages in order."""
@@ -370,15 +421,16 @@ class ManowarMemory(BaseMemory):
         """Record the messages not yet recorded (for example a user message with no reply
         yet) now; None when there were none with text."""
         turn = self._drain()
-        return self.engine.post_turn(self.thread_scope, turn, extract_facts=self.extract_facts) if turn else None
+        return self._memory.post_turn(turn, extract_facts=self.extract_facts) if turn else None
 
     async def acommit(self) -> PostTurnResult | None:
         """Async twin of :meth:`commit`."""
         turn = self._drain()
-        return await self.engine.apost_turn(self.thread_scope, turn, extract_facts=self.extract_facts) if turn else None
+        return await self._memory.apost_turn(turn, extract_facts=self.extract_facts) if turn else None
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's messages (not recorded: they are history already)."""
+        chat_messages_to_engine(messages)  # unknown roles are refused here too
         self._history = list(messages)
         self._pending = []
 

@@ -10,8 +10,9 @@ They work on nodes from any LlamaIndex retriever, not only :class:`ManowarRetrie
   budget, with the packer's full accounting in :attr:`~ManowarPackerPostprocessor.last_result`.
 
 Like every adapter they take ``engine=`` and ``scope=``; here both are optional. The
-engine supplies defaults (its ranking config and its reranker); the scope lets the packer
-count which of the scope's memory rows were used (access counts, as ``pre_turn`` does).
+engine supplies defaults (its ranking config and its reranker); the scope keeps the
+packer's untrusted-content delimiter stable for that scope. They read no memory and write
+none: they rank and pack the nodes they are given. Unknown keyword arguments raise.
 
 Nodes are never mutated: each stage returns copies whose ``metadata['manowar_trace']``
 records what it did (``decay``, ``rerank``, ``mmr_rank``, ``pack_score``...), hidden from
@@ -25,17 +26,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from manowar_memory.candidates import Candidate
 from manowar_memory.config import RetrievalConfig
 from manowar_memory.errors import ConfigurationError
-from manowar_memory.packing import PackResult, pack
+from manowar_memory.packing import PackResult
 from manowar_memory.ranking import RerankOutcome, apply_decay, mmr_order, rerank_candidates
-from manowar_memory.records import LAYERS, Layer
+from manowar_memory.ranking.trust import content_delimiter, wrap_untrusted
+from manowar_memory.records import Layer
+from manowar_memory.rerankers import resolve_reranker
 from manowar_memory.rerankers.base import Reranker
+from manowar_memory.scoped import pack_context
 
 from ._convert import TRACE_KEY, node_to_candidate, with_trace
 from ._fields import OptionalEngineField, OptionalScopeField
@@ -55,7 +59,7 @@ def _now_ms() -> int:
 class _ManowarPostprocessor(BaseNodePostprocessor):
     """Shared fields and conversions."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     engine: OptionalEngineField = None
     scope: OptionalScopeField = None
@@ -74,8 +78,8 @@ class ManowarDecayPostprocessor(_ManowarPostprocessor):
     and sort by the new score. Nodes without a timestamp keep their score (multiplier 1).
 
     Defaults come from the engine's config (30 days, floor 0.35) when none are given. A node
-    the engine already decayed (a :class:`ManowarRetriever` node with ``decay=True``) or
-    that went through this stage before is not decayed twice unless ``force=True``.
+    the engine already decayed (a :class:`ManowarRetriever` node with ``decay=True`` and
+    ``decisions=True``, whose decisions say so) or that went through this stage before is not decayed twice unless ``force=True``.
     """
 
     half_life_days: float | None = Field(default=None, gt=0, description="Half-life in days.")
@@ -106,15 +110,17 @@ class ManowarDecayPostprocessor(_ManowarPostprocessor):
 
 
 def _already_decayed(cand: Candidate) -> bool:
-    provenance = cand.metadata.get("provenance")
-    if isinstance(provenance, dict) and "decay" in (provenance.get("trace") or {}):
-        return True
-    trace = cand.metadata.get(TRACE_KEY)
-    return isinstance(trace, dict) and "decay" in trace
+    for key in ("decisions", TRACE_KEY):  # the retriever's decisions (decisions=True), or this stage's trace
+        trace = cand.metadata.get(key)
+        if isinstance(trace, dict) and "decay" in trace:
+            return True
+    return False
 
 
 class ManowarRerankPostprocessor(_ManowarPostprocessor):
-    """Rerank nodes with a cross-encoder (``reranker=``, else the engine's reranker).
+    """Rerank nodes with a cross-encoder: ``reranker=`` a manowar ``Reranker`` or a provider
+    string (``"cohere"``, ``"voyage:rerank-2.5"``, ``"local:/path"``, ``"fake"``...), else the
+    engine's reranker.
 
     The skip rule comes first: fewer than ``min_candidates`` nodes (``few-candidates``) or
     a top node ahead of the second by ``dominance_delta`` (``top1-dominates``) keeps the
@@ -125,7 +131,9 @@ class ManowarRerankPostprocessor(_ManowarPostprocessor):
     keeps the best n afterwards.
     """
 
-    reranker: Any = Field(default=None, exclude=True, description="A manowar Reranker; default: the engine's.")
+    reranker: Any = Field(
+        default=None, exclude=True, description="A manowar Reranker or a provider string; default: the engine's.",
+    )
     top_n: int | None = Field(default=None, ge=1, description="Keep at most this many nodes.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds to wait for the reranker.")
     min_candidates: int | None = Field(default=None, ge=2, description="Skip when fewer nodes than this.")
@@ -133,6 +141,12 @@ class ManowarRerankPostprocessor(_ManowarPostprocessor):
 
     _last_outcome: RerankOutcome | None = PrivateAttr(default=None)
     _last_degradations: list[str] = PrivateAttr(default_factory=list)
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _resolve_reranker(cls, value: Any) -> Any:
+        """A provider string becomes its reranker (as everywhere in the engine)."""
+        return resolve_reranker(value)
 
     def model_post_init(self, context: Any, /) -> None:
         """Resolve the reranker (given, else the engine's) and fail early when there is none."""
@@ -219,21 +233,23 @@ class ManowarMMRPostprocessor(_ManowarPostprocessor):
 
 
 class ManowarPackerPostprocessor(_ManowarPostprocessor):
-    """Fit the nodes into a character budget with the engine's packer.
+    """Fit the nodes into a character budget with the engine's packer, inside the
+    untrusted-content wrapper.
 
     Nodes are deduplicated by fingerprint, scored (layer priority, retrieval score, query
-    overlap, confidence, importance, recency, access count), and the best that fit
-    ``budget_chars`` (at most ``max_items``, each cut to ``max_item_chars``) are kept, in
-    packed order, with the packer's score as their score. With ``use_packed_text`` (the
-    default) a kept node's text is the packed, sanitised line, so what reaches the LLM
-    really fits the budget. :attr:`last_result` holds the packed prompt, the context
+    overlap, confidence, importance, recency), and the best that fit ``budget_chars`` (at
+    most ``max_items``, each cut to ``max_item_chars``) are kept, in packed order, with the
+    packer's score as their score. :attr:`last_result` holds the packed prompt (wrapped as
+    ``pre_turn`` wraps it, see :func:`manowar_memory.scoped.pack_context`), the context
     usage and a decision per node (kept, duplicate, below_threshold, over_budget,
     max_items). ``mmr_lambda`` selects by MMR instead of by score. Defaults come from the
     engine's packer config (6 items, 120 characters each, 900 in all).
 
-    With an engine and a scope, the kept nodes that are memory rows of that scope (from
-    :class:`ManowarRetriever`) get their access counts bumped, as ``pre_turn`` does;
-    ``bump_access=False`` turns that off.
+    What reaches the LLM is wrapped too: each kept node's text (the packed, sanitised line
+    with ``use_packed_text``, the default; else its own text) is put inside the
+    untrusted-content markers, one delimiter per call. Node metadata never raises a node's
+    trust (a document could claim ``trust: "system"``), so every node is wrapped; the
+    markers come on top of ``budget_chars``, which bounds the packed lines.
     """
 
     max_items: int | None = Field(default=None, ge=1)
@@ -242,7 +258,6 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
     header: str | None = Field(default=None, description="First line of the packed prompt.")
     mmr_lambda: float | None = Field(default=None, ge=0, le=1)
     use_packed_text: bool = Field(default=True, description="Replace kept nodes' text with the packed line.")
-    bump_access: bool = Field(default=True, description="Bump access counts of kept memory rows of the scope.")
 
     _last_result: PackResult | None = PrivateAttr(default=None)
 
@@ -257,12 +272,9 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
         return self._last_result
 
     def pack_nodes(self, nodes: list[NodeWithScore], query: str = "") -> tuple[list[NodeWithScore], PackResult]:
-        """Pack ``nodes`` for ``query``; returns the kept nodes and the full :class:`PackResult`."""
+        """Pack ``nodes`` for ``query``; returns the kept (wrapped) nodes and the full :class:`PackResult`."""
         packer = self.engine.config.packer if self.engine is not None else None
-        max_items = self.max_items or (packer.max_items if packer else 6)
-        max_item_chars = self.max_item_chars or (packer.max_item_chars if packer else 120)
-        budget = self.budget_chars or (packer.budget_chars if packer else 900)
-        header = self.header if self.header is not None else (packer.header if packer else "Memory context:")
+        retrieval = self._retrieval_config()
         candidates = self._candidates(nodes)
         # the packer reports by candidate id: make ids unique when two nodes share one
         seen: dict[str, int] = {}
@@ -271,43 +283,28 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
             seen[cand.id] = count + 1
             if count:
                 cand.id = f"{cand.id}#{count}"
-        by_layer: dict[str, list[Candidate]] = {}
-        for cand in candidates:
-            by_layer.setdefault(cand.layer, []).append(cand)
-        result = pack(
-            query, by_layer, layer_order=list(LAYERS), max_items=max_items, max_item_chars=max_item_chars,
-            budget_chars=budget, header=header, mmr_lambda=self.mmr_lambda,
+        result = pack_context(
+            query, candidates, scope=self.scope,
+            max_items=self.max_items or (packer.max_items if packer else 6),
+            max_item_chars=self.max_item_chars or (packer.max_item_chars if packer else 120),
+            budget_chars=self.budget_chars or (packer.budget_chars if packer else 900),
+            header=self.header if self.header is not None else (packer.header if packer else "Memory context:"),
+            mmr_lambda=self.mmr_lambda, default_trust=retrieval.default_trust,
         )
         by_id = {c.id: c for c in candidates}
+        delimiter = content_delimiter()
         kept: list[NodeWithScore] = []
         for rank, item in enumerate(result.items):
             cand = by_id[item.id]
+            text = item.text if self.use_packed_text else cand.text
             kept.append(with_trace(
                 cand.record, item.score,
                 {"pack_score": item.score, "pack_rank": rank, "pack_characters": item.characters,
                  "retrieval_score": cand.record.score if cand.record.score is not None else 0.0},
-                text=item.text if self.use_packed_text else None,
+                text=wrap_untrusted(text, trust=item.trust, delimiter=delimiter),
             ))
         self._last_result = result
-        self._bump(kept)
         return kept, result
-
-    def _bump(self, kept: list[NodeWithScore]) -> None:
-        if not self.bump_access or self.engine is None or self.scope is None:
-            return
-        ids = []
-        for nws in kept:
-            metadata = nws.node.metadata
-            provenance = metadata.get("provenance")
-            scope = metadata.get("scope")
-            if (
-                metadata.get("layer") in ("graph", "vectors") and isinstance(provenance, dict)
-                and isinstance(scope, dict) and scope.get("agentWallet") == self.scope.agent_wallet
-                and scope.get("userAddress") == self.scope.user_address
-            ):
-                ids.append(str(provenance.get("id")))
-        if ids:
-            self.engine.store.bump_access(ids, _now_ms())
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

@@ -15,6 +15,7 @@ from manowar_memory.errors import InvalidInputError
 from manowar_memory.filters import FilterValue, normalize_filters
 from manowar_memory.layers import normalize_layers
 from manowar_memory.scope import Scope, ScopeLike
+from manowar_memory.scoped import DEFAULT_K, ScopedMemory, SearchHits
 
 from ._convert import candidate_to_node
 from .filters import MATCH_NOTHING, translate_filters
@@ -25,22 +26,24 @@ __all__ = ["ManowarRetriever"]
 class ManowarRetriever(BaseRetriever):
     """Retrieve memories of one scope from the engine, as ``NodeWithScore``.
 
-    >>> retriever = ManowarRetriever(engine=engine, scope=scope, layers=["graph", "vectors"], k=5)
+    >>> retriever = ManowarRetriever(engine=engine, scope=scope, similarity_top_k=5)
     >>> nodes = retriever.retrieve("Where does the user live?")
-    >>> nodes[0].node.metadata["layer"], nodes[0].node.metadata["provenance"]["id"]
+    >>> nodes[0].node.metadata["layer"], nodes[0].node.metadata["trust"]
 
-    Each node's id is the memory's id and its metadata holds ``layer``, ``score``,
-    ``scope`` and ``provenance`` (source, times, lanes, ranking trace, row metadata);
-    see :func:`llama_index_manowar._convert.candidate_to_node`. That metadata is hidden
-    from the LLM, so prompts hold only memory text.
+    Each node's id is the memory's id and its metadata is the one recalled-memory schema
+    of both adapters (:func:`manowar_memory.tools.memory_view`): ``id``, ``layer``,
+    ``score``, ``created_at``, ``trust``, ``source``, ``lanes`` and, with
+    ``decisions=True``, the ranking ``decisions``. That metadata is hidden from the LLM, so
+    prompts hold only memory text.
 
-    Options: ``layers`` (default graph and vectors; any of the six), ``k`` (results),
-    ``filters`` (the engine's allowlisted filters as a mapping, or LlamaIndex
-    ``MetadataFilters`` on row metadata, translated by
-    :func:`~llama_index_manowar.filters.translate_filters`), and the engine's ranking
-    stages ``decay`` (on by default), ``rerank`` (the engine's reranker; skip rule and
-    fail-soft) and ``mmr``. The degradations of the latest search (for example "rerank
-    skipped: ...") are in :attr:`last_degradations` and in each node's metadata.
+    Options: ``similarity_top_k`` (results; default :data:`~manowar_memory.scoped.DEFAULT_K`),
+    ``layers`` (default graph and vectors; any of the six), ``filters`` (the engine's
+    allowlisted filters as a mapping, or LlamaIndex ``MetadataFilters`` on row metadata,
+    translated by :func:`~llama_index_manowar.filters.translate_filters`), and the engine's
+    ranking stages ``decay`` (on by default), ``rerank`` (the engine's reranker; skip rule
+    and fail-soft) and ``mmr``. The degradations of the latest search (for example
+    "rerank skipped: ...") are in :attr:`last_degradations`. Unknown keyword arguments raise
+    ``TypeError``.
     """
 
     def __init__(
@@ -48,52 +51,63 @@ class ManowarRetriever(BaseRetriever):
         *,
         engine: MemoryEngine,
         scope: ScopeLike,
+        similarity_top_k: int = DEFAULT_K,
         layers: Sequence[str] = ("graph", "vectors"),
-        k: int = 10,
         filters: Mapping[str, Any] | MetadataFilters | None = None,
         decay: bool = True,
         rerank: bool = False,
         mmr: bool = False,
+        decisions: bool = False,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        **kwargs: Any,
     ) -> None:
+        if kwargs:
+            hint = " (LlamaIndex retrievers take similarity_top_k)" if "k" in kwargs or "top_k" in kwargs else ""
+            raise TypeError(f"ManowarRetriever got unknown argument(s) {sorted(kwargs)}{hint}")
         if not isinstance(engine, MemoryEngine):
             raise InvalidInputError(f"engine must be a MemoryEngine, got {type(engine).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
-        self.engine = engine
-        self.scope: Scope = Scope.coerce(scope)
+        if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
+            raise InvalidInputError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
+        self._memory: ScopedMemory = engine.scoped(scope)
+        self.similarity_top_k = similarity_top_k
         self.layers: list[str] = list(normalize_layers(list(layers)))
-        self.k = k
         translated = translate_filters(filters) if isinstance(filters, MetadataFilters) else normalize_filters(filters)
         self._match_nothing = translated is MATCH_NOTHING
         self.filters: dict[str, FilterValue] = translated or {}
         self.decay = decay
         self.rerank = rerank
         self.mmr = mmr
+        self.decisions = decisions
         self.last_degradations: list[str] = []
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
+    @property
+    def scope(self) -> Scope:
+        """The scope searched."""
+        return self._memory.scope
+
     def _search_kwargs(self) -> dict[str, Any]:
         return {
-            "layers": self.layers, "k": self.k, "filters": self.filters,
+            "layers": tuple(self.layers), "k": self.similarity_top_k, "filters": self.filters,
             "decay": self.decay, "rerank": self.rerank, "mmr": self.mmr,
         }
+
+    def _nodes(self, hits: SearchHits) -> list[NodeWithScore]:
+        self.last_degradations = list(hits.degradations)
+        trust = self._memory.default_trust
+        return [candidate_to_node(c, default_trust=trust, decisions=self.decisions) for c in hits]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Search the engine (sync)."""
         if self._match_nothing:
             self.last_degradations = []
             return []
-        candidates, notes = self.engine.search(query_bundle.query_str, self.scope, **self._search_kwargs())
-        self.last_degradations = list(notes)
-        return [candidate_to_node(c, self.scope, notes) for c in candidates]
+        return self._nodes(self._memory.search(query_bundle.query_str, **self._search_kwargs()))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Search the engine (async)."""
         if self._match_nothing:
             self.last_degradations = []
             return []
-        candidates, notes = await self.engine.asearch(query_bundle.query_str, self.scope, **self._search_kwargs())
-        self.last_degradations = list(notes)
-        return [candidate_to_node(c, self.scope, notes) for c in candidates]
+        return self._nodes(await self._memory.asearch(query_bundle.query_str, **self._search_kwargs()))

@@ -5,13 +5,21 @@
 >>> index.insert(Document(text="...", metadata={"topic": "billing"}))
 >>> index.as_retriever(filters=MetadataFilters(filters=[MetadataFilter(key="topic", value="billing")]))
 
-How nodes map to rows: each node is one engine memory row (``source="knowledge"``, the
-vectors layer) in the store's scope. The row's content is the node's text, and its
-metadata is the node's metadata plus ``node_id``, ``ref_doc_id``/``doc_id``/``document_id``,
-``li_collection`` (the store's collection) and the serialised node (``_node_content``), so
-nodes come back whole. Re-adding a node id replaces its row. Queries run the engine's
-hybrid search (keyword + vector lanes, RRF, decay) within the scope and collection, so
-``VectorStoreIndex`` and ``VectorMemoryBlock`` get the engine's ranking and filters.
+How nodes map to rows: each node is one keyed engine memory row (``source="knowledge"``,
+the vectors layer) written through the scoped surface (``engine.scoped(scope)``): its key
+is the node id, its content the node's text, and its metadata the node's metadata plus
+``ref_doc_id``/``doc_id``/``document_id``, ``li_collection`` (the store's collection) and
+the serialised node (``_node_content``), so nodes come back whole. Re-adding a node id
+replaces this scope's own row of that id and never another scope's (a user's store
+shadows the agent's shared row with its own copy). ``delete``, ``delete_nodes`` and
+``clear`` remove only rows this scope owns (same agent, user, mode and HAI). Queries run
+the engine's hybrid search (keyword + vector lanes, RRF, decay) within the scope and
+collection, so ``VectorStoreIndex`` and ``VectorMemoryBlock`` get the engine's ranking
+and filters.
+
+Trust is the application's: ``ManowarVectorStore(trust="external")`` marks every row it
+writes; node metadata may not set ``trust``, ``status`` or the engine's other reserved keys
+(:class:`~manowar_memory.InvalidInputError`).
 
 Vector spaces never mix: the engine embeds what it stores and searches with its own
 embedder, and this store checks that vectors LlamaIndex computed (node embeddings on
@@ -30,8 +38,8 @@ engine's allowlisted ``metadata.*`` filters; anything else raises
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
@@ -46,10 +54,11 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from manowar_memory.embeddings.base import InputType
-from manowar_memory.engine import IngestItem
 from manowar_memory.errors import InvalidInputError
 from manowar_memory.filters import FilterValue
 from manowar_memory.records import MemoryRecord
+from manowar_memory.scoped import DOC_KEY, ScopedMemory, check_metadata
+from manowar_memory.scoped import RESERVED_METADATA_KEYS as ENGINE_RESERVED_KEYS
 
 from ._fields import EngineField, ScopeField
 from .embeddings import ManowarEmbedding
@@ -59,14 +68,14 @@ from .filters import MATCH_NOTHING, merge_filters, translate_filters
 __all__ = ["RESERVED_METADATA_KEYS", "SUPPORTED_QUERY_MODES", "ManowarVectorStore"]
 
 COLLECTION_KEY = "li_collection"
-NODE_ID_KEY = "node_id"
-RESERVED_METADATA_KEYS = frozenset({
-    # the engine reads these from row metadata (status hides rows; confidence/importance rank them)
-    "status", "deletedAt", "retention", "factHash", "factType", "confidence", "importance", "layer",
+RESERVED_METADATA_KEYS = ENGINE_RESERVED_KEYS | frozenset({
+    # the engine ranks or classifies rows by these
+    "retention", "factType", "confidence", "importance", "layer",
     # this store's own bookkeeping
-    COLLECTION_KEY, NODE_ID_KEY,
+    COLLECTION_KEY,
 })
-"""Node metadata keys that would change how the engine treats a row, so they are refused."""
+"""Node metadata keys that would change how the engine treats a row (trust, status, ranking
+inputs, this store's bookkeeping), so they are refused."""
 
 SUPPORTED_QUERY_MODES = (
     VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.TEXT_SEARCH,
@@ -74,7 +83,6 @@ SUPPORTED_QUERY_MODES = (
 )
 """Query modes served: all run the engine's hybrid search (MMR adds the engine's MMR stage)."""
 
-_PAGE = 500
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -89,12 +97,14 @@ class ManowarVectorStore(BasePydanticVectorStore):
     """A ``stores_text`` vector store whose rows are the engine's memory rows of one scope.
 
     Options: ``collection`` (rows of different collections never see each other; default
-    ``"llamaindex"``), ``check_embed_model`` (see the module docs; on by default) and
-    ``similarity_tolerance`` (the cosine two vectors of one text by one model must reach).
-    The degradations of the latest query are in :attr:`last_degradations`.
+    ``"llamaindex"``), ``trust`` (the trust level of the rows it writes, set by the
+    application: ``"system"``, ``"learned"`` or ``"external"``; default: the engine's),
+    ``check_embed_model`` (see the module docs; on by default) and ``similarity_tolerance``
+    (the cosine two vectors of one text by one model must reach). The degradations of the
+    latest query are in :attr:`last_degradations`. Unknown keyword arguments raise.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     stores_text: bool = True
     is_embedding_query: bool = True
@@ -103,10 +113,19 @@ class ManowarVectorStore(BasePydanticVectorStore):
     engine: EngineField
     scope: ScopeField
     collection: str = Field(default="llamaindex", min_length=1, description="Namespace of this store's rows.")
+    trust: Literal["system", "learned", "external"] | None = Field(
+        default=None, description="Trust level of the rows written (the application's choice).",
+    )
     check_embed_model: bool = Field(default=True, description="Check that LlamaIndex vectors come from the engine's model.")
     similarity_tolerance: float = Field(default=0.99, gt=0, le=1)
 
+    _memory: ScopedMemory = PrivateAttr()
     _last_degradations: list[str] = PrivateAttr(default_factory=list)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Bind the store to its scope through the engine's scoped surface."""
+        super().model_post_init(context)
+        self._memory = self.engine.scoped(self.scope, trust=self.trust)
 
     @classmethod
     def class_name(cls) -> str:
@@ -117,6 +136,11 @@ class ManowarVectorStore(BasePydanticVectorStore):
     def client(self) -> Any:
         """The engine."""
         return self.engine
+
+    @property
+    def memory(self) -> ScopedMemory:
+        """The scoped surface every read and write goes through."""
+        return self._memory
 
     @property
     def embed_model(self) -> ManowarEmbedding:
@@ -131,7 +155,7 @@ class ManowarVectorStore(BasePydanticVectorStore):
     # ---------------------------------------------------------------- embedding checks
     def _mismatch(self, what: str, detail: str) -> EmbeddingModelMismatchError:
         return EmbeddingModelMismatchError(
-            f"{what} does not come from the engine's embedder {self.engine.model_id} ({detail}); vectors of "
+            f"{what} does not come from the engine's embedder {self._memory.model_id} ({detail}); vectors of "
             "different models must never mix. Build the index or memory block with "
             "embed_model=store.embed_model (ManowarEmbedding), or give the engine the same model "
             "(MemoryEngine(embedder=LlamaIndexEmbedder(your_embed_model)))."
@@ -140,12 +164,12 @@ class ManowarVectorStore(BasePydanticVectorStore):
     def _check_vector(
         self, what: str, vector: Sequence[float], texts: Sequence[str], input_type: InputType
     ) -> None:
-        embedder = self.engine.embedder
-        if embedder is None:
+        if self._memory.model_id is None:
             raise EmbeddingModelMismatchError(
                 f"{what} was computed by LlamaIndex, but the engine is keyword-only (embedder=None) and would "
                 "drop it; give the engine an embedder, or pass check_embed_model=False for keyword-only search"
             )
+        embedder = self.embed_model.embedder
         for text in dict.fromkeys(t for t in texts if t):
             ours = embedder.embed([text], input_type=input_type)[0]
             if len(ours) != len(vector):
@@ -155,10 +179,11 @@ class ManowarVectorStore(BasePydanticVectorStore):
         raise self._mismatch(what, f"cosine with the engine's own vector is below {self.similarity_tolerance}")
 
     # ---------------------------------------------------------------- writes
-    def _row(self, node: BaseNode) -> IngestItem:
+    def _item(self, node: BaseNode) -> dict[str, Any]:
         text = node.get_content(metadata_mode=MetadataMode.NONE)
         if not text.strip():
             raise InvalidInputError(f"node {node.node_id!r} has no text; the engine stores text rows only")
+        check_metadata(node.metadata, what=f"metadata of node {node.node_id!r}")
         reserved = sorted(RESERVED_METADATA_KEYS & set(node.metadata))
         if reserved:
             raise InvalidInputError(
@@ -166,9 +191,8 @@ class ManowarVectorStore(BasePydanticVectorStore):
                 f"({sorted(RESERVED_METADATA_KEYS)}); rename them"
             )
         metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
-        metadata[NODE_ID_KEY] = node.node_id
         metadata[COLLECTION_KEY] = self.collection
-        return IngestItem(content=text, source="knowledge", metadata=metadata)
+        return {"key": node.node_id, "content": text, "metadata": metadata}
 
     def _check_node(self, node: BaseNode) -> None:
         if not self.check_embed_model or node.embedding is None:
@@ -177,53 +201,26 @@ class ManowarVectorStore(BasePydanticVectorStore):
         texts = [node.get_content(metadata_mode=MetadataMode.EMBED), node.get_content(metadata_mode=MetadataMode.NONE)]
         self._check_vector(f"the embedding of node {node.node_id!r}", node.embedding, texts, "document")
 
+    def _collection(self) -> dict[str, FilterValue]:
+        return {f"metadata.{COLLECTION_KEY}": self.collection}
+
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
-        """Store nodes as memory rows (a node id added again replaces its row); returns the node ids."""
+        """Store nodes as this scope's rows (a node id added again replaces this scope's own
+        row of that id, nothing else); returns the node ids."""
         if not nodes:
             return []
-        rows = [self._row(node) for node in nodes]
+        items = [self._item(node) for node in nodes]
         for node in nodes:
             self._check_node(node)
-        new_ids = set(self.engine.ingest(self.scope, rows))
-        # replace: drop older rows of the same node ids, only once the new rows are stored
-        filters = self._owned_filters({f"metadata.{NODE_ID_KEY}": tuple(dict.fromkeys(n.node_id for n in nodes))})
-        while True:
-            listed = self.engine.list_items(self.scope, filters=filters, limit=len(new_ids) + _PAGE)
-            old = [row for row in listed if row.id not in new_ids]
-            if not old:
-                break
-            for row in old:
-                self.engine.delete_item(self.scope, row.id, hard=True)
-        return [node.node_id for node in nodes]
+        return self._memory.upsert(items, source="knowledge", key_filters=self._collection())
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async twin of :meth:`add`."""
         return await asyncio.to_thread(self.add, nodes, **kwargs)
 
-    def _owned_filters(self, extra: dict[str, FilterValue]) -> dict[str, FilterValue]:
-        # only this store's rows, and only rows owned by this scope's user (a user's store
-        # must not delete the agent's shared rows it can read)
-        owned: dict[str, FilterValue] = {f"metadata.{COLLECTION_KEY}": self.collection}
-        if self.scope.user_address is not None:
-            owned["userAddress"] = self.scope.user_address
-        return {**owned, **extra}
-
-    def _delete_where(self, filters: dict[str, FilterValue]) -> int:
-        merged = merge_filters(self._owned_filters({}), filters)
-        return 0 if merged is MATCH_NOTHING else self._delete_filtered(merged)
-
-    def _delete_filtered(self, filters: dict[str, FilterValue]) -> int:
-        deleted = 0
-        while True:
-            rows = self.engine.list_items(self.scope, filters=filters, limit=_PAGE)
-            removed = sum(1 for row in rows if self.engine.delete_item(self.scope, row.id, hard=True))
-            deleted += removed
-            if not rows or not removed:
-                return deleted
-
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Hard-delete every row of the document ``ref_doc_id``."""
-        self._delete_where({"metadata.ref_doc_id": ref_doc_id})
+        """Hard-delete this scope's rows of the document ``ref_doc_id``."""
+        self._memory.delete_owned(filters={**self._collection(), "metadata.ref_doc_id": ref_doc_id})
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async twin of :meth:`delete`."""
@@ -232,18 +229,19 @@ class ManowarVectorStore(BasePydanticVectorStore):
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
-        """Hard-delete the rows of ``node_ids`` and/or matching ``filters`` (at least one is
-        required; use :meth:`clear` to empty the collection)."""
+        """Hard-delete this scope's rows of ``node_ids`` and/or matching ``filters`` (at least
+        one is required; use :meth:`clear` to empty the collection)."""
         if not node_ids and filters is None:
             if node_ids is not None:
                 return  # an empty list deletes nothing
             raise InvalidInputError("delete_nodes needs node_ids or filters; use clear() to delete every node")
-        parts: list[dict[str, FilterValue] | None] = [self._owned_filters({}), translate_filters(filters)]
+        merged = merge_filters(self._collection(), translate_filters(filters))
+        if merged is MATCH_NOTHING:
+            return
         if node_ids:
-            parts.append({f"metadata.{NODE_ID_KEY}": tuple(node_ids)})
-        merged = merge_filters(*parts)
-        if merged is not MATCH_NOTHING:
-            self._delete_filtered(merged)
+            self._memory.delete_keys(node_ids, filters=merged)
+        else:
+            self._memory.delete_owned(filters=merged)
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -252,8 +250,9 @@ class ManowarVectorStore(BasePydanticVectorStore):
         await asyncio.to_thread(self.delete_nodes, node_ids, filters)
 
     def clear(self) -> None:
-        """Hard-delete every row of this collection owned by the scope."""
-        self._delete_filtered(self._owned_filters({}))
+        """Hard-delete every row of this collection that this scope owns (rows of other modes,
+        HAIs or users, and the agent's shared rows, stay)."""
+        self._memory.delete_owned(filters=self._collection())
 
     async def aclear(self) -> None:
         """Async twin of :meth:`clear`."""
@@ -264,24 +263,33 @@ class ManowarVectorStore(BasePydanticVectorStore):
         metadata = record.metadata
         if "_node_content" in metadata:
             return metadata_dict_to_node(metadata, text=record.content)
-        visible = {k: v for k, v in metadata.items() if k not in (COLLECTION_KEY,)}
-        return TextNode(id_=str(metadata.get(NODE_ID_KEY) or record.id), text=record.content, metadata=visible)
+        visible = {k: v for k, v in metadata.items() if k not in RESERVED_METADATA_KEYS}
+        return TextNode(id_=str(metadata.get(DOC_KEY) or record.id), text=record.content, metadata=visible)
+
+    def _own_copies_first(self, records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+        """One row per node id: this scope's own copy where it shadows a shared one."""
+        best: dict[str, MemoryRecord] = {}
+        order: list[str] = []
+        for rec in records:
+            key = str(rec.metadata.get(DOC_KEY) or rec.id)
+            if key not in best:
+                order.append(key)
+                best[key] = rec
+            elif self._memory.owns(rec) and not self._memory.owns(best[key]):
+                best[key] = rec
+        return [best[k] for k in order]
 
     def get_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, limit: int = 10_000
     ) -> list[BaseNode]:
         """Nodes by id and/or filters, newest first (at most ``limit``)."""
-        parts: list[dict[str, FilterValue] | None] = [
-            {f"metadata.{COLLECTION_KEY}": self.collection}, translate_filters(filters),
-        ]
-        if node_ids is not None:
-            if not node_ids:
-                return []
-            parts.append({f"metadata.{NODE_ID_KEY}": tuple(node_ids)})
-        merged = merge_filters(*parts)
-        if merged is MATCH_NOTHING:
+        merged = merge_filters(self._collection(), translate_filters(filters))
+        if merged is MATCH_NOTHING or (node_ids is not None and not node_ids):
             return []
-        rows = self.engine.list_items(self.scope, filters=merged, limit=limit)
+        if node_ids is not None:
+            found = self._memory.get_keys(node_ids, filters=merged)
+            return [self._to_node(found[k]) for k in dict.fromkeys(node_ids) if k in found][:limit]
+        rows = self._own_copies_first(self._memory.list(filters=merged, limit=limit))
         return [self._to_node(row) for row in rows]
 
     async def aget_nodes(
@@ -291,13 +299,11 @@ class ManowarVectorStore(BasePydanticVectorStore):
         return await asyncio.to_thread(self.get_nodes, node_ids, filters)
 
     def _query_filters(self, query: VectorStoreQuery) -> dict[str, FilterValue] | None:
-        parts: list[dict[str, FilterValue] | None] = [
-            {f"metadata.{COLLECTION_KEY}": self.collection}, translate_filters(query.filters),
-        ]
+        parts: list[dict[str, FilterValue] | None] = [self._collection(), translate_filters(query.filters)]
         if query.doc_ids:
             parts.append({"metadata.ref_doc_id": tuple(query.doc_ids)})
         if query.node_ids:  # VectorStoreIndex passes [] for "no restriction"
-            parts.append({f"metadata.{NODE_ID_KEY}": tuple(query.node_ids)})
+            parts.append({f"metadata.{DOC_KEY}": tuple(query.node_ids)})
         return merge_filters(*parts)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -319,14 +325,16 @@ class ManowarVectorStore(BasePydanticVectorStore):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         if self.check_embed_model and query.query_embedding is not None:
             self._check_vector("the query embedding", query.query_embedding, [text], "query")
-        candidates, notes = self.engine.search(
-            text, self.scope, layers=("vectors",), k=max(1, query.similarity_top_k), filters=filters,
+        hits = self._memory.search(
+            text, layers=("vectors",), k=max(1, query.similarity_top_k), filters=filters,
             mmr=query.mode == VectorStoreQueryMode.MMR,
         )
-        self._last_degradations = list(notes)
-        nodes = [self._to_node(c.record) for c in candidates]
+        self._last_degradations = list(hits.degradations)
+        scores = {id(c.record): c.score for c in hits}
+        rows = self._own_copies_first(c.record for c in hits)
+        nodes = [self._to_node(row) for row in rows]
         return VectorStoreQueryResult(
-            nodes=nodes, similarities=[c.score for c in candidates], ids=[n.node_id for n in nodes],
+            nodes=nodes, similarities=[scores[id(row)] for row in rows], ids=[n.node_id for n in nodes],
         )
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
