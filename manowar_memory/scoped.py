@@ -217,6 +217,18 @@ class ScopedMemory:
         return self._engine.embedder
 
     @property
+    def reranker(self) -> Any:
+        """The engine's reranker (None when none is configured), for adapters whose rerank
+        stage runs on another framework's results (a node postprocessor, a compressor)."""
+        return self._engine.reranker
+
+    @property
+    def config(self) -> Any:
+        """The engine's configuration (read it, do not change it): the defaults of an
+        adapter's ranking and packing stages."""
+        return self._engine.config
+
+    @property
     def default_trust(self) -> str:
         """The trust level the engine gives rows that do not say."""
         return self._engine.config.retrieval.default_trust
