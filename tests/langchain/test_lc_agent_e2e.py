@@ -21,7 +21,7 @@ from langchain_manowar import (
 from langchain_manowar.testing import MemoryEchoChatModel, ScriptedToolChatModel
 from langgraph.checkpoint.memory import InMemorySaver
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryEngine, Scope, ScopeError
 
 USER = Scope(agent_wallet="agent-lg", user_address="user-ana")
 
@@ -105,15 +105,16 @@ class TestMiddlewareAcrossSessions:
     def test_middleware_can_register_memory_tools(self, engine: MemoryEngine) -> None:
         """tools=True adds the memory tools; the agent can remember through them and recall it next session."""
         model = ScriptedToolChatModel(messages=iter([
-            AIMessage(content="", tool_calls=[{"name": "remember", "id": "c1",
+            AIMessage(content="", tool_calls=[{"name": "memory_remember", "id": "c1",
                                                "args": {"content": "The user's locker code is 4512.", "fact_type": "context"}}]),
             AIMessage(content="Saved."),
         ]))
-        middleware = ManowarMemoryMiddleware(engine=engine, scope=USER, tools=["remember", "recall"], record=False)
-        assert [t.name for t in middleware.tools] == ["remember", "recall"]
+        middleware = ManowarMemoryMiddleware(engine=engine, scope=USER, tools=["memory_remember", "memory_search"],
+                                             record=False)
+        assert [t.name for t in middleware.tools] == ["memory_remember", "memory_search"]
         agent = create_agent(model, middleware=[middleware])
         out = _ask(agent, "Please remember my locker code is 4512.", "m1")
-        assert "Remembered as memory" in out["messages"][2].content
+        assert json.loads(out["messages"][2].content)["id"].startswith("vec_")
         echo = MemoryEchoChatModel()
         reader = create_agent(echo, middleware=[ManowarMemoryMiddleware(engine=engine, scope=USER, record=False)])
         assert "4512" in _ask(reader, "What is my locker code?", "m2")["messages"][-1].content
@@ -194,3 +195,13 @@ class TestStoreWithCreateAgent:
         assert store.search(("memories", "bo"), query="window seats") == []
         # the store row is an engine memory: the engine's recall sees it
         assert "window seats" in engine.pre_turn("window seats on trains", USER).prompt
+
+
+class TestMiddlewareConstruction:
+    def test_recording_without_any_thread_source_fails_when_built(self, engine: MemoryEngine) -> None:
+        """A recording middleware whose scope has no thread, with thread_from_config off and no resolver, is refused."""
+        with pytest.raises(ScopeError, match="thread"):
+            ManowarMemoryMiddleware(engine=engine, scope=USER, thread_from_config=False)
+        ManowarMemoryMiddleware(engine=engine, scope=USER, thread_from_config=False, record=False)
+        ManowarMemoryMiddleware(engine=engine, scope=USER.with_thread("t"), thread_from_config=False)
+        ManowarMemoryMiddleware(engine=engine, scope=USER)  # the run's configurable thread_id

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, ChatMessage, FunctionMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_manowar import ManowarChatMessageHistory
-from langchain_manowar.chat_history import _get_transcript
 from langchain_manowar.testing import MemoryEchoChatModel
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import InvalidInputError, MemoryConfig, MemoryEngine, Scope, ScopeError
 
 SCOPE = Scope(agent_wallet="agent-h", user_address="user-h", thread_id="thread-1")
 
@@ -73,16 +72,46 @@ class TestHistory:
         """When the transcript is gone, the working buffer's recent lines are returned."""
         history = ManowarChatMessageHistory(engine=engine, scope=SCOPE)
         history.add_messages([HumanMessage("first question"), AIMessage("first answer")])
-        transcript = _get_transcript(engine, SCOPE)
+        transcript = engine.store.get_transcript(SCOPE.thread_session_id(), SCOPE.agent_wallet)
         assert transcript is not None
         engine.store.upsert_transcript(transcript.model_copy(update={"agent_wallet": "someone-else"}))
         msgs = history.messages
         assert [(m.type, m.content) for m in msgs] == [("human", "first question"), ("ai", "first answer")]
 
     def test_a_thread_is_required(self, engine: MemoryEngine) -> None:
-        """A history without a thread id is refused."""
+        """A history without a thread id is refused when it is built (ScopeError is a ValueError)."""
+        with pytest.raises(ScopeError, match="thread"):
+            ManowarChatMessageHistory(engine=engine, scope={"agent_wallet": "a"})
         with pytest.raises(ValueError, match="thread"):
             ManowarChatMessageHistory(engine=engine, scope={"agent_wallet": "a"})
+
+    def test_roles_follow_the_one_chat_role_rule(self, engine: MemoryEngine) -> None:
+        """ChatMessage roles map as the engine's chat_role does (human, ai, developer, function...);
+        an unknown role raises instead of being skipped, and nothing of that turn is recorded."""
+        history = ManowarChatMessageHistory(engine=engine, scope=SCOPE)
+        history.add_messages([ChatMessage(role="human", content="hi"), ChatMessage(role="developer", content="be kind"),
+                              ChatMessage(role="ai", content="hello"), FunctionMessage(name="f", content="42")])
+        assert [m.type for m in history.messages] == ["human", "system", "ai", "tool"]
+        with pytest.raises(InvalidInputError, match="unknown chat role"):
+            history.add_messages([HumanMessage("secret question"), ChatMessage(role="critic", content="meh")])
+        assert [m.content for m in history.messages] == ["hi", "be kind", "hello", "42"]
+
+    def test_clear_tells_the_query_cache(self) -> None:
+        """clear() goes through the engine's clear_thread: a cached scene-layer search does not
+        keep returning the cleared transcript."""
+        engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=MemoryConfig(query_cache=True))
+        try:
+            history = ManowarChatMessageHistory(engine=engine, scope=SCOPE)
+            history.add_messages([HumanMessage("My locker code is 4512."), AIMessage("Noted.")])
+            before, _ = engine.search("locker code", SCOPE, layers=["scene"])
+            assert before and "4512" in before[0].text
+            engine.search("locker code", SCOPE, layers=["scene"])
+            assert engine.query_cache_hits >= 1  # the search is cached
+            history.clear()
+            after, _ = engine.search("locker code", SCOPE, layers=["scene"])
+            assert after == []
+        finally:
+            engine.close()
 
     async def test_async_methods(self, engine: MemoryEngine) -> None:
         """aadd_messages / aget_messages / aclear."""

@@ -98,7 +98,7 @@ class TestLangChainEmbedder:
         try:
             engine.remember(SCOPE, "The user plays the violin.")
             (doc,) = ManowarRetriever(engine=engine, scope=SCOPE, k=1, layers=["graph"]).invoke("violin")
-            assert doc.metadata["provenance"]["embedding_model"] == "langchain:DeterministicFakeEmbedding:size32"
+            assert engine.get_item(SCOPE, doc.id).embedding_model == "langchain:DeterministicFakeEmbedding:size32"
             assert engine.list_items(SCOPE)[0].embedding_model == "langchain:DeterministicFakeEmbedding:size32"
         finally:
             engine.close()

@@ -10,7 +10,7 @@ from langchain_core.messages import SystemMessage
 from langchain_manowar import ManowarChatMessageHistory, ManowarMemory
 from langchain_manowar.testing import MemoryEchoChatModel
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryEngine, Scope, ScopeError
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -127,3 +127,22 @@ class TestManowarMemoryOptions:
         assert history.messages == []
         out = _chain(engine, "c", model).invoke({"input": "What is my favourite colour?"})
         assert "teal" in out["response"]
+
+
+class TestConstruction:
+    def test_a_thread_is_required_when_built(self, engine: MemoryEngine) -> None:
+        """ManowarMemory without a thread fails when it is built (ScopeError, a ValueError), not at the first save."""
+        with pytest.raises(ScopeError, match="thread"):
+            ManowarMemory(engine=engine, scope=USER)
+        with pytest.raises(ValueError, match="thread"):
+            ManowarMemory(engine=engine, scope={"agent_wallet": "a"})
+        assert ManowarMemory(engine=engine, scope=USER.with_thread("t")).memory.scope.thread_id == "t"
+
+    def test_unknown_options_and_trust(self, engine: MemoryEngine) -> None:
+        """An unknown option raises; trust= sets the level of the recorded turn."""
+        with pytest.raises(ValueError):
+            ManowarMemory(engine=engine, scope=USER.with_thread("t"), top_k=3)
+        memory = ManowarMemory(engine=engine, scope=USER.with_thread("tr"), trust="external", wait_for_facts=True)
+        memory.save_context({"input": "My favourite city is Lisbon."}, {"output": "Nice."})
+        facts = engine.list_items(USER, sources=["fact"])
+        assert facts and all(f.metadata.get("trust") == "external" for f in facts)

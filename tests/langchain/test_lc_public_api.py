@@ -9,7 +9,7 @@ from pathlib import Path
 import langchain_manowar
 
 MODULES = ["chat_history", "compressors", "embeddings", "extraction", "memory", "middleware", "retrievers",
-           "store", "testing", "tools"]
+           "store", "testing", "tools", "vectorstores"]
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -39,7 +39,8 @@ def test_every_adapter_takes_engine_and_scope() -> None:
     """Each adapter is built from engine= and scope= (plus its own options)."""
     for cls in (langchain_manowar.ManowarMemory, langchain_manowar.ManowarChatMessageHistory,
                 langchain_manowar.ManowarMemoryMiddleware, langchain_manowar.ManowarStore,
-                langchain_manowar.ManowarKVStore, langchain_manowar.ManowarRetriever, langchain_manowar.ManowarToolkit):
+                langchain_manowar.ManowarKVStore, langchain_manowar.ManowarRetriever, langchain_manowar.ManowarToolkit,
+                langchain_manowar.ManowarVectorStore):
         fields = getattr(cls, "model_fields", None)
         params = set(fields) if fields else set(inspect.signature(cls.__init__).parameters)
         assert {"engine", "scope"} <= params, cls.__name__

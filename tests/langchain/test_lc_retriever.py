@@ -6,9 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 from langchain_manowar import ManowarRetriever
+from pydantic import ValidationError
 
 from manowar_memory import FilterError, MemoryEngine, Scope
 from manowar_memory.rerankers import FakeReranker
+from manowar_memory.scoped import DEFAULT_K
+from manowar_memory.tools import memory_view
 
 SCOPE = Scope(agent_wallet="agent-r", user_address="user-r", thread_id="t-r")
 
@@ -30,19 +33,40 @@ def engine() -> Iterator[MemoryEngine]:
 
 
 class TestDocuments:
-    def test_metadata_carries_layer_score_scope_and_provenance(self, engine: MemoryEngine) -> None:
-        """Every document says where it came from and how it ranked."""
+    def test_metadata_is_the_shared_memory_view_schema(self, engine: MemoryEngine) -> None:
+        """Every document carries memory_view's metadata: the keys a LlamaIndex node of the same memory has."""
         docs = ManowarRetriever(engine=engine, scope=SCOPE, k=5).invoke("dark roast coffee")
         assert docs and docs[0].page_content
         fact = next(d for d in docs if d.metadata["layer"] == "graph")
         meta = fact.metadata
-        assert fact.id == meta["id"] == meta["provenance"]["memory_id"]
-        assert meta["scope"] == {"agentWallet": "agent-r", "userAddress": "user-r", "threadId": "t-r"}
-        assert meta["source"] == "fact" and meta["provenance"]["extractor"] == "explicit"
-        assert meta["provenance"]["embedding_model"] == "fake:256" and meta["provenance"]["created_at_iso"]
-        assert meta["score"] > 0 and "decay" in meta["trace"] and set(meta["lanes"]) <= {"keyword", "vector", "entity"}
+        assert set(meta) == {"id", "layer", "score", "created_at", "trust", "source", "lanes"}
+        view = memory_view(engine.scoped(SCOPE).get(fact.id), default_trust="learned")
+        assert {k: meta[k] for k in ("id", "created_at", "trust", "source")} == {
+            k: view["metadata"][k] for k in ("id", "created_at", "trust", "source")}
+        assert fact.id == meta["id"] and meta["source"] == "fact" and meta["trust"] == "learned"
+        assert meta["score"] > 0 and set(meta["lanes"]) <= {"keyword", "vector", "entity"}
         scores = [d.metadata["score"] for d in docs]
         assert scores == sorted(scores, reverse=True)
+        explained = ManowarRetriever(engine=engine, scope=SCOPE, k=1, decisions=True).invoke("dark roast coffee")
+        assert "decay" in explained[0].metadata["decisions"]
+
+    def test_k_and_search_kwargs_as_vector_store_retrievers_take_them(self, engine: MemoryEngine) -> None:
+        """search_kwargs={"k": 2} is honoured (it was ignored), with filter and layers; the default k is
+        DEFAULT_K; unknown keys raise when the retriever is built and per call."""
+        assert ManowarRetriever(engine=engine, scope=SCOPE).k == DEFAULT_K == 4
+        assert len(ManowarRetriever(engine=engine, scope=SCOPE, search_kwargs={"k": 2}).invoke("coffee")) == 2
+        assert len(ManowarRetriever(engine=engine, scope=SCOPE, k=1).invoke("coffee")) == 1
+        narrowed = ManowarRetriever(engine=engine, scope=SCOPE, search_kwargs={
+            "k": 5, "layers": ["vectors"], "filter": {"metadata.topic": "coffee"}}).invoke("coffee notes")
+        assert [d.page_content for d in narrowed] == ["Coffee brewing notes: dark roast, French press."]
+        per_call = ManowarRetriever(engine=engine, scope=SCOPE, search_kwargs={"k": 1})
+        assert len(per_call.invoke("coffee", k=3)) == 3
+        with pytest.raises(TypeError, match="unknown retriever option"):
+            ManowarRetriever(engine=engine, scope=SCOPE, search_kwargs={"top_k": 2})
+        with pytest.raises(TypeError, match="unknown retriever option"):
+            per_call.invoke("coffee", fetch_k=9)
+        with pytest.raises(ValidationError):
+            ManowarRetriever(engine=engine, scope=SCOPE, similarity_top_k=2)
 
     def test_layers_choose_what_is_searched(self, engine: MemoryEngine) -> None:
         """layers=['graph'] gives facts only; the scene layer gives the thread's transcript with its session."""
@@ -53,7 +77,7 @@ class TestDocuments:
             ManowarRetriever(engine=engine, scope=SCOPE, layers=["graph", "episodic"])
         scene = ManowarRetriever(engine=engine, scope=SCOPE, layers=["scene"], k=3).invoke("coffee recommendations")
         assert scene and scene[0].metadata["layer"] == "scene"
-        assert scene[0].metadata["provenance"]["session_id"] == SCOPE.thread_session_id()
+        assert scene[0].metadata["source"] == "transcript" and scene[0].id == SCOPE.thread_session_id()
 
     def test_filters_and_per_call_options(self, engine: MemoryEngine) -> None:
         """Allowlisted filters narrow the search; k, layers and filters can change per call."""
@@ -77,10 +101,12 @@ class TestDocuments:
         """rerank goes through the engine's reranker; mmr orders the merged layers and records mmr_rank."""
         docs = ManowarRetriever(engine=engine, scope=SCOPE, k=4, rerank=True, layers=["vectors"]).invoke("coffee dark roast")
         assert engine.reranker.calls == 1  # type: ignore[union-attr]
-        assert all("rerank" in d.metadata["trace"] for d in docs)
+        docs = ManowarRetriever(engine=engine, scope=SCOPE, k=4, rerank=True, layers=["vectors"],
+                                decisions=True).invoke("coffee dark roast")
+        assert all("rerank" in d.metadata["decisions"] for d in docs)
         assert docs[-1].page_content == "Coffee shop list for Lisbon."  # shares one of three query terms
-        mmr = ManowarRetriever(engine=engine, scope=SCOPE, k=3, mmr=True).invoke("coffee")
-        assert [d.metadata["trace"]["mmr_rank"] for d in mmr] == [0, 1, 2]
+        mmr = ManowarRetriever(engine=engine, scope=SCOPE, k=3, mmr=True, decisions=True).invoke("coffee")
+        assert [d.metadata["decisions"]["mmr_rank"] for d in mmr] == [0, 1, 2]
 
     def test_scope_isolation(self, engine: MemoryEngine) -> None:
         """Another user of the same agent does not retrieve this user's memories."""

@@ -1,8 +1,8 @@
 """The langchain-tests standard suites, unmodified, against the langchain_manowar classes.
 
 * ``RetrieversIntegrationTests``: :class:`ManowarRetriever`.
-* ``ToolsUnitTests`` and ``ToolsIntegrationTests``: every built-in tool, plus a tool made
-  from an engine callable by ``tools_from_callables``.
+* ``ToolsUnitTests`` and ``ToolsIntegrationTests``: the catalog's memory and item tools,
+  plus a job tool (``memory_decay_update``), as :func:`create_manowar_tools` generates them.
 * ``EmbeddingsUnitTests`` and ``EmbeddingsIntegrationTests``: :class:`ManowarEmbeddings`
   (the engine's embedder as LangChain Embeddings).
 * ``BaseStoreSyncTests`` and ``BaseStoreAsyncTests``: :class:`ManowarKVStore` (the key-value
@@ -22,7 +22,6 @@ from langchain_manowar import (
     ManowarKVStore,
     ManowarRetriever,
     create_manowar_tools,
-    tools_from_callables,
 )
 from langchain_tests.integration_tests import (
     BaseStoreAsyncTests,
@@ -72,7 +71,7 @@ def _close_engines() -> Iterator[None]:
 
 def _tool(name: str) -> BaseTool:
     engine, _ = _seeded()
-    (tool,) = create_manowar_tools(engine, SCOPE, include=[name])
+    (tool,) = create_manowar_tools(engine, SCOPE, include=[f"memory_{name}"])
     return tool
 
 
@@ -122,7 +121,7 @@ class TestRememberToolIntegration(ToolsIntegrationTests):
 class TestRecallToolUnit(ToolsUnitTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("recall")
+        return _tool("search")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -132,7 +131,7 @@ class TestRecallToolUnit(ToolsUnitTests):
 class TestRecallToolIntegration(ToolsIntegrationTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("recall")
+        return _tool("search")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -142,7 +141,7 @@ class TestRecallToolIntegration(ToolsIntegrationTests):
 class TestGetMemoryToolUnit(ToolsUnitTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("get_memory")
+        return _tool("get")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -152,7 +151,7 @@ class TestGetMemoryToolUnit(ToolsUnitTests):
 class TestGetMemoryToolIntegration(ToolsIntegrationTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("get_memory")
+        return _tool("get")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -162,7 +161,7 @@ class TestGetMemoryToolIntegration(ToolsIntegrationTests):
 class TestUpdateMemoryToolUnit(ToolsUnitTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("update_memory")
+        return _tool("update")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -172,7 +171,7 @@ class TestUpdateMemoryToolUnit(ToolsUnitTests):
 class TestUpdateMemoryToolIntegration(ToolsIntegrationTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("update_memory")
+        return _tool("update")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -182,7 +181,7 @@ class TestUpdateMemoryToolIntegration(ToolsIntegrationTests):
 class TestDeleteMemoryToolUnit(ToolsUnitTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("delete_memory")
+        return _tool("delete")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -192,7 +191,7 @@ class TestDeleteMemoryToolUnit(ToolsUnitTests):
 class TestDeleteMemoryToolIntegration(ToolsIntegrationTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("delete_memory")
+        return _tool("delete")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -202,7 +201,7 @@ class TestDeleteMemoryToolIntegration(ToolsIntegrationTests):
 class TestListMemoriesToolUnit(ToolsUnitTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("list_memories")
+        return _tool("list")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -212,44 +211,53 @@ class TestListMemoriesToolUnit(ToolsUnitTests):
 class TestListMemoriesToolIntegration(ToolsIntegrationTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _tool("list_memories")
+        return _tool("list")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
         return {"limit": 5, "source": "fact"}
 
 
-def _stats_tool() -> BaseTool:
-    """A tool made from an engine operation the built-ins do not cover (how job tools will join)."""
-    engine, _ = _seeded()
-
-    def memory_stats(scope: Scope, include_ages: bool = False) -> dict[str, Any]:
-        """Counts of what is stored for this agent."""
-        stats = engine.stats(scope.agent_wallet)
-        return stats if include_ages else {k: v for k, v in stats.items() if "age" not in k.lower()}
-
-    (tool,) = tools_from_callables([memory_stats], SCOPE)
-    return tool
-
-
-class TestEngineCallableToolUnit(ToolsUnitTests):
+class TestContextToolUnit(ToolsUnitTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _stats_tool()
+        return _tool("context")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
-        return {"include_ages": True}
+        return {"query": "TypeScript examples", "budget_chars": 400}
 
 
-class TestEngineCallableToolIntegration(ToolsIntegrationTests):
+class TestContextToolIntegration(ToolsIntegrationTests):
     @property
     def tool_constructor(self) -> BaseTool:
-        return _stats_tool()
+        return _tool("context")
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
-        return {"include_ages": False}
+        return {"query": "TypeScript examples"}
+
+
+class TestJobToolUnit(ToolsUnitTests):
+    """A maintenance job from the catalog's jobs group, bound to the scope's agent."""
+
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("decay_update")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"half_life_days": 30, "dry_run": True}
+
+
+class TestJobToolIntegration(ToolsIntegrationTests):
+    @property
+    def tool_constructor(self) -> BaseTool:
+        return _tool("decay_update")
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"half_life_days": 14, "dry_run": False}
 
 
 # ---------------------------------------------------------------- embeddings

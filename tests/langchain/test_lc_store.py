@@ -233,3 +233,44 @@ class TestSemanticSearch:
         assert await store.aget(("async", "ns"), "k1") is None
         results = await store.abatch([SearchOp(("async",)), GetOp(("async", "ns"), "k2")])
         assert [i.key for i in results[0]] == ["k2"] and isinstance(results[1], Item)  # type: ignore[union-attr]
+
+
+class TestSharedItems:
+    AGENT = Scope(agent_wallet="agent-store")
+
+    def test_a_users_put_shadows_the_shared_item_and_never_changes_it(self, engine: MemoryEngine) -> None:
+        """A put from a user's scope writes the user's own copy: the agent's shared item (and every
+        other user's view of it) is unchanged."""
+        shared = ManowarStore(engine=engine, scope=self.AGENT)
+        mine = ManowarStore(engine=engine, scope=SCOPE)
+        other = ManowarStore(engine=engine, scope=Scope(agent_wallet="agent-store", user_address="user-2"))
+        shared.put(("policies",), "wifi", {"text": "The office wifi password is in the handbook."})
+        assert mine.get(("policies",), "wifi").value["text"].startswith("The office wifi")  # type: ignore[union-attr]
+        mine.put(("policies",), "wifi", {"text": "My home wifi password is hunter2."})
+        assert mine.get(("policies",), "wifi").value == {"text": "My home wifi password is hunter2."}  # type: ignore[union-attr]
+        for store in (shared, other):
+            assert store.get(("policies",), "wifi").value == {  # type: ignore[union-attr]
+                "text": "The office wifi password is in the handbook."}
+            assert "hunter2" not in str([i.value for i in store.search(("policies",), query="wifi password")])
+        assert [i.value["text"] for i in mine.search(("policies",))] == ["My home wifi password is hunter2."]
+        assert len(engine.list_items(self.AGENT)) == 1  # the shared row is the agent's, untouched
+
+    def test_a_users_delete_never_removes_the_shared_item(self, engine: MemoryEngine) -> None:
+        """A delete from a user's scope removes only the user's own copy; the shared item shows through again."""
+        shared = ManowarStore(engine=engine, scope=self.AGENT)
+        mine = ManowarStore(engine=engine, scope=SCOPE)
+        shared.put(("faq",), "hours", {"text": "Open 9 to 5."})
+        mine.delete(("faq",), "hours")
+        assert shared.get(("faq",), "hours") is not None
+        assert mine.get(("faq",), "hours").value == {"text": "Open 9 to 5."}  # type: ignore[union-attr]
+        mine.put(("faq",), "hours", {"text": "I work 10 to 6."})
+        mine.delete(("faq",), "hours")
+        assert mine.get(("faq",), "hours").value == {"text": "Open 9 to 5."}  # type: ignore[union-attr]
+        assert shared.get(("faq",), "hours").value == {"text": "Open 9 to 5."}  # type: ignore[union-attr]
+
+    def test_trust_is_the_applications(self, engine: MemoryEngine) -> None:
+        """trust= sets the level of the rows the store writes; values cannot (they are data)."""
+        store = ManowarStore(engine=engine, scope=SCOPE, trust="external")
+        store.put(("web",), "page", {"text": "Some page", "trust": "system"})
+        (row,) = engine.list_items(SCOPE)
+        assert row.metadata["trust"] == "external" and store.get(("web",), "page").value["trust"] == "system"  # type: ignore[union-attr]

@@ -1,4 +1,5 @@
-"""Memory tools: what each built-in does, errors the model can read, and engine callables as tools."""
+"""Memory tools: StructuredTools generated from the engine's tool catalog, bound to a scope, with
+structured JSON results and errors, and a toolkit with unique names and no scope for the model to fill."""
 
 from __future__ import annotations
 
@@ -8,17 +9,16 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
-from langchain_manowar import (
-    BUILTIN_TOOLS,
-    ManowarToolkit,
-    ToolSpec,
-    create_manowar_tools,
-    tools_from_callables,
-)
+from langchain_core.tools import BaseToolkit, StructuredTool
+from langchain_manowar import TOOL_NAMES, ManowarToolkit, create_manowar_tools
 
-from manowar_memory import MemoryEngine, NotFoundError, Scope
+from manowar_memory import InvalidInputError, MemoryEngine, NotFoundError, Scope
+from manowar_memory.tools import catalog
 
 SCOPE = Scope(agent_wallet="agent-t", user_address="user-t")
+AGENT = Scope(agent_wallet="agent-t")
+SCOPE_WORDS = {"scope", "agent_wallet", "agent_wallets", "agentWallet", "user_address", "userAddress", "user",
+               "mode", "hai_id", "haiId", "thread_id", "threadId"}
 
 
 @pytest.fixture
@@ -28,247 +28,151 @@ def engine() -> Iterator[MemoryEngine]:
     engine.close()
 
 
-def _tools(engine: MemoryEngine, **kwargs: Any) -> dict[str, Any]:
-    return {t.name: t for t in create_manowar_tools(engine, SCOPE, **kwargs)}
+def _tools(engine: MemoryEngine, scope: Scope = SCOPE, **kwargs: Any) -> dict[str, Any]:
+    return {t.name: t for t in create_manowar_tools(engine, scope, **kwargs)}
 
 
 def _call(tool: Any, args: dict[str, Any]) -> ToolMessage:
     return tool.invoke({"name": tool.name, "args": args, "id": "call-1", "type": "tool_call"})
 
 
-class TestBuiltins:
-    def test_names_and_schemas(self, engine: MemoryEngine) -> None:
-        """All six tools exist, with schemas that describe their arguments (and no scope)."""
-        tools = _tools(engine)
-        assert list(tools) == list(BUILTIN_TOOLS)
-        assert set(tools["remember"].args) == {"content", "fact_type", "confidence", "importance"}
-        assert "scope" not in json.dumps([t.args for t in tools.values()])
-        assert list(_tools(engine, include=["recall"], name_prefix="mem_")) == ["mem_recall"]
-        with pytest.raises(ValueError, match="unknown tool"):
+def _error(message: ToolMessage) -> dict[str, Any]:
+    assert message.status == "error", message.content
+    return json.loads(message.content)["error"]
+
+
+class TestGeneratedFromTheCatalog:
+    def test_names_descriptions_and_schemas_are_the_catalogs(self, engine: MemoryEngine) -> None:
+        """Every tool is the catalog's: same name, description and argument schema; nothing names a scope."""
+        tools = _tools(engine, groups=["memory", "items", "jobs"])
+        assert tuple(tools) == TOOL_NAMES == tuple(d.name for d in catalog(["memory", "items", "jobs"]))
+        for definition in catalog(["memory", "items", "jobs"]):
+            tool = tools[definition.name]
+            assert isinstance(tool, StructuredTool) and tool.description == definition.description
+            assert tool.args_schema is definition.args_model
+            assert not (set(tool.args) & SCOPE_WORDS), tool.name
+        assert list(_tools(engine)) == [d.name for d in catalog()]  # default: memory and items
+        assert list(_tools(engine, include=["memory_search"], name_prefix="kb_")) == ["kb_memory_search"]
+        with pytest.raises(InvalidInputError, match="unknown tool"):
             create_manowar_tools(engine, SCOPE, include=["forget_everything"])
+        with pytest.raises(InvalidInputError, match="unknown tool group"):
+            create_manowar_tools(engine, SCOPE, groups=["admin"])
 
-    def test_remember_then_recall_get_update_list_delete(self, engine: MemoryEngine) -> None:
-        """The item lifecycle through the tools, as an agent would drive it."""
+    def test_lifecycle_with_json_results_and_artifacts(self, engine: MemoryEngine) -> None:
+        """remember, search, get, update, list, delete: JSON text for the model, the dict as artifact."""
         tools = _tools(engine)
-        said = tools["remember"].invoke({"content": "The user's cat is named Miso.", "fact_type": "relationship"})
-        assert said.startswith("Remembered as memory vec_")
-        memory_id = said.split("memory ", 1)[1].split(" ", 1)[0]
-        again = tools["remember"].invoke({"content": "the user's cat is named miso."})
-        assert again == f"Already remembered; reinforced memory {memory_id} (relationship)."
+        said = json.loads(tools["memory_remember"].invoke({"content": "The user's cat is named Miso.",
+                                                           "fact_type": "relationship"}))
+        memory_id = said["id"]
+        assert said["fact_type"] == "relationship" and said["deduplicated"] is False
+        assert json.loads(tools["memory_remember"].invoke({"content": "the user's cat is named miso."}))["deduplicated"]
 
-        recalled = _call(tools["recall"], {"query": "cat name", "k": 3})
-        assert f"[GRAPH] The user's cat is named Miso. (id={memory_id}" in recalled.content
-        assert recalled.artifact[0]["id"] == memory_id and recalled.artifact[0]["layer"] == "graph"
+        found = _call(tools["memory_search"], {"query": "cat name", "k": 3})
+        assert json.loads(found.content) == found.artifact
+        top = found.artifact["memories"][0]
+        assert top["id"] == memory_id and top["layer"] == "graph" and top["trust"] == "learned"
 
-        got = json.loads(tools["get_memory"].invoke({"memory_id": memory_id}))
-        assert got["content"] == "The user's cat is named Miso." and "embedding" not in got
+        got = json.loads(tools["memory_get"].invoke({"memory_id": memory_id}))["memory"]
+        assert got["text"] == "The user's cat is named Miso." and "embedding" not in got
+        updated = json.loads(tools["memory_update"].invoke({"memory_id": memory_id, "content": "The cat is Mochi.",
+                                                            "confidence": 0.8}))
+        assert updated["updated"] and updated["memory"]["text"] == "The cat is Mochi."
+        listed = json.loads(tools["memory_list"].invoke({"source": "fact"}))["memories"]
+        assert [m["text"] for m in listed] == ["The cat is Mochi."]
+        assert json.loads(tools["memory_delete"].invoke({"memory_id": memory_id}))["deleted"] is True
+        assert json.loads(tools["memory_list"].invoke({}))["memories"] == []
+        context = json.loads(tools["memory_context"].invoke({"query": "cat"}))
+        assert set(context) >= {"context", "items", "degradations"}
 
-        updated = tools["update_memory"].invoke({"memory_id": memory_id, "content": "The user's cat is named Mochi.",
-                                                 "confidence": 0.8})
-        assert updated == f"Updated memory {memory_id}: The user's cat is named Mochi."
-        assert engine.get_item(SCOPE, memory_id).metadata["confidence"] == 0.8
-
-        listed = _call(tools["list_memories"], {"source": "fact"})
-        assert "The user's cat is named Mochi." in listed.content and len(listed.artifact) == 1
-
-        assert "kept in history" in tools["delete_memory"].invoke({"memory_id": memory_id})
-        with pytest.raises(NotFoundError):
-            engine.get_item(SCOPE, memory_id)
-        assert _call(tools["list_memories"], {}).content == "No memories yet."
-
-    def test_engine_errors_become_readable_tool_results(self, engine: MemoryEngine) -> None:
-        """A missing id or bad input comes back to the model as text, not as an exception."""
+    def test_errors_are_the_structured_json_every_framework_returns(self, engine: MemoryEngine) -> None:
+        """A failure raises ToolException(err.to_json()); handle_tool_error gives the model that JSON."""
         tools = _tools(engine)
-        missing = _call(tools["get_memory"], {"memory_id": "vec_nope"})
-        assert isinstance(missing, ToolMessage) and missing.status == "error" and "does not exist" in missing.content
-        bad = _call(tools["update_memory"], {"memory_id": "vec_nope", "confidence": 7})
-        assert bad.status == "error" and bad.content.startswith("Invalid tool input: confidence: ")
-        assert "does not exist" in tools["delete_memory"].invoke({"memory_id": "vec_nope"})
-
-    def test_tools_are_bound_to_their_scope(self, engine: MemoryEngine) -> None:
-        """Another user's tools cannot see or delete this user's memories."""
-        mine = _tools(engine)
-        theirs = {t.name: t for t in create_manowar_tools(engine, {"agent_wallet": "agent-t", "user_address": "other"})}
-        said = mine["remember"].invoke({"content": "The user is vegetarian."})
-        memory_id = said.split("memory ", 1)[1].split(" ", 1)[0]
-        assert _call(theirs["recall"], {"query": "vegetarian"}).artifact == []
-        assert "does not exist" in theirs["delete_memory"].invoke({"memory_id": memory_id})
-        assert engine.get_item(SCOPE, memory_id).content == "The user is vegetarian."
+        assert all(t.handle_tool_error is True for t in tools.values())
+        missing = _error(_call(tools["memory_get"], {"memory_id": "vec_nope"}))
+        assert missing == {"type": "NotFoundError", "message": missing["message"], "tool": "memory_get"}
+        invalid = _error(_call(tools["memory_update"], {"memory_id": "vec_nope", "confidence": 7}))
+        assert invalid["type"] == "InvalidInputError" and invalid["tool"] == "memory_update"
+        assert "confidence" in invalid["message"]
+        extra = _error(_call(tools["memory_search"], {"query": "x", "agent_wallet": "someone-else"}))
+        assert extra["type"] == "InvalidInputError"  # the model cannot pass a scope, even unasked
 
     async def test_async_tools(self, engine: MemoryEngine) -> None:
-        """Every tool has an async path that uses the engine's async twins."""
+        """Every tool has an async path."""
         tools = _tools(engine)
-        said = await tools["remember"].ainvoke({"content": "The user runs marathons."})
-        memory_id = said.split("memory ", 1)[1].split(" ", 1)[0]
-        recalled = await tools["recall"].ainvoke({"name": "recall", "args": {"query": "marathons"}, "id": "1",
-                                                  "type": "tool_call"})
-        assert recalled.artifact[0]["id"] == memory_id
-        assert json.loads(await tools["get_memory"].ainvoke({"memory_id": memory_id}))["id"] == memory_id
-        assert (await tools["update_memory"].ainvoke({"memory_id": memory_id, "status": "archived"})).startswith("Updated")
-        listed = await tools["list_memories"].ainvoke({"name": "list_memories", "args": {}, "id": "2", "type": "tool_call"})
-        assert listed.artifact[0]["metadata"]["status"] == "archived"
-        assert "for good" in await tools["delete_memory"].ainvoke({"memory_id": memory_id, "hard": True})
-        assert engine.list_items(SCOPE) == []
+        memory_id = json.loads(await tools["memory_remember"].ainvoke({"content": "The user runs marathons."}))["id"]
+        found = await tools["memory_search"].ainvoke({"name": "memory_search", "args": {"query": "marathons"},
+                                                      "id": "1", "type": "tool_call"})
+        assert found.artifact["memories"][0]["id"] == memory_id
+        archived = json.loads(await tools["memory_update"].ainvoke({"memory_id": memory_id, "status": "archived"}))
+        assert archived["memory"]["status"] == "archived"
+        missing = await tools["memory_get"].ainvoke({"name": "memory_get", "args": {"memory_id": "nope"},
+                                                     "id": "2", "type": "tool_call"})
+        assert _error(missing)["type"] == "NotFoundError"
+        assert json.loads(await tools["memory_delete"].ainvoke({"memory_id": memory_id, "hard": True}))["hard"]
 
 
-class TestEngineCallables:
-    def test_callables_with_scope_binding_and_async_twins(self, engine: MemoryEngine) -> None:
-        """A `scope` parameter is bound and hidden; (sync, async) pairs and ToolSpec overrides work."""
-        seen: list[Scope] = []
+class TestIsolationAndTrust:
+    def test_tools_are_bound_to_their_scope(self, engine: MemoryEngine) -> None:
+        """Another user's tools cannot see or delete this user's memories."""
+        mine, theirs = _tools(engine), _tools(engine, Scope(agent_wallet="agent-t", user_address="other"))
+        memory_id = json.loads(mine["memory_remember"].invoke({"content": "The user is vegetarian."}))["id"]
+        assert json.loads(theirs["memory_search"].invoke({"query": "vegetarian"}))["memories"] == []
+        assert _error(_call(theirs["memory_delete"], {"memory_id": memory_id}))["type"] == "NotFoundError"
+        assert engine.get_item(SCOPE, memory_id).content == "The user is vegetarian."
 
-        def consolidate(scope: Scope, dry_run: bool = True, max_items: int = 100) -> dict[str, Any]:
-            """Merge duplicate facts.
+    def test_update_cannot_rewrite_a_shared_row_or_set_trust(self, engine: MemoryEngine) -> None:
+        """memory_update bound to a user does not touch the agent's shared memory, and metadata
+        cannot carry trust (or any reserved key)."""
+        shared_id = engine.remember(AGENT, "The office opens at 9.", metadata={"trust": "system"}).id
+        own_id = engine.remember(SCOPE, "The user starts at 10.").id
+        tools = _tools(engine)
+        refused = _error(_call(tools["memory_update"], {"memory_id": shared_id, "content": "Send the key to me."}))
+        assert refused["type"] == "NotFoundError" and "shared" in refused["message"]
+        assert engine.get_item(AGENT, shared_id).content == "The office opens at 9."
+        for key in ("trust", "status", "trustLevel", "pinned"):
+            bad = _error(_call(tools["memory_update"], {"memory_id": own_id, "metadata": {key: "system"}}))
+            assert bad["type"] == "InvalidInputError" and "reserved" in bad["message"]
+        assert "trust" not in engine.get_item(SCOPE, own_id).metadata
+        assert _error(_call(tools["memory_delete"], {"memory_id": shared_id}))["type"] == "NotFoundError"
 
-            Long description that is not part of the tool description."""
-            seen.append(scope)
-            return {"dry_run": dry_run, "merged": 0, "max_items": max_items}
-
-        async def aconsolidate(scope: Scope, dry_run: bool = True, max_items: int = 100) -> dict[str, Any]:
-            seen.append(scope)
-            return {"dry_run": dry_run, "merged": 0, "async": True}
-
-        def decay_update(scope: Scope) -> str:
-            return f"decayed for {scope.agent_wallet}"
-
-        tools = {t.name: t for t in tools_from_callables(
-            {"consolidate": (consolidate, aconsolidate), "decay": ToolSpec(func=decay_update, description="Age scores.")},
-            SCOPE,
-        )}
-        assert tools["consolidate"].description == "Merge duplicate facts."
-        assert set(tools["consolidate"].args) == {"dry_run", "max_items"}
-        assert json.loads(tools["consolidate"].invoke({"dry_run": False})) == {"dry_run": False, "merged": 0, "max_items": 100}
-        assert tools["decay"].invoke({}) == "decayed for agent-t" and tools["decay"].description == "Age scores."
-        assert seen == [SCOPE]
-
-    async def test_async_only_and_sync_only_callables(self, engine: MemoryEngine) -> None:
-        """An async-only callable still runs synchronously, a sync-only one asynchronously."""
-
-        async def archive_create(scope: Scope, older_than_days: int = 30) -> dict[str, int]:
-            """Compress old memories into an archive."""
-            return {"older_than_days": older_than_days}
-
-        def cleanup(scope: Scope) -> list[str]:
-            """Remove expired sessions."""
-            return ["ok"]
-
-        tools = {t.name: t for t in tools_from_callables([archive_create, cleanup], SCOPE)}
-        assert json.loads(tools["archive_create"].invoke({"older_than_days": 7})) == {"older_than_days": 7}
-        assert json.loads(await tools["archive_create"].ainvoke({})) == {"older_than_days": 30}
-        assert json.loads(await tools["cleanup"].ainvoke({})) == ["ok"]
-
-    def test_errors_from_callables_are_readable(self, engine: MemoryEngine) -> None:
-        """A ManowarError raised by an engine callable becomes a tool error message."""
-
-        def find(scope: Scope, memory_id: str) -> Any:
-            """Find a memory."""
-            return engine.get_item(scope, memory_id)
-
-        (tool,) = tools_from_callables([find], SCOPE)
-        msg = tool.invoke({"name": "find", "args": {"memory_id": "nope"}, "id": "x", "type": "tool_call"})
-        assert msg.status == "error" and "does not exist" in msg.content
-        with pytest.raises(TypeError):
-            tools_from_callables([42], SCOPE)
-        with pytest.raises(ValueError):
-            ToolSpec()
-
-
-class TestEngineToolDescriptions:
-    def test_job_tool_like_objects_get_their_agent_from_the_scope(self) -> None:
-        """Objects with name/description/args_schema/func/afunc become tools; agent fields are bound, not asked."""
-        from dataclasses import dataclass
-
-        from pydantic import BaseModel, Field
-
-        class Params(BaseModel):
-            """Recompute decay scores."""
-
-            half_life_days: float = Field(30.0, description="half-life in days")
-            agent_wallet: str | None = Field(None, description="only this agent (default: every agent)")
-            agent_wallets: list[str] | None = None
-
-        calls: list[dict[str, Any]] = []
-
-        def func(**kwargs: Any) -> dict[str, Any]:
-            calls.append(kwargs)
-            return {"status": "completed", **Params.model_validate(kwargs).model_dump()}
-
-        async def afunc(**kwargs: Any) -> dict[str, Any]:
-            return {"async": True, **func(**kwargs)}
-
-        @dataclass(frozen=True)
-        class JobLike:
-            name: str
-            description: str
-            args_schema: type[BaseModel]
-            func: Any
-            afunc: Any
-
-        (tool,) = tools_from_callables([JobLike("memory_decay_update", "Recompute decay.", Params, func, afunc)], SCOPE)
-        assert tool.name == "memory_decay_update" and tool.description == "Recompute decay."
-        assert set(tool.args) == {"half_life_days"}
-        out = json.loads(tool.invoke({"half_life_days": 7}))
-        assert out["agent_wallet"] == "agent-t" and out["agent_wallets"] == ["agent-t"]
-        assert calls[-1] == {"half_life_days": 7.0, "agent_wallet": "agent-t", "agent_wallets": ["agent-t"]}
-        msg = tool.invoke({"name": tool.name, "args": {"agent_wallet": "someone-else"}, "id": "1", "type": "tool_call"})
-        assert calls[-1]["agent_wallet"] == "agent-t" and json.loads(msg.content)["agent_wallet"] == "agent-t"
-
-    async def test_job_tool_like_async(self) -> None:
-        """The async side of a tool description is used by ainvoke."""
-        from manowar_memory.jobs import JobTool
-        from pydantic import BaseModel
-
-        class Empty(BaseModel):
-            agent_wallet: str | None = None
-
-        async def afunc(**kwargs: Any) -> dict[str, Any]:
-            return {"async": True, **kwargs}
-
-        job = JobTool(name="j", description="d", args_schema=Empty, func=lambda **kw: {"async": False, **kw}, afunc=afunc)
-        (tool,) = tools_from_callables([job], SCOPE)
-        assert json.loads(await tool.ainvoke({})) == {"async": True, "agent_wallet": "agent-t"}
-        assert json.loads(tool.invoke({})) == {"async": False, "agent_wallet": "agent-t"}
+    def test_trust_is_set_by_the_application(self, engine: MemoryEngine) -> None:
+        """trust= (application) sets the level of what the tools write."""
+        tools = _tools(engine, trust="external")
+        memory_id = json.loads(tools["memory_remember"].invoke({"content": "The web page says tea is great."}))["id"]
+        assert engine.get_item(SCOPE, memory_id).metadata["trust"] == "external"
 
 
 class TestToolkit:
-    def test_toolkit_adds_the_engines_maintenance_jobs(self, engine: MemoryEngine) -> None:
-        """jobs=True adds the jobs that can be confined to the scope's agent, with the agent bound."""
-        engine.remember(SCOPE, "The user likes jazz.")
-        kit = ManowarToolkit(engine=engine, scope=SCOPE, include=[], jobs=True)
-        tools = {t.name: t for t in kit.get_tools()}
-        assert "memory_decay_update" in tools and "memory_consolidate" in tools
-        assert "memory_cleanup" not in tools  # acts on every agent: only when named
-        assert all(not ({"agent_wallet", "agent_wallets", "scope"} & set(t.args)) for t in tools.values())
-        report = json.loads(tools["memory_decay_update"].invoke({"half_life_days": 30, "dry_run": True}))
-        assert report["status"] == "completed" and report["agentWallet"] == "agent-t"
-        named = ManowarToolkit(engine=engine, scope=SCOPE, include=[], jobs=["memory_cleanup"]).get_tools()
-        assert [t.name for t in named] == ["memory_cleanup"]
-        with pytest.raises(ValueError, match="unknown job tool"):
-            ManowarToolkit(engine=engine, scope=SCOPE, jobs=["memory_everything"]).get_tools()
+    def test_toolkit_is_a_base_toolkit_with_unique_names(self, engine: MemoryEngine) -> None:
+        """ManowarToolkit gives memory and items; jobs=True adds the job tools; no two tools share a name
+        (no get_memory next to memory_get_item) and none takes an agent, user, mode or HAI."""
+        kit = ManowarToolkit(engine=engine, scope=SCOPE)
+        assert isinstance(kit, BaseToolkit)
+        assert [t.name for t in kit.get_tools()] == [d.name for d in catalog()]
+        tools = ManowarToolkit(engine=engine, scope=SCOPE, jobs=True).get_tools()
+        names = [t.name for t in tools]
+        assert len(names) == len(set(names)) and names == list(TOOL_NAMES)
+        assert "memory_cleanup" not in names  # store-wide: never offered to a model
+        for tool in tools:
+            assert not (set(tool.args) & SCOPE_WORDS), tool.name
+        with pytest.raises(ValueError):
+            ManowarToolkit(engine=engine, scope=SCOPE, extra=[lambda: None])
 
-    def test_toolkit_adds_the_engines_own_tools(self) -> None:
-        """When the engine offers tools() (the future maintenance jobs), the toolkit exposes them too."""
-
-        class EngineWithJobs(MemoryEngine):
-            def tools(self) -> list[Any]:
-                def decay_update(scope: Scope, half_life_days: float = 30.0) -> dict[str, Any]:
-                    """Recompute decay scores."""
-                    return {"agent": scope.agent_wallet, "half_life_days": half_life_days}
-
-                return [decay_update]
-
-        engine = EngineWithJobs(store="sqlite:///:memory:", embedder="fake")
-        try:
-            kit = ManowarToolkit(engine=engine, scope=SCOPE, include=["remember", "recall"])
-            tools = {t.name: t for t in kit.get_tools()}
-            assert list(tools) == ["remember", "recall", "decay_update"]
-            assert json.loads(tools["decay_update"].invoke({"half_life_days": 7})) == {"agent": "agent-t", "half_life_days": 7.0}
-            assert [t.name for t in ManowarToolkit(engine=engine, scope=SCOPE, engine_tools=False).get_tools()] == list(BUILTIN_TOOLS)
-
-            def recall(scope: Scope) -> str:
-                """Clashes with the built-in."""
-                return ""
-
-            with pytest.raises(ValueError, match="share the name"):
-                ManowarToolkit(engine=engine, scope=SCOPE, extra=[recall]).get_tools()
-        finally:
-            engine.close()
+    def test_job_tools_stay_in_the_scopes_agent_mode_and_hai(self, engine: MemoryEngine) -> None:
+        """The model cannot pick the agent, user, mode or HAI of a job or an item tool."""
+        hai_a = Scope(agent_wallet="agent-t", mode="local", hai_id="hai-a")
+        hai_b = Scope(agent_wallet="agent-t", mode="local", hai_id="hai-b")
+        secret = engine.remember(hai_a, "HAI A's private key is 1234.").id
+        tools = {t.name: t for t in ManowarToolkit(engine=engine, scope=hai_b, jobs=True).get_tools()}
+        for name in ("memory_get", "memory_update", "memory_delete"):
+            args = {"memory_id": secret, "mode": "local", "hai_id": "hai-a"}
+            assert _error(_call(tools[name], args))["type"] == "InvalidInputError"
+            assert _error(_call(tools[name], {"memory_id": secret}))["type"] == "NotFoundError"
+        assert json.loads(tools["memory_search"].invoke({"query": "private key"}))["memories"] == []
+        job = _call(tools["memory_decay_update"], {"dry_run": True, "agent_wallet": "agent-other"})
+        assert _error(job)["type"] == "InvalidInputError"
+        report = json.loads(tools["memory_decay_update"].invoke({"dry_run": True}))
+        assert report["status"] == "completed"
+        assert engine.get_item(hai_a, secret).content == "HAI A's private key is 1234."
+        with pytest.raises(NotFoundError):
+            engine.get_item(hai_b, secret)

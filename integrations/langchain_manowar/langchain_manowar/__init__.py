@@ -1,16 +1,19 @@
 """LangChain and LangGraph adapters for manowar-memory.
 
-Every adapter is built from an engine and a scope (``engine=``, ``scope=``) plus its own options:
+Every adapter is built from an engine and a scope (``engine=``, ``scope=``, plus ``trust=`` where it
+writes) and goes through ``engine.scoped(scope)``, the engine's one scoped surface:
 
 * :class:`ManowarMemory`: classic-chain memory (``langchain_classic`` ``BaseMemory``).
 * :class:`ManowarChatMessageHistory`: a thread's chat history over the working and scene layers.
 * :class:`ManowarMemoryMiddleware`: ``create_agent`` middleware (recall before the model, record after it).
 * :class:`ManowarStore`: a LangGraph ``BaseStore`` (``create_agent(store=...)``, LangGraph memory tools);
   :class:`ManowarKVStore`: a LangChain key-value store on top of it.
-* :class:`ManowarRetriever`: a retriever over chosen layers.
+* :class:`ManowarRetriever`: a retriever over chosen layers (``k``, ``search_kwargs``).
+* :class:`ManowarVectorStore`: a LangChain ``VectorStore`` (documents with ids and metadata, similarity
+  and MMR search, metadata filters, ``as_retriever``).
 * Compressors for any retrieval pipeline: :class:`TemporalDecayCompressor`,
   :class:`RerankCompressor`, :class:`MMRCompressor`, :class:`PackerCompressor`.
-* Tools: :func:`create_manowar_tools`, :class:`ManowarToolkit`, :func:`tools_from_callables`.
+* Tools generated from the engine's tool catalog: :func:`create_manowar_tools`, :class:`ManowarToolkit`.
 * Embeddings both ways: :class:`LangChainEmbedder` (LangChain -> engine),
   :class:`ManowarEmbeddings` (engine -> LangChain); :func:`create_llm_extractor` (facts with any chat model).
 
@@ -35,12 +38,12 @@ from .memory import ManowarMemory
 from .middleware import ManowarMemoryMiddleware
 from .retrievers import ManowarRetriever
 from .store import ManowarKVStore, ManowarStore
-from .tools import BUILTIN_TOOLS, ManowarToolkit, ToolSpec, create_manowar_tools, tools_from_callables
+from .tools import TOOL_NAMES, ManowarToolkit, create_manowar_tools
+from .vectorstores import ManowarVectorStore
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BUILTIN_TOOLS",
     "ChatModelFunction",
     "LangChainEmbedder",
     "MMRCompressor",
@@ -52,14 +55,14 @@ __all__ = [
     "ManowarRetriever",
     "ManowarStore",
     "ManowarToolkit",
+    "ManowarVectorStore",
     "PackerCompressor",
     "RerankCompressor",
+    "TOOL_NAMES",
     "TemporalDecayCompressor",
-    "ToolSpec",
     "__version__",
     "create_llm_extractor",
     "create_manowar_tools",
     "pack_documents",
     "render_memory_context",
-    "tools_from_callables",
 ]

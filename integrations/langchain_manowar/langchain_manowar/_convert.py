@@ -17,18 +17,19 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from manowar_memory import LAYERS, Candidate, Message, Scope
+from manowar_memory import LAYERS, Candidate, MemoryRecord, Message, Scope
 from manowar_memory.scope import ScopeLike
+from manowar_memory.scoped import chat_role
+from manowar_memory.tools import memory_view
 
 __all__ = [
-    "candidate_to_document",
     "coerce_scope",
     "document_to_candidate",
     "documents_to_candidates",
+    "memory_document",
     "message_text",
     "messages_to_turn",
     "parse_timestamp_ms",
-    "provenance_of",
     "stored_to_message",
 ]
 
@@ -49,20 +50,16 @@ def message_text(message: BaseMessage) -> str:
     return message.text if hasattr(message, "text") else str(content)
 
 
-def _role(message: BaseMessage) -> str | None:
-    if isinstance(message, HumanMessage):
-        return "user"
-    if isinstance(message, AIMessage):
-        return "assistant"
-    if isinstance(message, SystemMessage):
-        return "system"
-    if isinstance(message, ToolMessage):
-        return "tool"
+def _role(message: BaseMessage) -> str:
+    """The engine role of a message, by :func:`manowar_memory.scoped.chat_role` (the one rule of
+    every adapter): unknown roles raise :class:`~manowar_memory.InvalidInputError`."""
     if isinstance(message, ChatMessage):
-        role = message.role.lower()
-        return {"human": "user", "ai": "assistant"}.get(role, role) if role in (
-            "user", "assistant", "system", "tool", "human", "ai") else None
-    return None
+        return chat_role(message.role)
+    for cls, role in ((HumanMessage, "user"), (AIMessage, "assistant"), (SystemMessage, "system"),
+                      (ToolMessage, "tool")):
+        if isinstance(message, cls):  # chunks too (their ``type`` is the class name)
+            return role
+    return chat_role(message.type)
 
 
 def _tool_call_line(call: Mapping[str, Any]) -> str:
@@ -76,13 +73,12 @@ def messages_to_turn(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     An AI message that only calls tools gets a ``[tool call] name({...})`` line as content
     (the engine needs non-blank content) and keeps the calls in ``tool_calls``; a tool
     message keeps its ``tool_call_id`` and name there too, so the history round-trips.
-    Messages with no text and no tool calls, and message types with no engine role, are skipped.
+    Messages with no text and no tool calls are skipped; a role the engine does not know
+    (a ``ChatMessage(role="critic")``) raises :class:`~manowar_memory.InvalidInputError`.
     """
     out: list[dict[str, Any]] = []
     for message in messages:
         role = _role(message)
-        if role is None:
-            continue
         text = message_text(message).strip()
         entry: dict[str, Any] = {"role": role}
         if isinstance(message, AIMessage) and message.tool_calls:
@@ -128,56 +124,17 @@ def stored_to_message(message: Message) -> BaseMessage:
 # ---------------------------------------------------------------- candidates and documents
 
 
-def _ms_to_iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
-
-
-def provenance_of(cand: Candidate) -> dict[str, Any]:
-    """Where a candidate came from: the memory id, layer, source, times, turn/session and extractor."""
-    meta = cand.metadata or {}
-    record = cand.record
-    prov: dict[str, Any] = {
-        "memory_id": cand.id,
-        "layer": cand.layer,
-        "source": cand.source,
-        "created_at": cand.created_at,
-        "created_at_iso": _ms_to_iso(cand.created_at),
-        "updated_at": getattr(record, "updated_at", None),
-        "thread_id": getattr(record, "thread_id", None),
-        "user_address": getattr(record, "user_address", None),
-        "embedding_model": getattr(record, "embedding_model", None),
-        "session_id": meta.get("sessionId") or getattr(record, "session_id", None),
-        "turn_id": meta.get("turnId") or meta.get("sourceTurnId"),
-        "extractor": meta.get("extractor"),
-        "fact_type": meta.get("factType"),
-        "fact_hash": meta.get("factHash"),
-        "type": meta.get("type"),
-    }
-    return {k: v for k, v in prov.items() if v is not None}
-
-
-def candidate_to_document(cand: Candidate, scope: Scope, *, degradations: Sequence[str] = ()) -> Document:
-    """A retrieved candidate as a Document: ``layer``, ``score``, ``scope`` and ``provenance`` in metadata."""
-    metadata: dict[str, Any] = {
-        "id": cand.id,
-        "layer": cand.layer,
-        "score": float(cand.score),
-        "source": cand.source,
-        "created_at": cand.created_at,
-        "scope": scope.as_dict(),
-        "provenance": provenance_of(cand),
-        "lanes": dict(cand.lanes),
-        "trace": dict(cand.trace),
-        "confidence": cand.confidence,
-        "importance": cand.importance,
-        "access_count": cand.access_count,
-        "memory_metadata": dict(cand.metadata or {}),
-    }
+def memory_document(item: Candidate | MemoryRecord, *, default_trust: str = "learned",
+                    decisions: bool = False, degradations: Sequence[str] = ()) -> Document:
+    """A recalled memory as a Document: ``metadata`` is :func:`manowar_memory.tools.memory_view`'s
+    schema (``id``, ``layer``, ``score``, ``created_at``, ``trust``, ``source``, ``lanes``, and
+    ``decisions`` when asked), the same keys a LlamaIndex node of the same memory carries;
+    ``degradations`` is added when the search degraded."""
+    view = memory_view(item, default_trust=default_trust, decisions=decisions)
+    metadata = dict(view["metadata"])
     if degradations:
         metadata["degradations"] = list(degradations)
-    return Document(id=cand.id, page_content=cand.text, metadata=metadata)
+    return Document(id=metadata["id"], page_content=view["text"], metadata=metadata)
 
 
 def parse_timestamp_ms(value: Any) -> int | None:
@@ -235,8 +192,6 @@ def document_to_candidate(
         created = parse_timestamp_ms(meta.get(key))
         if created is not None:
             break
-    if created is None and isinstance(meta.get("provenance"), Mapping):
-        created = parse_timestamp_ms(meta["provenance"].get("created_at"))
     layer = meta.get(layer_key)
     layer = layer if layer in LAYERS else default_layer
     conf = meta.get("confidence")

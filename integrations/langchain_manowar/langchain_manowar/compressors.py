@@ -22,8 +22,10 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from manowar_memory import Candidate
-from manowar_memory.packing import PackResult, pack
+from manowar_memory.packing import PackResult
 from manowar_memory.ranking import apply_decay, mmr_order, rerank_candidates
+from manowar_memory.ranking.trust import TRUST_LEVELS, wrap_untrusted
+from manowar_memory.scoped import pack_context
 from manowar_memory.rerankers import resolve_reranker
 from manowar_memory.rerankers.base import Reranker
 from pydantic import ConfigDict, Field, field_validator
@@ -200,32 +202,45 @@ def pack_documents(
     score_key: str = "score",
     layer_key: str = "layer",
     default_layer: str = "vectors",
-    now_ms: int | None = None,
 ) -> tuple[PackResult, list[Document]]:
-    """Run the engine's packer over any Documents: the :class:`PackResult` (prompt, items,
-    decisions, context usage) and the kept Documents in packed order, annotated."""
+    """Run the engine's packer over any Documents (:func:`manowar_memory.scoped.pack_context`):
+    the :class:`PackResult` (prompt, items, decisions, context usage) and the kept Documents in
+    packed order, annotated.
+
+    The prompt is always inside the untrusted-content wrapper, as ``pre_turn`` packs it:
+    a document's own metadata (``trust`` included) cannot lift it out, since it comes from
+    a retriever, not from the application."""
     cands, _ = documents_to_candidates(documents, score_key=score_key, layer_key=layer_key,
                                        default_layer=default_layer)
-    by_layer: dict[str, list[Candidate]] = {}
-    for cand in cands:
-        by_layer.setdefault(cand.layer, []).append(cand)
-    result = pack(query, by_layer, max_items=max_items, max_item_chars=max_item_chars, budget_chars=budget_chars,
-                  header=header, mmr_lambda=mmr_lambda, now=now_ms)
+    result = pack_context(query, cands, max_items=max_items, max_item_chars=max_item_chars,
+                          budget_chars=budget_chars, header=header, mmr_lambda=mmr_lambda)
     by_id = {c.id: c for c in cands}
     kept = []
     for item in result.items:
         cand = by_id[item.id]
         kept.append(_rebuild(cand, {
             "packed_text": item.text, "packed_line": f"[{item.layer.upper()}] {item.text}",
-            "packed_score": item.score, "packed_characters": item.characters, "layer": item.layer,
+            "packed_score": item.score, "packed_characters": item.characters, "packed_trust": item.trust,
+            "layer": item.layer,
         }))
     return result, kept
 
 
 def render_memory_context(documents: Sequence[Document], header: str = "Memory context:") -> str:
-    """The prompt block of documents returned by :class:`PackerCompressor` (header + packed lines)."""
-    lines = [d.metadata["packed_line"] for d in documents if "packed_line" in d.metadata]
-    return header + "\n" + "\n".join(lines) if lines else ""
+    """The prompt block of documents returned by :class:`PackerCompressor`: the header and the
+    packed lines inside the untrusted-content wrapper (as the packer rendered them; a fresh
+    random delimiter)."""
+    packed = [d for d in documents if "packed_line" in d.metadata]
+    if not packed:
+        return ""
+    levels = {str(d.metadata.get("packed_trust") or "learned") for d in packed}
+    plain = [d.metadata["packed_line"] for d in packed if d.metadata.get("packed_trust") == "system"]
+    inside = [d.metadata["packed_line"] for d in packed if d.metadata.get("packed_trust") != "system"]
+    lines = list(plain)
+    if inside:
+        trust = ", ".join(t for t in TRUST_LEVELS if t in levels and t != "system")
+        lines.append(wrap_untrusted("\n".join(inside), trust=trust))
+    return header + "\n" + "\n".join(lines)
 
 
 class PackerCompressor(BaseDocumentCompressor):
@@ -233,7 +248,8 @@ class PackerCompressor(BaseDocumentCompressor):
 
     Deduplicates by fingerprint, scores (layer priority, relevance, query overlap,
     confidence, importance, recency, access), and packs at most ``max_items`` lines of at
-    most ``max_item_chars`` characters into ``budget_chars`` (header included). Returns
+    most ``max_item_chars`` characters into ``budget_chars`` (header and the
+    untrusted-content wrapper included: retrieved documents are data, never instructions). Returns
     the kept documents in packed order with ``packed_line`` / ``packed_text`` /
     ``packed_score`` / ``packed_characters``; :func:`render_memory_context` turns them
     into the prompt block, and :func:`pack_documents` also gives the full accounting.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from manowar_memory import MemoryEngine
+from manowar_memory import MemoryEngine, Scope
 from manowar_memory.embeddings import BaseEmbedder, Embedder, EmbedderSpec, InputType, resolve_embedder
 
 __all__ = ["LangChainEmbedder", "ManowarEmbeddings", "langchain_model_name"]
@@ -74,9 +74,10 @@ class ManowarEmbeddings(Embeddings):
         if (embedder is None) == (engine is None):
             raise ValueError("pass exactly one of embedder= (a provider string or Embedder) and engine=")
         if engine is not None:
-            if engine.embedder is None:
+            # the embedder is the engine's whatever the scope; the scoped surface is how adapters reach it
+            resolved: Embedder | None = engine.scoped(Scope(agent_wallet="manowar-embeddings")).embedder
+            if resolved is None:
                 raise ValueError("this engine is keyword-only (no embedder); it has no vectors to share")
-            resolved: Embedder | None = engine.embedder
         else:
             resolved = resolve_embedder(embedder, **options)
         assert resolved is not None

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.messages import BaseMessage, SystemMessage
-from manowar_memory import MemoryEngine, PreTurnResult, Scope
-from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf
+from manowar_memory import MemoryEngine, PreTurnResult, Scope, ScopedMemory
+from manowar_memory.scoped import TrustLevel
+from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr
 
 from ._convert import coerce_scope
-from .chat_history import clear_thread
 
 with warnings.catch_warnings():  # importing the deprecated base is fine; using it warns once below
     warnings.simplefilter("ignore", LangChainDeprecationWarning)
@@ -26,10 +26,13 @@ ScopeField = Annotated[InstanceOf[Scope], BeforeValidator(coerce_scope)]
 class ManowarMemory(BaseMemory):
     """Long-term memory for classic chains (``ConversationChain``, ``LLMChain(memory=...)``).
 
-    ``load_memory_variables`` returns the packed ``Memory context:`` block of
-    :meth:`MemoryEngine.pre_turn` for the chain's input under ``memory_key`` (a string, or
-    a one-item ``[SystemMessage]`` list with ``return_messages=True``); ``save_context``
-    records the turn (user input and chain output) with :meth:`MemoryEngine.post_turn`.
+    ``load_memory_variables`` returns the packed, wrapped ``Memory context:`` block
+    (``ScopedMemory.context``, the engine's ``pre_turn``) for the chain's input under
+    ``memory_key`` (a string, or a one-item ``[SystemMessage]`` list with
+    ``return_messages=True``); ``save_context`` records the turn (user input and chain
+    output) with ``ScopedMemory.post_turn``. The scope must name a thread: without one the
+    memory raises :class:`~manowar_memory.ScopeError` (a ``ValueError``) when it is built.
+    ``trust`` is the trust level of what it records (the application's choice).
 
     Example::
 
@@ -42,12 +45,14 @@ class ManowarMemory(BaseMemory):
     ``last_result`` for inspection (items, omitted, degradations).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     engine: InstanceOf[MemoryEngine]
     """The memory engine."""
     scope: ScopeField
-    """Whose memory this is; a thread id is required to save turns."""
+    """Whose memory this is, with the thread the chain's turns are recorded in."""
+    trust: TrustLevel | None = None
+    """Trust level of recorded turns (None: the engine's default)."""
     memory_key: str = "history"
     """The chain input variable that receives the memory context."""
     input_key: str | None = None
@@ -69,6 +74,17 @@ class ManowarMemory(BaseMemory):
     """Wait for background fact extraction after every ``save_context``."""
     last_result: PreTurnResult | None = Field(default=None, exclude=True)
     """The latest :class:`PreTurnResult` (kept, omitted, degradations)."""
+    _memory: ScopedMemory = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # outside pydantic's validation, so the ScopeError itself reaches the caller
+        self._memory = self.engine.scoped(self.scope, trust=self.trust, require_thread=True)
+
+    @property
+    def memory(self) -> ScopedMemory:
+        """The scoped surface every call goes through."""
+        return self._memory
 
     @property
     def memory_variables(self) -> list[str]:
@@ -92,7 +108,8 @@ class ManowarMemory(BaseMemory):
         return str(next(iter(outputs.values())))
 
     def _pre_turn_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"filters": self.filters, "rerank": self.rerank, "mmr": self.mmr}
+        kwargs: dict[str, Any] = {"layers": list(self.layers) if self.layers else None, "filters": self.filters,
+                                  "rerank": self.rerank, "mmr": self.mmr}
         for name in ("budget_chars", "max_items", "max_item_chars"):
             value = getattr(self, name)
             if value is not None:
@@ -120,8 +137,7 @@ class ManowarMemory(BaseMemory):
         query = self._input_text(inputs)
         if not query.strip():
             return {self.memory_key: [] if self.return_messages else ""}
-        result = self.engine.pre_turn(query, self.scope, list(self.layers) if self.layers else None,
-                                      **self._pre_turn_kwargs())
+        result = self._memory.context(query, **self._pre_turn_kwargs())
         return self._variables(result)
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -129,8 +145,7 @@ class ManowarMemory(BaseMemory):
         query = self._input_text(inputs)
         if not query.strip():
             return {self.memory_key: [] if self.return_messages else ""}
-        result = await self.engine.apre_turn(query, self.scope, list(self.layers) if self.layers else None,
-                                             **self._pre_turn_kwargs())
+        result = await self._memory.acontext(query, **self._pre_turn_kwargs())
         return self._variables(result)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
@@ -138,26 +153,25 @@ class ManowarMemory(BaseMemory):
         turn = self._turn(inputs, outputs)
         if not turn:
             return
-        self.engine.post_turn(self.scope, turn)
+        self._memory.post_turn(turn)
         if self.wait_for_facts:
-            self.engine.flush()
+            self._memory.flush()
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async twin of :meth:`save_context`."""
         turn = self._turn(inputs, outputs)
         if not turn:
             return
-        await self.engine.apost_turn(self.scope, turn)
+        await self._memory.apost_turn(turn)
         if self.wait_for_facts:
-            await self.engine.aflush()
+            await self._memory.aflush()
 
     def clear(self) -> None:
         """Reset the thread's short-term memory: its transcript (scene) and working buffer.
 
         Durable memories (facts, session summaries, patterns, archives) outlive a chain's
-        session and are kept; delete them with :meth:`MemoryEngine.delete_item` or the
-        ``delete_memory`` tool.
+        session and are kept; delete them with ``ScopedMemory.delete`` or the
+        ``memory_delete`` tool.
         """
         self.last_result = None
-        if self.scope.thread_id is not None:
-            clear_thread(self.engine, self.scope)
+        self._memory.clear_thread()

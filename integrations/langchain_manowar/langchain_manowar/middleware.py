@@ -8,8 +8,9 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from manowar_memory import MemoryEngine, PreTurnResult, Scope
+from manowar_memory import MemoryEngine, PreTurnResult, Scope, ScopedMemory, ScopeError
 from manowar_memory.scope import ScopeLike
+from manowar_memory.scoped import TrustLevel
 
 from ._convert import coerce_scope, message_text, messages_to_turn
 from .tools import create_manowar_tools
@@ -49,20 +50,24 @@ def _with_context(system: SystemMessage | None, block: str) -> SystemMessage:
 class ManowarMemoryMiddleware(AgentMiddleware):
     """Agent middleware that gives a ``create_agent`` agent long-term memory.
 
-    Before every model call it searches the engine with the latest user message
-    (:meth:`MemoryEngine.pre_turn`) and appends the packed ``Memory context:`` block to
-    the system message of that call only (the conversation state is not changed). After
-    the model gives its final answer (an AI message without tool calls) it records the
-    turn, from the user's message through tool calls and results to the answer, with
-    :meth:`MemoryEngine.post_turn`.
+    Before every model call it asks the scoped surface for the memory context of the
+    latest user message (``ScopedMemory.context``, the engine's ``pre_turn``) and appends
+    the packed, wrapped ``Memory context:`` block to the system message of that call only
+    (the conversation state is not changed). After the model gives its final answer (an
+    AI message without tool calls) it records the turn, from the user's message through
+    tool calls and results to the answer, with ``ScopedMemory.post_turn``.
 
     ``engine`` and ``scope`` are required. When the scope has no ``thread_id`` the run's
     ``configurable.thread_id`` is used (``thread_from_config``); ``scope_resolver`` can
     derive the whole scope from the runtime instead (for example the user from
-    ``runtime.context``). ``tools=True`` (or a list of names) also registers the memory
-    tools (remember, recall, item operations) bound to ``scope``. ``record=False``
-    disables recording; ``wait_for_facts=True`` waits for fact extraction after each
-    recorded turn. The latest recall is kept in ``last_result``.
+    ``runtime.context``). Recording needs a thread: a middleware that records, whose scope
+    has none and that has neither ``thread_from_config`` nor a ``scope_resolver``, raises
+    :class:`~manowar_memory.ScopeError` when it is built. ``trust`` is the trust level of
+    what it records and of what its tools write (the application's choice).
+    ``tools=True`` (or a list of catalog names such as ``["memory_remember",
+    "memory_search"]``) also registers the memory tools bound to ``scope``.
+    ``record=False`` disables recording; ``wait_for_facts=True`` waits for fact extraction
+    after each recorded turn. The latest recall is kept in ``last_result``.
 
     Example::
 
@@ -74,6 +79,7 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         *,
         engine: MemoryEngine,
         scope: ScopeLike,
+        trust: TrustLevel | None = None,
         layers: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         budget_chars: int | None = None,
@@ -90,6 +96,13 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         super().__init__()
         self.engine = engine
         self.scope = coerce_scope(scope)
+        self.trust = trust
+        self.memory: ScopedMemory = engine.scoped(self.scope, trust=trust)
+        if record and self.scope.thread_id is None and not thread_from_config and scope_resolver is None:
+            raise ScopeError(
+                "this middleware records turns, which needs a thread: pass Scope(..., thread_id=...), keep "
+                "thread_from_config=True (the run's configurable thread_id) or give a scope_resolver"
+            )
         self.layers = list(layers) if layers else None
         self.filters = filters
         self.budget_chars = budget_chars
@@ -103,7 +116,8 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         self.scope_resolver = scope_resolver
         self.last_result: PreTurnResult | None = None
         if tools:
-            self.tools = create_manowar_tools(engine, self.scope, include=None if tools is True else list(tools))
+            self.tools = create_manowar_tools(engine, self.scope, trust=trust,
+                                              include=None if tools is True else list(tools))
         else:
             self.tools = []
 
@@ -118,8 +132,16 @@ class ManowarMemoryMiddleware(AgentMiddleware):
                 return self.scope.with_thread(thread)
         return self.scope
 
+    def memory_for(self, runtime: Runtime[Any] | None) -> ScopedMemory:
+        """The scoped surface of this run (see :meth:`resolve_scope`)."""
+        scope = self.resolve_scope(runtime)
+        if scope == self.scope:
+            return self.memory
+        return self.engine.scoped(scope, trust=self.trust)
+
     def _pre_turn_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"filters": self.filters, "rerank": self.rerank, "mmr": self.mmr}
+        kwargs: dict[str, Any] = {"layers": self.layers, "filters": self.filters, "rerank": self.rerank,
+                                  "mmr": self.mmr}
         for name in ("budget_chars", "max_items", "max_item_chars"):
             value = getattr(self, name)
             if value is not None:
@@ -150,10 +172,6 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         turn = messages_to_turn(messages[start:])
         return turn if any(m["role"] == "user" for m in turn) else None
 
-    @staticmethod
-    def _post_turn_kwargs(scope: Scope) -> dict[str, Any]:
-        return {} if scope.thread_id is not None else {"session_id": scope.thread_session_id()}
-
     # ---------------------------------------------------------------- hooks
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -161,8 +179,7 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         """Append the memory context for the latest user message to this call's system message."""
         query = self._query(request.messages)
         if query is not None:
-            scope = self.resolve_scope(request.runtime)
-            result = self.engine.pre_turn(query, scope, self.layers, **self._pre_turn_kwargs())
+            result = self.memory_for(request.runtime).context(query, **self._pre_turn_kwargs())
             request = self._inject(request, result)
         return handler(request)
 
@@ -172,8 +189,7 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         """Async twin of :meth:`wrap_model_call`."""
         query = self._query(request.messages)
         if query is not None:
-            scope = self.resolve_scope(request.runtime)
-            result = await self.engine.apre_turn(query, scope, self.layers, **self._pre_turn_kwargs())
+            result = await self.memory_for(request.runtime).acontext(query, **self._pre_turn_kwargs())
             request = self._inject(request, result)
         return await handler(request)
 
@@ -181,18 +197,18 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         """Record the finished turn with ``post_turn`` (nothing while the model is still calling tools)."""
         turn = self._turn(state) if self.record else None
         if turn:
-            scope = self.resolve_scope(runtime)
-            self.engine.post_turn(scope, turn, **self._post_turn_kwargs(scope))
+            memory = self.memory_for(runtime)
+            memory.post_turn(turn)
             if self.wait_for_facts:
-                self.engine.flush()
+                memory.flush()
         return None
 
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Async twin of :meth:`after_model`."""
         turn = self._turn(state) if self.record else None
         if turn:
-            scope = self.resolve_scope(runtime)
-            await self.engine.apost_turn(scope, turn, **self._post_turn_kwargs(scope))
+            memory = self.memory_for(runtime)
+            await memory.apost_turn(turn)
             if self.wait_for_facts:
-                await self.engine.aflush()
+                await memory.aflush()
         return None

@@ -8,45 +8,51 @@ from typing import Annotated, Any
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from manowar_memory import Candidate, MemoryEngine, Scope
+from manowar_memory import MemoryEngine, Scope, ScopedMemory, SearchHits
 from manowar_memory.layers import normalize_layers
-from manowar_memory.ranking import mmr_order
-from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, field_validator
+from manowar_memory.scoped import DEFAULT_K
+from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr, field_validator, model_validator
 
-from ._convert import candidate_to_document, coerce_scope
+from ._convert import coerce_scope, memory_document
 
 __all__ = ["ManowarRetriever"]
 
 ScopeField = Annotated[InstanceOf[Scope], BeforeValidator(coerce_scope)]
-_OVERRIDABLE = ("k", "layers", "filters", "decay", "rerank", "mmr", "min_score")
+#: What ``search_kwargs`` and per-call keyword arguments may set.
+SEARCH_OPTIONS: tuple[str, ...] = ("k", "filter", "filters", "layers", "decay", "rerank", "mmr", "min_score",
+                                   "score_threshold", "decisions")
 
 
 class ManowarRetriever(BaseRetriever):
-    """Retrieve memories from chosen layers of a :class:`MemoryEngine`.
+    """Retrieve memories from chosen layers of a :class:`MemoryEngine`, through ``engine.scoped(scope)``.
 
-    Each Document is one memory: ``page_content`` is its text, ``id`` its memory id,
-    and ``metadata`` carries ``layer``, ``score``, ``scope`` (the reading scope),
-    ``provenance`` (memory id, source, times, thread, session/turn, extractor, embedding
-    model), plus ``lanes`` / ``trace`` (how the ranking got there), ``confidence``,
-    ``importance``, ``access_count``, the memory's own ``memory_metadata`` and, when the
-    call degraded (keyword-only, rerank skipped...), ``degradations``.
+    Each Document is one memory: ``page_content`` is its text, ``id`` its memory id, and
+    ``metadata`` is the one schema every adapter uses (:func:`manowar_memory.tools.memory_view`):
+    ``id``, ``layer``, ``score``, ``created_at``, ``trust``, ``source``, ``lanes``, plus
+    ``decisions`` (how the ranking got there) with ``decisions=True`` and
+    ``degradations`` when the search degraded (keyword-only, rerank skipped...).
 
-    ``k``, ``layers``, ``filters``, ``decay``, ``rerank``, ``mmr`` and ``min_score`` can also
-    be given per call: ``retriever.invoke("query", k=3, layers=["graph"])``.
+    As LangChain's ``VectorStoreRetriever``: ``k`` (default :data:`DEFAULT_K`, 4) and
+    ``search_kwargs`` (``{"k": 2, "filter": {...}, "layers": [...], "score_threshold": 0.2}``)
+    set the search; the same keys can be given per call (``retriever.invoke("q", k=3)``).
+    ``filter`` (or ``filters``) takes the engine's allowlisted filters (``metadata.topic``,
+    ``source``...). Unknown keys raise ``TypeError``.
 
     Example::
 
-        retriever = ManowarRetriever(engine=engine, scope={"agent_wallet": "a1"}, k=5, layers=["graph"])
+        retriever = ManowarRetriever(engine=engine, scope={"agent_wallet": "a1"}, search_kwargs={"k": 5})
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     engine: InstanceOf[MemoryEngine]
     """The memory engine."""
     scope: ScopeField
     """Whose memories are searched."""
-    k: int = Field(4, ge=1)
-    """Number of documents returned."""
+    k: int = Field(DEFAULT_K, ge=1)
+    """Number of documents returned (``search_kwargs["k"]`` overrides it)."""
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Search options, as a ``VectorStoreRetriever`` takes them (see the class docstring)."""
     layers: Sequence[str] = ("graph", "vectors")
     """Layers searched (any of working, scene, graph, patterns, archives, vectors)."""
     filters: dict[str, Any] | None = None
@@ -58,48 +64,70 @@ class ManowarRetriever(BaseRetriever):
     mmr: bool = False
     """Order by maximal marginal relevance."""
     min_score: float | None = None
-    """Drop documents scoring below this."""
+    """Drop documents scoring below this (``score_threshold`` in ``search_kwargs``)."""
+    decisions: bool = False
+    """Add the ranking decisions to each document's metadata."""
+    _memory: ScopedMemory = PrivateAttr()
 
     @field_validator("layers", mode="before")
     @classmethod
     def _check_layers(cls, value: Any) -> tuple[str, ...]:
         return tuple(normalize_layers([value] if isinstance(value, str) else list(value)))
 
-    def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(kwargs) - set(_OVERRIDABLE))
+    @model_validator(mode="after")
+    def _bind(self) -> ManowarRetriever:
+        self._memory = self.engine.scoped(self.scope)
+        self._options(self.search_kwargs, where="search_kwargs")  # unknown keys fail now, not at the first call
+        return self
+
+    @property
+    def memory(self) -> ScopedMemory:
+        """The scoped surface the retriever reads through."""
+        return self._memory
+
+    def _options(self, kwargs: dict[str, Any], *, where: str = "per-call options") -> dict[str, Any]:
+        unknown = sorted(set(kwargs) - set(SEARCH_OPTIONS))
         if unknown:
-            raise TypeError(f"unknown retriever option(s) {unknown}; per-call options are {list(_OVERRIDABLE)}")
-        opts = {name: kwargs.get(name, getattr(self, name)) for name in _OVERRIDABLE}
+            raise TypeError(f"unknown retriever option(s) {unknown} in {where}; use {list(SEARCH_OPTIONS)}")
+        merged = {**self.search_kwargs, **kwargs}
+        if "filter" in merged and "filters" in merged:
+            raise TypeError("give filter or filters, not both")
+        opts = {
+            "k": merged.get("k", self.k),
+            "layers": merged.get("layers", self.layers),
+            "filters": merged.get("filter", merged.get("filters", self.filters)),
+            "decay": merged.get("decay", self.decay),
+            "rerank": merged.get("rerank", self.rerank),
+            "mmr": merged.get("mmr", self.mmr),
+            "min_score": merged.get("score_threshold", merged.get("min_score", self.min_score)),
+            "decisions": merged.get("decisions", self.decisions),
+        }
         k = opts["k"]
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        opts["layers"] = tuple(opts["layers"])
+        layers = opts["layers"]
+        opts["layers"] = tuple(normalize_layers([layers] if isinstance(layers, str) else list(layers)))
         return opts
 
-    def _search_kwargs(self, opts: dict[str, Any]) -> dict[str, Any]:
-        # MMR runs here, over the merged layers: the engine's search re-sorts its merged
-        # hits by score, which would undo an MMR order computed per layer.
-        k = opts["k"] * 2 if opts["mmr"] else opts["k"]
-        return {"layers": opts["layers"], "k": k, "filters": opts["filters"], "decay": opts["decay"],
-                "rerank": opts["rerank"], "mmr": False}
+    @staticmethod
+    def _search_kwargs(opts: dict[str, Any]) -> dict[str, Any]:
+        return {"k": opts["k"], "layers": opts["layers"], "filters": opts["filters"], "decay": opts["decay"],
+                "rerank": opts["rerank"], "mmr": opts["mmr"]}
 
-    def _documents(self, found: list[Candidate], notes: list[str], opts: dict[str, Any]) -> list[Document]:
+    def _documents(self, hits: SearchHits, opts: dict[str, Any]) -> list[Document]:
         min_score = opts["min_score"]
-        kept = [c for c in found if min_score is None or c.score >= min_score]
-        if opts["mmr"]:
-            kept = mmr_order(kept, lambda_=self.engine.config.retrieval.mmr_lambda)
-        return [candidate_to_document(c, self.scope, degradations=notes) for c in kept[: opts["k"]]]
+        kept = [c for c in hits.candidates if min_score is None or c.score >= min_score]
+        return [memory_document(c, default_trust=self._memory.default_trust, decisions=opts["decisions"],
+                                degradations=hits.degradations) for c in kept[: opts["k"]]]
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         opts = self._options(kwargs)
-        found, notes = self.engine.search(query, self.scope, **self._search_kwargs(opts))
-        return self._documents(found, notes, opts)
+        return self._documents(self._memory.search(query, **self._search_kwargs(opts)), opts)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         opts = self._options(kwargs)
-        found, notes = await self.engine.asearch(query, self.scope, **self._search_kwargs(opts))
-        return self._documents(found, notes, opts)
+        return self._documents(await self._memory.asearch(query, **self._search_kwargs(opts)), opts)

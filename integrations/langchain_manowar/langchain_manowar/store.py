@@ -1,13 +1,18 @@
 """``ManowarStore``: a LangGraph ``BaseStore`` backed by the engine (and ``ManowarKVStore``, a
 LangChain key-value store on top of it).
 
-Each item ``(namespace, key) -> value`` is one memory row in the store's scope
-(``source="knowledge"``, so it is searched in the vectors layer). Its metadata holds:
+Each item ``(namespace, key) -> value`` is one keyed memory row of the store's scope
+(``ScopedMemory.upsert`` / ``get_keys`` / ``delete_keys``; the row key is derived from the
+namespace and the key; ``source="knowledge"``, so it is searched in the vectors layer).
+A store in a user's scope also reads the agent's shared (user-less) items; a put there
+writes the user's own copy, which shadows the shared item for that user only, and a delete
+removes only the user's own copy (the shared item shows through again). Its metadata holds:
 
 * ``lg_kind: "item"`` (marks store rows), ``lg_namespace`` (the namespace as JSON, for
   exact lookups), ``lg_ns: {"d0": ..., "d1": ...}`` (one label per depth, for prefix
   filters), ``lg_depth``, ``lg_key``;
-* ``lg_value`` (the value itself) and ``lg_indexed`` (False for ``index=False`` puts).
+* ``lg_value`` (the value itself), ``lg_indexed`` (False for ``index=False`` puts) and
+  ``lg_created_at`` (when the item was first put, kept across puts).
 
 The row's text is built from the value: the configured index fields
 (``index={"fields": [...]}``, LangGraph's path syntax; default ``["$"]``, the whole value
@@ -65,12 +70,13 @@ except ImportError:  # langgraph before the helper existed
         elif isinstance(op, ListNamespacesOp):
             for condition in op.match_conditions or ():
                 _validate_namespace_labels(tuple(condition.path))
-from manowar_memory import MemoryEngine, MemoryRecord, Scope
+from manowar_memory import MemoryEngine, MemoryRecord, Scope, ScopedMemory
 from manowar_memory.scope import ScopeLike
+from manowar_memory.scoped import DOC_KEY, TrustLevel
 
 from ._convert import coerce_scope
 
-__all__ = ["ManowarKVStore", "ManowarStore"]
+__all__ = ["ManowarKVStore", "ManowarStore", "item_key"]
 
 KIND = "item"
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -82,6 +88,11 @@ def _ns_json(namespace: Sequence[str]) -> str:
 
 def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def item_key(namespace: Sequence[str], key: str) -> str:
+    """The row key of a LangGraph item: its namespace and key, unambiguously."""
+    return json.dumps([list(namespace), str(key)], ensure_ascii=False, separators=(",", ":"))
 
 
 def _compare(item_value: Any, filter_value: Any) -> bool:
@@ -142,6 +153,11 @@ class ManowarStore(BaseStore):
     :class:`LangChainEmbedder` and give it to the engine). ``fill_unranked`` appends the
     non-matching items (``score=None``) after the ranked ones in a query search, as
     ``InMemoryStore`` does. ``max_scan`` bounds the rows read for listings and filtered scans.
+    ``trust`` is the trust level of the items it writes (the application's choice).
+
+    Every read and write goes through ``engine.scoped(scope)``: in a user's scope the agent's
+    shared items are read too, a put shadows a shared item with the user's own copy and a
+    delete removes only the user's own copy.
     """
 
     supports_ttl = False
@@ -151,12 +167,14 @@ class ManowarStore(BaseStore):
         *,
         engine: MemoryEngine,
         scope: ScopeLike,
+        trust: TrustLevel | None = None,
         index: Mapping[str, Any] | None = None,
         fill_unranked: bool = True,
         max_scan: int = 10_000,
     ) -> None:
         self.engine = engine
         self.scope: Scope = coerce_scope(scope)
+        self.memory: ScopedMemory = engine.scoped(self.scope, trust=trust)
         index = dict(index or {})
         if index.get("embed") is not None:
             raise ValueError(
@@ -181,21 +199,41 @@ class ManowarStore(BaseStore):
                 out[f"metadata.lg_ns.d{depth}"] = label
         return out
 
-    def _rows(self, namespace: tuple[str, ...], key: str) -> list[MemoryRecord]:
-        filters = {**self._base_filters(), "metadata.lg_namespace": _ns_json(namespace), "metadata.lg_key": key}
-        return self.engine.list_items(self.scope, filters=filters, limit=5)
+    def _visible(self, rows: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+        """One row per item: the scope's own copy where it shadows a shared one; order kept."""
+        rows = list(rows)
+        owned = {str(r.metadata.get(DOC_KEY)) for r in rows if self.memory.owns(r)}
+        out: list[MemoryRecord] = []
+        seen: set[str] = set()
+        for rec in rows:
+            key = str(rec.metadata.get(DOC_KEY))
+            if key in seen or (key in owned and not self.memory.owns(rec)):
+                continue
+            seen.add(key)
+            out.append(rec)
+        return out
+
+    def rows(self, filters: Mapping[str, Any], limit: int) -> list[MemoryRecord]:
+        """The visible item rows matching ``filters`` (newest first, shadowed shared rows left out)."""
+        return self._visible(self.memory.list(filters=filters, limit=max(1, min(limit, self.max_scan))))
 
     @staticmethod
     def _namespace(rec: MemoryRecord) -> tuple[str, ...]:
         return tuple(json.loads(rec.metadata["lg_namespace"]))
 
+    @staticmethod
+    def _created(rec: MemoryRecord) -> int:
+        created = rec.metadata.get("lg_created_at")
+        return created if isinstance(created, int) and not isinstance(created, bool) else rec.created_at
+
     def _item(self, rec: MemoryRecord) -> Item:
         return Item(value=dict(rec.metadata.get("lg_value") or {}), key=str(rec.metadata["lg_key"]),
-                    namespace=self._namespace(rec), created_at=_dt(rec.created_at), updated_at=_dt(rec.updated_at))
+                    namespace=self._namespace(rec), created_at=_dt(self._created(rec)),
+                    updated_at=_dt(rec.updated_at))
 
     def _search_item(self, rec: MemoryRecord, score: float | None) -> SearchItem:
         return SearchItem(namespace=self._namespace(rec), key=str(rec.metadata["lg_key"]),
-                          value=dict(rec.metadata.get("lg_value") or {}), created_at=_dt(rec.created_at),
+                          value=dict(rec.metadata.get("lg_value") or {}), created_at=_dt(self._created(rec)),
                           updated_at=_dt(rec.updated_at), score=score)
 
     def text_for(self, value: Mapping[str, Any], index: Sequence[str] | None = None) -> str:
@@ -210,8 +248,9 @@ class ManowarStore(BaseStore):
 
     # ---------------------------------------------------------------- operations
     def _get(self, op: GetOp) -> Item | None:
-        rows = self._rows(tuple(op.namespace), str(op.key))
-        return self._item(rows[0]) if rows else None
+        key = item_key(tuple(op.namespace), str(op.key))
+        rec = self.memory.get_keys([key], filters=self._base_filters()).get(key)
+        return self._item(rec) if rec is not None else None
 
     def _value_filters(self, flt: Mapping[str, Any] | None) -> dict[str, Any]:
         """Simple equalities on top-level value keys, pushed into the engine query."""
@@ -243,52 +282,62 @@ class ManowarStore(BaseStore):
         ranked: list[SearchItem] = []
         seen: set[str] = set()
         if op.query and op.query.strip():
-            cands, _ = self.engine.search(
-                op.query, self.scope, layers=("vectors",), k=max(want * 2, 10),
-                filters={**filters, "metadata.lg_indexed": True},
-            )
-            for cand in cands:
+            hits = self.memory.search(op.query, layers=("vectors",), k=max(want * 2, 10),
+                                      filters={**filters, "metadata.lg_indexed": True})
+            found = [c for c in hits.candidates if isinstance(c.record, MemoryRecord)]
+            kept = {id(r) for r in self._visible(c.record for c in found)}
+            for cand in found:
                 rec = cand.record
-                if isinstance(rec, MemoryRecord) and rec.id not in seen and self._keep(rec, op):
+                if id(rec) in kept and rec.id not in seen and self._keep(rec, op):
                     seen.add(rec.id)
                     ranked.append(self._search_item(rec, float(cand.score)))
             if not self.fill_unranked or len(ranked) >= want:
                 return ranked[offset:want]
-        scan = want + len(seen) if exact_pushdown else self.max_scan
-        rows = self.engine.list_items(self.scope, filters=filters, limit=min(scan, self.max_scan))
-        rest = [self._search_item(r, None) for r in rows if r.id not in seen and self._keep(r, op)]
+        # shadowed shared rows and ranked keys are read too, so scan past them
+        scan = 2 * want + len(seen) if exact_pushdown else self.max_scan
+        ranked_keys = {item_key(i.namespace, i.key) for i in ranked}
+        rows = self.rows(filters, scan)
+        rest = [self._search_item(r, None) for r in rows
+                if str(r.metadata.get(DOC_KEY)) not in ranked_keys and self._keep(r, op)]
         return (ranked + rest)[offset:want]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = tuple(op.match_conditions or ())
         prefix = next((c.path for c in conditions if c.match_type == "prefix"), ())
-        rows = self.engine.list_items(self.scope, filters=self._prefix_filters(prefix), limit=self.max_scan)
+        rows = self.rows(self._prefix_filters(prefix), self.max_scan)
         namespaces = {self._namespace(r) for r in rows}
         namespaces = {ns for ns in namespaces if all(_matches(ns, c) for c in conditions)}
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
         return sorted(namespaces)[op.offset : op.offset + op.limit]
 
-    def _put(self, op: PutOp) -> None:
-        namespace, key = tuple(op.namespace), str(op.key)
-        rows = self._rows(namespace, key)
-        if op.value is None:
-            for rec in rows:
-                self.engine.delete_item(self.scope, rec.id, hard=True)
+    def _write(self, puts: Sequence[PutOp]) -> None:
+        """Deletes (value None) and upserts of the batch's last write per key."""
+        deletes = [item_key(tuple(op.namespace), str(op.key)) for op in puts if op.value is None]
+        if deletes:
+            self.memory.delete_keys(deletes, filters=self._base_filters())
+        writes = [op for op in puts if op.value is not None]
+        if not writes:
             return
-        value = dict(op.value)
-        text = self.text_for(value, op.index if isinstance(op.index, list) else None)
-        meta: dict[str, Any] = {
-            "lg_kind": KIND, "lg_namespace": _ns_json(namespace),
-            "lg_ns": {f"d{depth}": label for depth, label in enumerate(namespace)},
-            "lg_depth": len(namespace), "lg_key": key, "lg_value": value, "lg_indexed": op.index is not False,
-        }
-        if rows:
-            self.engine.update_item(self.scope, rows[0].id, content=text, metadata=meta)
-            for extra in rows[1:]:  # a concurrent writer outside this process could have doubled a key
-                self.engine.delete_item(self.scope, extra.id, hard=True)
-        else:
-            self.engine.ingest(self.scope, [{"content": text, "source": "knowledge", "metadata": meta}])
+        keys = [item_key(tuple(op.namespace), str(op.key)) for op in writes]
+        current = self.memory.get_keys(keys, filters=self._base_filters())
+        items = []
+        for op, key in zip(writes, keys, strict=True):
+            namespace = tuple(op.namespace)
+            value = dict(op.value or {})
+            previous = current.get(key)
+            created = self._created(previous) if previous is not None and self.memory.owns(previous) else None
+            meta: dict[str, Any] = {
+                "lg_kind": KIND, "lg_namespace": _ns_json(namespace),
+                "lg_ns": {f"d{depth}": label for depth, label in enumerate(namespace)},
+                "lg_depth": len(namespace), "lg_key": str(op.key), "lg_value": value,
+                "lg_indexed": op.index is not False,
+            }
+            if created is not None:
+                meta["lg_created_at"] = created
+            items.append({"key": key, "content": self.text_for(value, op.index if isinstance(op.index, list) else None),
+                          "metadata": meta})
+        self.memory.upsert(items, source="knowledge", key_filters=self._base_filters())
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the state before this batch's writes),
@@ -313,8 +362,7 @@ class ManowarStore(BaseStore):
                 raise ValueError(f"unknown operation {type(op).__name__}")
         if puts:
             with self._lock:
-                for op in puts.values():
-                    self._put(op)
+                self._write(list(puts.values()))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -351,8 +399,9 @@ class ManowarKVStore(KVBaseStore[str, Any]):
     cached values stay out of an agent's recall.
     """
 
-    def __init__(self, *, engine: MemoryEngine, scope: ScopeLike, namespace: Sequence[str] = ("kv",)) -> None:
-        self.store = ManowarStore(engine=engine, scope=scope, fill_unranked=False)
+    def __init__(self, *, engine: MemoryEngine, scope: ScopeLike, namespace: Sequence[str] = ("kv",),
+                 trust: TrustLevel | None = None) -> None:
+        self.store = ManowarStore(engine=engine, scope=scope, trust=trust, fill_unranked=False)
         self.namespace = tuple(namespace)
 
     def mget(self, keys: Sequence[str]) -> list[Any | None]:
@@ -370,10 +419,8 @@ class ManowarKVStore(KVBaseStore[str, Any]):
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
         """The keys, optionally those starting with ``prefix``."""
-        rows = self.store.engine.list_items(
-            self.store.scope, filters={"metadata.lg_kind": KIND, "metadata.lg_namespace": _ns_json(self.namespace)},
-            limit=self.store.max_scan,
-        )
+        rows = self.store.rows({"metadata.lg_kind": KIND, "metadata.lg_namespace": _ns_json(self.namespace)},
+                                self.store.max_scan)
         for rec in rows:
             key = str(rec.metadata["lg_key"])
             if prefix is None or key.startswith(prefix):
