@@ -13,8 +13,13 @@ from pydantic import BeforeValidator, Field, InstanceOf
 
 from manowar_memory.engine import MemoryEngine
 from manowar_memory.scope import Scope
+from manowar_memory.scoped import ScopedMemory
 
-__all__ = ["EngineField", "OptionalEngineField", "OptionalScopeField", "ScopeField", "coerce_scope"]
+__all__ = ["EngineField", "OptionalEngineField", "OptionalScopeField", "ScopeField", "coerce_scope", "settings_surface"]
+
+#: The scope of a surface used only to read engine settings (embedder, reranker, config):
+#: embeddings and ranking stages have no owner, and any scope reaches the same settings.
+SETTINGS_SCOPE = Scope(agent_wallet="llama-index-manowar:settings")
 
 
 def coerce_scope(value: Any) -> Any:
@@ -33,6 +38,13 @@ OptionalEngineField = Annotated[
     InstanceOf[MemoryEngine] | None, Field(exclude=True, description="The memory engine (optional here)."),
 ]
 """Use as ``engine: OptionalEngineField = None``."""
+def settings_surface(engine: MemoryEngine, scope: Scope | None) -> ScopedMemory:
+    """The scoped surface a settings-only adapter (embeddings, node postprocessors) reads the
+    engine's embedder, reranker and config through: ``scope`` when given, else a placeholder
+    (nothing is read from or written to it)."""
+    return engine.scoped(scope if scope is not None else SETTINGS_SCOPE)
+
+
 OptionalScopeField = Annotated[
     InstanceOf[Scope] | None, BeforeValidator(coerce_scope),
     Field(exclude=True, description="Whose memory (optional here)."),

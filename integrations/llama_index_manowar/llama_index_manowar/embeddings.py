@@ -24,7 +24,7 @@ from manowar_memory.embeddings import resolve_embedder
 from manowar_memory.embeddings.base import BaseEmbedder, Embedder, InputType
 from manowar_memory.errors import ConfigurationError
 
-from ._fields import OptionalEngineField, OptionalScopeField
+from ._fields import OptionalEngineField, OptionalScopeField, settings_surface
 
 __all__ = ["LlamaIndexEmbedder", "ManowarEmbedding", "to_engine_embedder"]
 
@@ -59,7 +59,7 @@ class ManowarEmbedding(BaseEmbedding):
         """Resolve the embedder and name the model after it."""
         super().model_post_init(context)
         if self.embedder is None and self.engine is not None:
-            self.embedder = self.engine.embedder
+            self.embedder = settings_surface(self.engine, self.scope).embedder
         if self.embedder is None:
             raise ConfigurationError(
                 "ManowarEmbedding needs an embedder: the engine is keyword-only (embedder=None); "
@@ -136,5 +136,5 @@ def to_engine_embedder(embed_model: BaseEmbedding) -> Embedder:
     """An engine embedder for a LlamaIndex embedding: the wrapped engine embedder for a
     :class:`ManowarEmbedding`, else a :class:`LlamaIndexEmbedder`."""
     if isinstance(embed_model, ManowarEmbedding):
-        return embed_model._inner
+        return cast(Embedder, embed_model.embedder)
     return LlamaIndexEmbedder(embed_model)

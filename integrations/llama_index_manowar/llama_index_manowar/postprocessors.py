@@ -42,7 +42,7 @@ from manowar_memory.rerankers.base import Reranker
 from manowar_memory.scoped import pack_context
 
 from ._convert import TRACE_KEY, node_to_candidate, with_trace
-from ._fields import OptionalEngineField, OptionalScopeField
+from ._fields import OptionalEngineField, OptionalScopeField, settings_surface
 
 __all__ = [
     "ManowarDecayPostprocessor",
@@ -67,7 +67,7 @@ class _ManowarPostprocessor(BaseNodePostprocessor):
     time_key: str | None = Field(default=None, description="Metadata key holding a node's timestamp.")
 
     def _retrieval_config(self) -> RetrievalConfig:
-        return self.engine.config.retrieval if self.engine is not None else RetrievalConfig()
+        return settings_surface(self.engine, self.scope).config.retrieval if self.engine is not None else RetrievalConfig()
 
     def _candidates(self, nodes: list[NodeWithScore]) -> list[Candidate]:
         return [node_to_candidate(n, default_layer=self.default_layer, time_key=self.time_key) for n in nodes]
@@ -152,7 +152,7 @@ class ManowarRerankPostprocessor(_ManowarPostprocessor):
         """Resolve the reranker (given, else the engine's) and fail early when there is none."""
         super().model_post_init(context)
         if self.reranker is None and self.engine is not None:
-            self.reranker = self.engine.reranker
+            self.reranker = settings_surface(self.engine, self.scope).reranker
         if self.reranker is None:
             raise ConfigurationError(
                 "ManowarRerankPostprocessor needs a reranker: pass reranker=... or an engine built with "
@@ -273,7 +273,7 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
 
     def pack_nodes(self, nodes: list[NodeWithScore], query: str = "") -> tuple[list[NodeWithScore], PackResult]:
         """Pack ``nodes`` for ``query``; returns the kept (wrapped) nodes and the full :class:`PackResult`."""
-        packer = self.engine.config.packer if self.engine is not None else None
+        packer = settings_surface(self.engine, self.scope).config.packer if self.engine is not None else None
         retrieval = self._retrieval_config()
         candidates = self._candidates(nodes)
         # the packer reports by candidate id: make ids unique when two nodes share one

@@ -31,7 +31,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from llama_index.core.base.llms.types import ContentBlock, TextBlock
 from llama_index.core.tools import FunctionTool, ToolMetadata, ToolOutput
 from llama_index.core.tools.tool_spec.base import BaseToolSpec
 
@@ -48,16 +47,17 @@ def _json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
+def _as_json(output: ToolOutput) -> ToolOutput:
+    """The output with the result dict as JSON text (FunctionTool would give its Python repr)."""
+    return ToolOutput(content=_json(output.raw_output), tool_name=output.tool_name, raw_input=output.raw_input,
+                      raw_output=output.raw_output)
+
+
 class ManowarFunctionTool(FunctionTool):
     """A ``FunctionTool`` over one catalog tool: JSON text content with the result dict as
     ``raw_output``, and a failure as ``ToolOutput(is_error=True)`` carrying the structured
     error (its ``raw_output`` is the payload dict, its ``exception`` the
     :class:`~manowar_memory.ToolCallError`)."""
-
-    def _parse_tool_output(self, raw_output: Any) -> list[ContentBlock]:
-        if isinstance(raw_output, (dict, list)):
-            return [TextBlock(text=_json(raw_output))]
-        return super()._parse_tool_output(raw_output)
 
     def _error(self, exc: ToolCallError, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> ToolOutput:
         return ToolOutput(
@@ -68,14 +68,14 @@ class ManowarFunctionTool(FunctionTool):
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Run the tool; a failure comes back as ``is_error=True`` output, not an exception."""
         try:
-            return super().call(*args, **kwargs)
+            return _as_json(super().call(*args, **kwargs))
         except ToolCallError as exc:
             return self._error(exc, args, kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Async twin of :meth:`call`."""
         try:
-            return await super().acall(*args, **kwargs)
+            return _as_json(await super().acall(*args, **kwargs))
         except ToolCallError as exc:
             return self._error(exc, args, kwargs)
 
