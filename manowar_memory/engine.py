@@ -314,14 +314,16 @@ class MemoryEngine:
 
     @staticmethod
     def fact_hash(scope: Scope, text: str) -> str:
-        """``H(agent | lower(user or '_') | mode | hai | lower(trim(fact)))``: the dedupe key of a fact.
+        """The dedupe key of a fact: a hash of the whole scope (agent, user, mode, HAI, exactly as
+        the scope holds them) and the trimmed, lower-cased text.
 
-        The reference left mode and hai out, so a fact already known in one HAI was never
-        stored for another; here each scope keeps its own copy."""
-        return content_hash(
-            f"{scope.agent_wallet}|{(scope.user_address or '_').lower()}|{scope.mode or '_'}|{scope.hai_id or '_'}"
-            f"|{text.strip().lower()}"
-        )
+        The reference left mode and HAI out (a fact known in one HAI was never stored for
+        another) and lower-cased the user while scopes are case-sensitive (``alice``'s fact was
+        dropped as a duplicate of ``Alice``'s and the result pointed at Alice's row)."""
+        import json
+
+        parts = [scope.agent_wallet, scope.user_address, scope.mode, scope.hai_id, text.strip().lower()]
+        return content_hash(json.dumps(parts, ensure_ascii=False))
 
     def ingest(
         self,

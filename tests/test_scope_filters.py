@@ -496,3 +496,16 @@ def test_a_forged_thread_id_neither_reads_nor_joins_another_users_working_buffer
                          session_id=victim.thread_session_id())
     assert [m.content for m in engine.thread_messages(victim)] == ["My bank PIN is 9921."]
     engine.close()
+
+
+def test_a_fact_of_alice_is_not_a_duplicate_of_the_same_fact_of_Alice() -> None:
+    from manowar_memory import MemoryEngine
+
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    upper = engine.remember(Scope(agent_wallet="a", user_address="Alice"), "Likes oolong tea.")
+    lower = engine.remember(Scope(agent_wallet="a", user_address="alice"), "Likes oolong tea.")
+    assert not lower.deduplicated and lower.id != upper.id
+    assert engine.get_item(Scope(agent_wallet="a", user_address="alice"), lower.id).user_address == "alice"
+    again = engine.remember(Scope(agent_wallet="a", user_address="alice"), "  likes OOLONG tea. ")
+    assert again.deduplicated and again.id == lower.id
+    engine.close()
