@@ -29,6 +29,7 @@ recalled in the next. Chat roles map through :func:`manowar_memory.scoped.chat_r
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -222,7 +223,7 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         ``additional_kwargs['session_id']`` on what it flushes); it is the thread when
         the scope has none.
         """
-        prepared = self._new(messages, session_id)
+        prepared = await asyncio.to_thread(self._new, messages, session_id)  # may read the transcript
         if prepared is None:
             return None
         thread, fresh = prepared
