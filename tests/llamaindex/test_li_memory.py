@@ -285,3 +285,17 @@ def test_manowar_memory_records_agent_scratchpads(engine: MemoryEngine, scope: S
         ("assistant", "It is sunny.")]
     with pytest.raises(ValueError, match="window"):
         ManowarMemory(engine=engine, scope=scope, window=3)  # type: ignore[call-arg]
+
+
+def test_a_named_session_goes_on_where_it_stopped_and_reset_clears_it(engine: MemoryEngine, scope: Scope) -> None:
+    first = ManowarMemory(engine=engine, scope=scope, session_id="s-42", extract_facts=False)
+    first.put_messages([ChatMessage(role="user", content="I parked on level 3."),
+                        ChatMessage(role="assistant", content="Noted: level 3.")])
+    resumed = ManowarMemory(engine=engine, scope=scope, session_id="s-42")
+    assert [m.content for m in resumed.get_all()] == ["I parked on level 3.", "Noted: level 3."]
+    assert ManowarMemory(engine=engine, scope=scope, session_id="s-other").get_all() == []
+    assert ManowarMemory(engine=engine, scope=scope.with_thread("s-42"), session_id="s-42").get_all()
+    other_user = Scope(agent_wallet=scope.agent_wallet, user_address="user-2")
+    assert ManowarMemory(engine=engine, scope=other_user, session_id="s-42").get_all() == []
+    resumed.reset()
+    assert resumed.get_all() == [] and ManowarMemory(engine=engine, scope=scope, session_id="s-42").get_all() == []

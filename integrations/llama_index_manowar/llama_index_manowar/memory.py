@@ -269,8 +269,9 @@ class ManowarMemory(BaseMemory):
     * ``set`` replaces the session's messages without recording them (they are history
       already); ``reset`` clears the session. Long-term memory is never erased by either.
 
-    The session's messages live in this object; what persists across sessions is what
-    the engine recorded. Unknown keyword arguments raise.
+    A memory built for a named session (``session_id=`` or a scope with a thread) starts
+    with that thread's recorded messages, so a session goes on across processes; what
+    persists across sessions is what the engine recorded. Unknown keyword arguments raise.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -302,10 +303,13 @@ class ManowarMemory(BaseMemory):
         """Pick the session id (given, else the scope's thread, else a fresh one) and bind the
         memory to that thread of its scope."""
         super().model_post_init(context)
+        resumed = self.session_id is not None or self.scope.thread_id is not None
         if self.session_id is None:
             self.session_id = self.scope.thread_id or f"li-{uuid.uuid4().hex[:16]}"
         scope = self.scope if self.scope.thread_id else self.scope.with_thread(self.session_id)
         self._memory = self.engine.scoped(scope, require_thread=True)
+        if resumed:  # a named session goes on where it stopped, in this process or another
+            self._history = [ChatMessage(role=MessageRole(m.role), content=m.content) for m in self._memory.messages()]
 
     @classmethod
     def class_name(cls) -> str:
@@ -440,10 +444,14 @@ class ManowarMemory(BaseMemory):
         self.set(messages)
 
     def reset(self) -> None:
-        """Clear the session's messages (long-term memory stays)."""
+        """Clear the session: its messages here and its recorded thread (transcript and working
+        buffer). Long-term memory (facts, session rows) stays."""
         self._history = []
         self._pending = []
+        self._memory.clear_thread()
 
     async def areset(self) -> None:
         """Async twin of :meth:`reset`."""
-        self.reset()
+        self._history = []
+        self._pending = []
+        await self._memory.aclear_thread()
