@@ -963,7 +963,8 @@ class MemoryEngine:
         if kind not in getters:
             raise InvalidInputError(f"kind must be archive, pattern or skill, got {kind!r}")
         found = getters[kind](artifact_id) if isinstance(artifact_id, str) and artifact_id else None
-        if found is None or getattr(found, "agent_wallet", None) != scope.agent_wallet:
+        owners = {getattr(found, "agent_wallet", None), *(getattr(found, "agents", None) or [])}
+        if found is None or scope.agent_wallet not in owners:
             raise NotFoundError(f"{kind} {artifact_id!r} does not exist for this agent")
         return found
 

@@ -9,7 +9,9 @@ import pytest
 from manowar_memory import MemoryEngine, Scope
 from manowar_memory.embeddings.fake import FakeEmbedder
 from manowar_memory.errors import InvalidInputError, NotFoundError
-from manowar_memory.jobs import job_tools, run_job
+from manowar_memory import ToolCallError, memory_tools
+from manowar_memory.jobs import run_job
+from manowar_memory.tools import TOOL_GROUPS
 
 from test_jobs import STORES, make_store
 
@@ -132,34 +134,29 @@ def test_consolidated_rows_never_reach_retrieval(engine):
 
 
 def test_item_tools(engine):
-    tools = {t.name: t for t in job_tools(engine)}
-    assert set(tools) == {
-        "memory_consolidate", "memory_patterns_extract", "memory_archive_create", "memory_decay_update",
-        "memory_cleanup", "memory_archive_restore", "memory_archive_pin", "memory_validate_pattern",
-        "memory_promote_pattern", "memory_list_skills", "memory_get_skill", "memory_get_item",
-        "memory_update_item", "memory_delete_item", "memory_resolve_conflict"}
-    for tool in tools.values():  # every tool: a description and an object schema of its arguments
-        assert tool.description and tool.json_schema()["type"] == "object" and callable(tool.func)
-    for name in ("memory_get_item", "memory_update_item", "memory_delete_item", "memory_resolve_conflict"):
-        schema = tools[name].json_schema()
-        assert {"agent_wallet", "memory_id"} <= set(schema["required"]), name
-        assert schema["additionalProperties"] is False
+    tools = {t.name: t for t in memory_tools(engine.scoped(ALICE), groups=TOOL_GROUPS)}
+    assert {"memory_get", "memory_update", "memory_delete", "memory_resolve_conflict"} <= set(tools)
+    for tool in tools.values():  # every tool: a description and a closed object schema of its arguments
+        schema = tool.json_schema()
+        assert tool.description and schema["type"] == "object" and schema["additionalProperties"] is False
+        assert not {"agent_wallet", "user_address", "mode", "hai_id"} & set(schema.get("properties", {}))
     (rid,) = engine.ingest(ALICE, ["The user studies Japanese"])
-    args = {"agent_wallet": AGENT, "user_address": "alice", "memory_id": rid}
-    got = tools["memory_get_item"].func(**args)["item"]
-    assert got["vectorId"] == rid and "embedding" not in got
-    upd = tools["memory_update_item"].func(**args, content="The user studies Korean")
-    assert upd["updated"] and upd["item"]["content"] == "The user studies Korean"
+    got = tools["memory_get"].call(memory_id=rid)["memory"]
+    assert got["id"] == rid and got["text"] == "The user studies Japanese" and "embedding" not in got
+    upd = tools["memory_update"].call(memory_id=rid, content="The user studies Korean")
+    assert upd["updated"] and upd["memory"]["text"] == "The user studies Korean"
     other = engine.ingest(ALICE, ["The user studies Korean daily"])[0]
-    res = tools["memory_resolve_conflict"].func(**args, resolution="supersede", winning_memory_id=other)
-    assert res == {"resolved": True, "memoryId": rid, "status": "superseded", "item": res["item"]}
-    with pytest.raises(NotFoundError):
-        tools["memory_get_item"].func(**args)
-    assert tools["memory_delete_item"].func(**{**args, "memory_id": other}) == {
-        "deleted": True, "hardDeleted": False, "memoryId": other}
-    with pytest.raises(InvalidInputError, match="memory_resolve_conflict"):
-        tools["memory_resolve_conflict"].func(**args, resolution="explode")
-    assert not {"memory_get_item"} & {t.name for t in job_tools(engine.store)}, "item tools need an engine"
+    res = tools["memory_resolve_conflict"].call(memory_id=rid, resolution="supersede", winning_memory_id=other)
+    assert res["resolved"] and res["memory"]["status"] == "superseded"
+    with pytest.raises(ToolCallError) as err:
+        tools["memory_get"].call(memory_id=rid)
+    assert err.value.payload["error"]["type"] == "NotFoundError"
+    assert tools["memory_delete"].call(memory_id=other) == {"deleted": True, "memory_id": other, "hard": False}
+    with pytest.raises(ToolCallError, match="resolution"):
+        tools["memory_resolve_conflict"].call(memory_id=rid, resolution="explode")
+    bob = {t.name: t for t in memory_tools(engine.scoped(BOB))}
+    with pytest.raises(ToolCallError):
+        bob["memory_get"].call(memory_id=other)
 
 
 def test_superseded_or_deleted_fact_can_be_remembered_again(engine):

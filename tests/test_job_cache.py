@@ -12,7 +12,8 @@ import pytest
 
 from manowar_memory import MemoryEngine, Scope
 from manowar_memory._util import DAY_MS, now_ms
-from manowar_memory.jobs import job_tools, run_job
+from manowar_memory import memory_tools
+from manowar_memory.jobs import run_job
 from manowar_memory.records import Message, Transcript
 from manowar_memory.testing import QueryCachedEngine
 
@@ -111,8 +112,8 @@ def test_archive_restore_and_promote_invalidate(engine):
     assert ids[0] not in _ids(engine, "visited city", ALICE)[0]
     assert _ids(engine, "visited city", ALICE)[1], "cached"
 
-    tools = {t.name: t for t in job_tools(engine)}
-    assert tools["memory_archive_restore"].func(archive_id=archive_id)["restored"] == 1
+    tools = {t.name: t for t in memory_tools(engine.scoped(ALICE), groups=["jobs"])}
+    assert tools["memory_archive_restore"].call(archive_id=archive_id)["restored"] == 1
     found, hit = _ids(engine, "visited city", ALICE)
     assert not hit and set(ids) <= found
 

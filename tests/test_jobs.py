@@ -12,12 +12,12 @@ import pytest
 
 from manowar_memory._util import DAY_MS, now_ms
 from manowar_memory.errors import InvalidInputError
+from manowar_memory import ToolCallError
 from manowar_memory.jobs import (
     ArchiveRestoreParams,
     archive_restore,
     decode_archive,
     job_store,
-    job_tools,
     promote_pattern,
     run_job,
     validate_pattern,
@@ -383,9 +383,12 @@ def test_list_and_get_skills(store):
     got = get_skill(store, ids["pat_other"])
     assert got.agents == ["0xother"] and got.description.startswith("Learned from pattern pat_other")
     assert get_skill(store, "skill_missing") is None
-    tools = {t.name: t for t in job_tools(store)}
-    assert tools["memory_get_skill"].func(skill_id=ids[weak])["skill"]["name"] == "Skill pat_weak2"
-    assert tools["memory_get_skill"].func(skill_id="nope") == {"skill": None}
+    tools = _job_tools(store)
+    assert tools["memory_get_skill"].call(skill_id=ids[weak])["skill"]["name"] == "Skill pat_weak2"
+    for not_ours in ("nope", ids["pat_other"]):  # missing, or another agent's: the same NotFoundError
+        with pytest.raises(ToolCallError) as err:
+            tools["memory_get_skill"].call(skill_id=not_ours)
+        assert err.value.payload["error"]["type"] == "NotFoundError"
 
 
 def test_failed_job_record_is_stored(store):
@@ -396,26 +399,38 @@ def test_failed_job_record_is_stored(store):
 
 
 # ------------------------------------------------------------------ tools
+def _job_tools(store):
+    from manowar_memory import MemoryEngine, Scope, memory_tools
+
+    engine = MemoryEngine(store=store, embedder="fake")  # the fixture closes the store
+    return {t.name: t for t in memory_tools(engine.scoped(Scope(agent_wallet=AGENT)), groups=["jobs"])}
+
+
 def test_job_tools_registry(store):
-    tools = {t.name: t for t in job_tools(store)}
+    tools = _job_tools(store)
     assert {"memory_consolidate", "memory_patterns_extract", "memory_archive_create", "memory_decay_update",
-            "memory_cleanup", "memory_validate_pattern", "memory_promote_pattern"} <= set(tools)
+            "memory_validate_pattern", "memory_promote_pattern"} <= set(tools)
+    assert "memory_cleanup" not in tools, "cleanup spans every agent: not a scoped tool"
     schema = tools["memory_decay_update"].json_schema()
     assert "half_life_days" in schema["properties"] and "dry_run" in schema["properties"]
+    assert "agent_wallet" not in schema["properties"]
     assert tools["memory_promote_pattern"].json_schema()["required"] == ["pattern_id", "skill_name"]
     _add(store, _row("a", age_days=30))
-    out = tools["memory_decay_update"].func(half_life_days=30)
-    assert out["status"] == "completed" and out["data"]["updated"] == 1
+    _add(store, _row("b", age_days=30, agent="0xother"))
+    out = tools["memory_decay_update"].call(half_life_days=30)
+    assert out["status"] == "completed" and out["report"]["updated"] == 1, "only the bound agent's row"
     pid = _pattern(store, 8, 0.9)
-    res = tools["memory_promote_pattern"].func(pattern_id=pid, skill_name="S")
+    res = tools["memory_promote_pattern"].call(pattern_id=pid, skill_name="S")
     assert res["promoted"] is True
-    assert tools["memory_list_skills"].func(agent_wallet=AGENT)["skills"][0]["name"] == "S"
+    assert tools["memory_list_skills"].call()["skills"][0]["name"] == "S"
 
 
 async def test_job_tool_async(store):
-    tools = {t.name: t for t in job_tools(store)}
-    out = await tools["memory_cleanup"].afunc(older_than_days=0)
-    assert out["status"] == "failed" and "older_than_days" in out["error"]
+    tools = _job_tools(store)
+    out = await tools["memory_decay_update"].acall(half_life_days=30, dry_run=True)
+    assert out["status"] == "completed" and out["report"]["dryRun"] is True
+    with pytest.raises(ToolCallError, match="half_life_days"):
+        await tools["memory_decay_update"].acall(half_life_days=0)
 
 
 def test_run_job_accepts_engine(store):

@@ -1,6 +1,6 @@
 """Maintenance jobs: consolidate, patterns_extract, archive_create (+ restore, + IPFS pin
 through Pinata), decay_update and cleanup; pattern → skill promotion; the jobs and item
-operations as tools; Temporal workflows.
+operations (the tools are the catalog in :mod:`manowar_memory.tools`); Temporal workflows.
 
 >>> from manowar_memory.jobs import run_job
 >>> job = run_job(engine, "decay_update", {"half_life_days": 30})   # doctest: +SKIP
@@ -59,25 +59,15 @@ from .schedules import (
     remove_schedules,
     schedule_table,
 )
-from .tools import (
-    DeleteItemArgs,
-    GetItemArgs,
-    GetSkillArgs,
-    ItemScopeArgs,
-    JobTool,
-    ResolveConflictArgs,
-    UpdateItemArgs,
-    job_tools,
-)
 
 __all__ = [
     "ArchiveCreateParams", "ArchivePinParams", "ArchiveRestoreParams", "ChangedScopes", "CleanupParams",
-    "ConsolidateParams", "DecayUpdateParams", "DeleteItemArgs", "GetItemArgs", "GetSkillArgs", "ItemScopeArgs",
-    "JOBS", "JOB_TYPES", "JobStore", "JobTool", "ListSkillsParams", "PatternsExtractParams", "PinResult",
-    "PinataClient", "PinataCredentials", "PromotePatternParams", "ResolveConflictArgs", "StoreAdapter", "TimeRange",
-    "UpdateItemArgs", "ValidatePatternParams", "archive_create", "archive_pin", "archive_pin_payload",
+    "ConsolidateParams", "DecayUpdateParams", 
+    "JOBS", "JOB_TYPES", "JobStore", "ListSkillsParams", "PatternsExtractParams", "PinResult",
+    "PinataClient", "PinataCredentials", "PromotePatternParams", "StoreAdapter", "TimeRange",
+    "ValidatePatternParams", "archive_create", "archive_pin", "archive_pin_payload",
     "archive_restore", "cleanup", "consolidate", "decay_update", "decode_archive", "execute_job", "fingerprint",
-    "get_skill", "invalidate_changes", "job_store", "job_tools", "list_skills", "parse_params", "patterns_extract",
+    "get_skill", "invalidate_changes", "job_store", "list_skills", "parse_params", "patterns_extract",
     "pin_archive", "promote_pattern", "query_cache_of", "run_job", "validate_pattern",
 ]
 # bounded, resumable batches (the Temporal workflows run consolidate and decay_update this way)
