@@ -206,7 +206,8 @@ class MemoryEngine:
         if use_query_cache is None:
             use_query_cache = getattr(self.cache, "name", "") == "redis"
         self.query_cache: QueryCache | None = (
-            QueryCache(self.cache, ttl_seconds=self.config.query_cache_ttl_s, label="layer query cache")
+            QueryCache(self.cache, ttl_seconds=self.config.query_cache_ttl_s, label="layer query cache",
+                       fence=self.store if callable(getattr(self.store, "cache_fences", None)) else None)
             if use_query_cache else None
         )
         self.query_cache_hits = 0

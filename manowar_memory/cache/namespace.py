@@ -40,6 +40,15 @@ changes the token the read's result was stored under.
 
 Scope values are encoded exactly (no lower-casing), so ``Alice`` and ``alice`` never share
 a namespace or a cached result.
+
+**Fences: an invalidation that could not be delivered.** A cache that hangs or is down when a
+write tries to bump its keys cannot be told, and another engine sharing it would serve the old
+result once it answers again. So a :class:`QueryCache` given a *fence* (the store: every engine
+sharing the cache shares it) keys each cached read also by the fence epochs of its agent and of
+``*``, read from the store before the query; a write whose bump failed adds one to its agent's
+fence (``*`` for :meth:`QueryCache.invalidate_all`) in the store before it returns. Every read
+after that write, from any engine, misses the entries filled before it. The price is one small
+store read per cached query.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from .._notes import collect, degrade
@@ -61,6 +70,7 @@ from ..scope import Scope
 from .base import Cache
 
 __all__ = [
+    "CacheFence",
     "NamespaceTokens",
     "QueryCache",
     "cached_search",
@@ -169,6 +179,22 @@ def _scope_part(scope: Scope, thread_scoped: bool) -> str:
     return "a{}:u{}:m{}:h{}:t{}".format(*parts)
 
 
+class CacheFence(Protocol):
+    """Where failed invalidations are recorded for every engine to see (a :class:`~manowar_memory.stores.base.Store`)."""
+
+    def cache_fences(self, keys: Sequence[str]) -> dict[str, int]:
+        """The epoch of each fence (0 for one never bumped)."""
+        ...
+
+    def bump_cache_fence(self, key: str) -> int:
+        """Add one to a fence; the new epoch."""
+        ...
+
+
+def _fence_key(agent_wallet: str | None) -> str:
+    return "*" if agent_wallet is None else "a" + _part(agent_wallet, "_")
+
+
 class QueryCache:
     """Cached query results keyed by scope, payload and namespace token, that never fails a call.
 
@@ -191,8 +217,10 @@ class QueryCache:
         tokens: NamespaceTokens | None = None,
         prefix: str = "memory:query:",
         label: str = "query cache",
+        fence: CacheFence | None = None,
     ) -> None:
         self.cache = cache
+        self.fence = fence
         self.ttl_seconds = max(1.0, float(ttl_seconds))
         self.tokens = tokens or NamespaceTokens(cache, ttl_seconds=max(NAMESPACE_TTL_SECONDS, 10 * self.ttl_seconds))
         if self.tokens.ttl_seconds <= 2 * self.ttl_seconds:
@@ -210,6 +238,9 @@ class QueryCache:
     def key(self, kind: str, scope: Scope, payload: Mapping[str, Any], *, thread_scoped: bool = True) -> str:
         """The full cache key (reads the namespace token; raises on cache errors)."""
         token = self.tokens.token(scope)
+        if self.fence is not None:
+            epochs = self.fence.cache_fences([_fence_key(None), _fence_key(scope.agent_wallet)])
+            token += ":f" + ".".join(str(v) for v in epochs.values())
         return f"{self.prefix}{kind}:{_scope_part(scope, thread_scoped)}:{_payload_hash(payload)}:ns:{token}"
 
     def lookup(
@@ -246,30 +277,37 @@ class QueryCache:
         except Exception as exc:  # noqa: BLE001
             degrade(f"{self.label} bypassed: {self._name()} write failed ({type(exc).__name__})")
 
-    def _invalidate(self, fn: Any, *args: Any) -> bool:
+    def _invalidate(self, fence_agent: str | None, fn: Any, *args: Any) -> bool:
         try:
             fn(*args)
             return True
         except Exception as exc:  # noqa: BLE001
             with self._lock:
                 self._bypass_until = time.monotonic() + self.ttl_seconds
+            fenced = ""
+            if self.fence is not None:
+                try:
+                    self.fence.bump_cache_fence(_fence_key(fence_agent))
+                    fenced = "; the store's cache fence was raised, so no engine serves the stale entries"
+                except Exception as fence_exc:  # noqa: BLE001
+                    fenced = f"; raising the cache fence failed too ({type(fence_exc).__name__})"
             degrade(
                 f"{self.label} invalidation failed: {self._name()} unavailable ({type(exc).__name__}); "
-                f"cached reads are bypassed for {self.ttl_seconds:.0f}s"
+                f"cached reads are bypassed here for {self.ttl_seconds:.0f}s{fenced}"
             )
             return False
 
     def invalidate(self, scope: Scope) -> bool:
         """After a write of rows in ``scope``; False when the cache could not be told."""
-        return self._invalidate(self.tokens.bump, scope)
+        return self._invalidate(scope.agent_wallet, self.tokens.bump, scope)
 
     def invalidate_agent(self, agent_wallet: str) -> bool:
         """After maintenance that rewrote many rows of one agent."""
-        return self._invalidate(self.tokens.bump_agent, agent_wallet)
+        return self._invalidate(agent_wallet, self.tokens.bump_agent, agent_wallet)
 
     def invalidate_all(self) -> bool:
         """After maintenance that changed rows whose scopes it cannot list: every cached query."""
-        return self._invalidate(self.tokens.bump_all)
+        return self._invalidate(None, self.tokens.bump_all)
 
 
 # ----------------------------------------------------------------------------- layer results as JSON

@@ -74,6 +74,7 @@ ARCHIVES = "archives"
 SKILLS = "skills"
 JOBS = "memory_jobs"
 SCHEDULES = "memory_schedules"  # inline maintenance schedules (jobs/schedules.py)
+CACHE_FENCE = "memory_cache_fence"  # cache fences (cache/namespace.py), one document per key
 
 VECTOR_INDEX_NAME = "vector_index"
 

@@ -212,6 +212,16 @@ class Store(Protocol):
         """A job record by id."""
         ...
 
+    def cache_fences(self, keys: Sequence[str]) -> dict[str, int]:
+        """The epoch of each cache fence (0 for one never bumped). A write whose cache
+        invalidation could not be delivered bumps its fence here, where every engine sharing
+        the store sees it, and every cached read is keyed by the fences it read."""
+        ...
+
+    def bump_cache_fence(self, key: str) -> int:
+        """Add one to a cache fence (created at 1); returns the new epoch."""
+        ...
+
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored."""
         ...

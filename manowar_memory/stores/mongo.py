@@ -1158,6 +1158,21 @@ class MongoStore:
     def get_job(self, job_id: str) -> Job | None:
         return self._get(self.jobs, "jobId", job_id, Job)
 
+    # -- cache fences (cache/namespace.py) --
+    def cache_fences(self, keys: Sequence[str]) -> dict[str, int]:
+        keys = list(dict.fromkeys(keys))
+        with self._errors("read cache fences"):
+            found = {d["_id"]: int(d.get("epoch", 0)) for d in self.db[_mql.CACHE_FENCE].find({"_id": {"$in": keys}})}
+        return {k: found.get(k, 0) for k in keys}
+
+    def bump_cache_fence(self, key: str) -> int:
+        from pymongo import ReturnDocument
+
+        with self._errors("bump a cache fence"):
+            doc = self.db[_mql.CACHE_FENCE].find_one_and_update(
+                {"_id": key}, {"$inc": {"epoch": 1}}, upsert=True, return_document=ReturnDocument.AFTER)
+        return int(doc["epoch"])
+
     def _get(self, coll: Any, key: str, value: str, model: Callable[..., T]) -> T | None:
         with self._errors("read"):
             doc = coll.find_one({key: value})

@@ -204,11 +204,18 @@ def _m004_maintenance_schedules(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m005_cache_fence(conn: sqlite3.Connection) -> None:
+    """Cache fences: a counter per key, bumped when a cache invalidation could not be delivered
+    (see :mod:`manowar_memory.cache.namespace`)."""
+    conn.execute("CREATE TABLE cache_fence (key TEXT PRIMARY KEY, epoch INTEGER NOT NULL)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
     ("m003_memory_context", _m003_memory_context),
     ("m004_maintenance_schedules", _m004_maintenance_schedules),
+    ("m005_cache_fence", _m005_cache_fence),
 ]
 
 _MEMORY_COLUMNS = (
@@ -875,6 +882,24 @@ class SQLiteStore:
         with self._conn() as conn:
             row = conn.execute("SELECT doc FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return Job.model_validate_json(row[0]) if row else None
+
+    # -- cache fences (cache/namespace.py) --
+    def cache_fences(self, keys: Sequence[str]) -> dict[str, int]:
+        keys = list(dict.fromkeys(keys))
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT key, epoch FROM cache_fence WHERE key IN ({','.join('?' * len(keys))})", keys
+            ).fetchall() if keys else []
+        found = {r[0]: int(r[1]) for r in rows}
+        return {k: found.get(k, 0) for k in keys}
+
+    def bump_cache_fence(self, key: str) -> int:
+        with self._write() as conn:
+            row = conn.execute(
+                "INSERT INTO cache_fence (key, epoch) VALUES (?, 1) "
+                "ON CONFLICT (key) DO UPDATE SET epoch = epoch + 1 RETURNING epoch", (key,)
+            ).fetchone()
+        return int(row[0])
 
     # -- maintenance schedules (jobs/schedules.py) --
     def list_agent_wallets(self, limit: int | None = None) -> list[str]:

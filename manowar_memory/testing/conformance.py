@@ -27,6 +27,7 @@ Needs pytest (``pip install "manowar-memory[dev]"``).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -770,6 +771,18 @@ class StoreConformance:
         failed = Job(job_id="j2", type="cleanup", status="failed", error="boom", created_at=T0)
         store.put_job(failed)
         assert store.get_job("j2") == failed and store.get_job("j3") is None
+
+    # ------------------------------------------------------------------ cache fences
+    def test_cache_fences_start_at_zero_and_count_bumps(self, store: Store) -> None:
+        assert store.cache_fences(["*", "a=x"]) == {"*": 0, "a=x": 0}
+        assert store.cache_fences([]) == {}
+        assert [store.bump_cache_fence("a=x") for _ in range(3)] == [1, 2, 3]
+        assert store.cache_fences(["a=x", "a=X", "a=x"]) == {"a=x": 3, "a=X": 0}
+
+    def test_concurrent_fence_bumps_are_all_counted(self, store: Store) -> None:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda _: store.bump_cache_fence("a=racy"), range(40)))
+        assert store.cache_fences(["a=racy"]) == {"a=racy": 40}
 
     # ------------------------------------------------------------------ stats
     def test_stats(self, store: Store) -> None:
