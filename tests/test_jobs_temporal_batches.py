@@ -21,8 +21,8 @@ AGENTS = ("0xagentA001", "0xagentB002")
 
 def seed_duplicates(store, now: int) -> int:
     """Rows of two agents, seven users each (one of them no user), with duplicates inside a
-    user, the same text across users (not duplicates), ties on createdAt, and rows already
-    superseded or deleted. Returns how many rows consolidation must supersede."""
+    user, the same text across users and across modes and HAIs (not duplicates), ties on
+    createdAt, and rows already superseded or deleted. Returns how many rows consolidation must supersede."""
     rows = []
     expected = 0
     for agent in AGENTS:
@@ -35,6 +35,15 @@ def seed_duplicates(store, now: int) -> int:
                     rows.append(MemoryRecord(id=f"{agent}_{u}_{c}_{k}", agent_wallet=agent, user_address=user,
                                              content=content if k % 2 == 0 else f"  {content.upper()} ",
                                              created_at=created, updated_at=created, last_accessed_at=created))
+            # the same text in HAI h1 (twice), HAI h2 and global: one duplicate, in h1 only
+            for name, mode, hai, copies in (("h1", "local", "h1", 2), ("h2", "local", "h2", 1),
+                                             ("g", "global", None, 1)):
+                expected += copies - 1
+                for k in range(copies):
+                    created = now - (20 + k) * DAY_MS
+                    rows.append(MemoryRecord(id=f"{agent}_{u}_{name}_{k}", agent_wallet=agent, user_address=user,
+                                             mode=mode, hai_id=hai, content="likes tea", created_at=created,
+                                             updated_at=created, last_accessed_at=created))
             gone = MemoryRecord(id=f"{agent}_{u}_old", agent_wallet=agent, user_address=user, content="likes tea",
                                 created_at=now - 50 * DAY_MS, updated_at=now - 50 * DAY_MS, decay_score=0.01,
                                 metadata={"status": "superseded" if u % 2 else "deleted"})

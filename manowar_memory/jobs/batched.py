@@ -6,7 +6,8 @@ rows never holds more than one batch in memory or in one activity, and a crashed
 simply run again:
 
 * consolidate: a batch is a run of whole agent + user groups (duplicates never cross a
-  group, so a batch decides exactly what the inline job decides for those rows), taken in
+  scope, and a scope's mode and HAI lie inside its agent + user group, so a batch decides
+  exactly what the inline job decides for those rows), taken in
   order of wallet then user until ``batch_size`` rows are reached. Every row it supersedes
   gets ``metadata.consolidationJobId``; when the batch runs again after a crash, rows that
   this job already superseded are counted again (so nothing is lost) but not written again.

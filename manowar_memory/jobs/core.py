@@ -2,8 +2,8 @@
 
 Semantics follow the reference (manowar-behaviour §9, §10.2) with its quirks fixed:
 
-* consolidate: duplicates are found within one agent **and user** only; rows already
-  superseded (or soft-deleted) are never counted or touched again.
+* consolidate: duplicates are found within one whole scope only (agent, user, mode and HAI);
+  rows already superseded (or soft-deleted) are never counted or touched again.
 * patterns_extract: a pattern qualifies by the validate rule (count ≥ 2, success rate ≥ 0.55,
   confidence = min(1, count/10 × successRate) ≥ 0.2); the upsert sets createdAt only on insert.
 * archive_create / archive_restore: an archive can be decoded back into rows; restoring
@@ -87,16 +87,20 @@ def _window(rng: TimeRange | None, window_days: float | None, default_days: floa
 
 # --------------------------------------------------------------------------- consolidate
 class ConsolidateParams(_Params):
-    """Supersede older duplicates of the same content within one agent + user."""
+    """Supersede older duplicates of the same content within one scope (agent, user, mode, HAI)."""
 
     agent_wallets: list[str] | None = Field(default=None, description="agents to consolidate")
     agent_wallet: str | None = Field(default=None, description="one agent (used when agent_wallets is empty)")
 
 
 def fingerprint(record: MemoryRecord) -> str:
-    """H(lower(trim(content)) :: source :: user), first 20 hex chars. The user is part of it,
-    so rows of different users are never duplicates of each other."""
-    key = f"{record.content.strip().lower()}::{record.source}::{record.user_address or ''}"
+    """The duplicate key of a row, first 20 hex chars of a hash of its whole scope (agent,
+    user, mode, HAI, exactly as the row holds them), its source and its trimmed, lower-cased
+    content. Rows of different scopes are never duplicates of each other: the reference left
+    mode and HAI out, so the same text remembered in HAI h1, HAI h2 and global ended with
+    only one of the three scopes seeing it."""
+    key = json.dumps([record.agent_wallet, record.user_address, record.mode, record.hai_id, record.source,
+                      record.content.strip().lower()], ensure_ascii=False)
     return content_hash(key, 20)
 
 
