@@ -81,6 +81,20 @@ class Store(Protocol):
         by :meth:`add_fact_if_absent` and its id is returned in the record's place."""
         ...
 
+    def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
+        """Insert each row unless a row with its id already exists (any status): the write of
+        a retryable ingest, whose row ids are derived from idempotency keys. Atomic per row
+        across threads and processes (the id is unique), so two concurrent runs of one ingest
+        store each row once. An active fact whose (agent, factHash) is taken reinforces that
+        row as in :meth:`add_memories`. Returns, in order, the id holding each record and
+        whether this call inserted it."""
+        ...
+
+    def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
+        """The ids among ``memory_ids`` that have a row (any status), so a retried ingest
+        skips (and does not re-embed) what an earlier run stored."""
+        ...
+
     def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
         """One row by id, optionally constrained by a query's scope, filters and status."""
         ...

@@ -439,6 +439,51 @@ class MongoStore:
                         ids[start + i] = self._insert_one(docs[i], chunk[i])[0]
         return ids
 
+    def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = [(r.id, True) for r in records]
+        with self._errors("insert"):
+            for start in range(0, len(records), _INSERT_CHUNK):
+                chunk = records[start : start + _INSERT_CHUNK]
+                stamp = now_ms()
+                docs = [{**memory_to_doc(r), SYNC_FIELD: stamp} for r in chunk]
+                try:
+                    self.memory.insert_many(docs, ordered=False)
+                except BulkWriteError as exc:
+                    errors = exc.details.get("writeErrors", [])
+                    others = [e for e in errors if e.get("code") != _DUPLICATE_KEY]
+                    if others:
+                        raise StoreError(f"MongoDB insert failed: {others[0].get('errmsg')}") from exc
+                    for e in sorted(errors, key=lambda e: e["index"]):
+                        i = e["index"]
+                        out[start + i] = self._insert_keyed(docs[i], chunk[i])
+        return out
+
+    def _insert_keyed(self, doc: dict[str, Any], record: MemoryRecord) -> tuple[str, bool]:
+        """Insert one row whose id is its identity: a taken id means it is already stored; a
+        taken active-fact hash reinforces the row holding it."""
+        for _ in range(100):
+            try:
+                self.memory.insert_one({k: v for k, v in doc.items() if k != "_id"})
+                return record.id, True
+            except DuplicateKeyError as exc:
+                if ACTIVE_FACT_FIELD not in str(exc.details or exc):
+                    return record.id, False  # the unique vectorId: an earlier (or concurrent) run stored it
+                if self.memory.find_one({"vectorId": record.id}, {"_id": 1}) is not None:
+                    return record.id, False
+                holder = self._reinforce_fact(record.agent_wallet, doc[ACTIVE_FACT_FIELD], record.last_accessed_at)
+                if holder is not None:
+                    return str(holder["vectorId"]), False
+        raise StoreError(f"could not insert {record.id} after 100 attempts (fact collisions)")
+
+    def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
+        ids = list(dict.fromkeys(memory_ids))
+        found: set[str] = set()
+        with self._errors("read"):
+            for start in range(0, len(ids), 1000):
+                docs = self.memory.find({"vectorId": {"$in": ids[start : start + 1000]}}, {"vectorId": 1, "_id": 0})
+                found.update(str(d["vectorId"]) for d in docs)
+        return found
+
     def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
         if not is_unique_fact(record.source, record.metadata):
             raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")

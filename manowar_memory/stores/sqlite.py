@@ -404,6 +404,27 @@ class SQLiteStore:
                 ids.append(holder["id"] if holder is not None else self._insert(conn, rec))
         return ids
 
+    def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = []
+        with self._write() as conn:  # BEGIN IMMEDIATE: the id check and the insert are one transaction
+            for rec in records:
+                if conn.execute("SELECT 1 FROM memory WHERE id = ?", (rec.id,)).fetchone() is not None:
+                    out.append((rec.id, False))
+                    continue
+                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
+                out.append((holder["id"], False) if holder is not None else (self._insert(conn, rec), True))
+        return out
+
+    def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(dict.fromkeys(memory_ids))
+        with self._conn() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+                found.update(r[0] for r in rows)
+        return found
+
     def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
         if not is_unique_fact(record.source, record.metadata):
             raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")

@@ -420,6 +420,40 @@ class StoreConformance:
                 assert held is not None and held.access_count == 5
         assert store.count_memories(_q(active_only=False)) == 8
 
+    def test_add_memories_if_absent_stores_each_id_once(self, store: Store) -> None:
+        recs = [make_record(f"keyed row {i}", record_id=f"vec_key_{i}", created_at=T0 + i) for i in range(3)]
+        assert store.add_memories_if_absent(recs[:2]) == [("vec_key_0", True), ("vec_key_1", True)]
+        assert store.existing_memory_ids(["vec_key_0", "vec_key_1", "vec_key_2", "vec_nope"]) == {"vec_key_0",
+                                                                                                  "vec_key_1"}
+        again = [r.model_copy(update={"content": "changed"}) for r in recs]
+        assert store.add_memories_if_absent(again) == [("vec_key_0", False), ("vec_key_1", False),
+                                                       ("vec_key_2", True)]
+        assert store.get_memory("vec_key_0").content == "keyed row 0"  # type: ignore[union-attr]
+        assert store.get_memory("vec_key_2").content == "changed"  # type: ignore[union-attr]
+        store.update_memory("vec_key_1", {"metadata": {"status": "deleted"}})
+        assert store.add_memories_if_absent([recs[1]]) == [("vec_key_1", False)]  # a deleted row is not revived
+        assert store.count_memories(_q(active_only=False)) == 3
+        assert store.existing_memory_ids([]) == set() and store.add_memories_if_absent([]) == []
+        fact = make_record("keyed fact", source="fact", metadata={"factHash": "kf"}, record_id="vec_fact_a")
+        (held, _), = store.add_memories_if_absent([fact])
+        dup = make_record("keyed fact", source="fact", metadata={"factHash": "kf"}, record_id="vec_fact_b")
+        assert store.add_memories_if_absent([dup]) == [(held, False)]  # the one-active-fact rule holds
+        assert store.get_memory(held).access_count == 1  # type: ignore[union-attr]
+
+    def test_concurrent_add_memories_if_absent_keeps_one_row_per_id(self, store: Store) -> None:
+        import concurrent.futures
+
+        def run(n: int) -> list[tuple[str, bool]]:
+            return store.add_memories_if_absent(
+                [make_record(f"ingest item {i}", record_id=f"vec_ingest_{i}", created_at=T0 + n) for i in range(20)])
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            results = list(pool.map(run, range(6)))
+        for i in range(20):
+            assert {r[i][0] for r in results} == {f"vec_ingest_{i}"}
+            assert sum(r[i][1] for r in results) == 1
+        assert store.count_memories(_q(active_only=False)) == 20
+
     def test_bump_access(self, store: Store) -> None:
         a, b, c = store.add_memories([make_record(f"bump {i}", created_at=T0 + i) for i in range(3)])
         store.bump_access([a, b], T0 + 500)
