@@ -196,6 +196,7 @@ class ArchiveArgs(DryRun):
     """Arguments of ``memory_archive_create``."""
 
     window_days: float | None = Field(None, gt=0, le=3650, description="Days of memories to archive (default 7).")
+    pin: bool = Field(False, description="Also pin the archive to IPFS (needs the application's Pinata credentials).")
 
 
 class ArchiveIdArgs(DryRun):

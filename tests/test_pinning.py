@@ -14,12 +14,11 @@ from manowar_memory.jobs import (
     archive_pin,
     archive_pin_payload,
     job_store,
-    job_tools,
     run_job,
 )
 from manowar_memory.testing.provider_servers import PinataServer
 
-from test_jobs import AGENT, STORES, _add, _row, make_store
+from test_jobs import AGENT, STORES, _add, _job_tools, _row, make_store
 
 JWT = "test-jwt-token"
 KEY, SECRET = "test-key", "test-secret"
@@ -266,11 +265,11 @@ def test_archive_pin_errors(store, no_pinata_env):
 
 def test_archive_pin_tool_and_dry_run(store, pinata_env):
     _seed(store, 2)
-    tools = {t.name: t for t in job_tools(store)}
-    dry = tools["memory_archive_create"].func(agent_wallet=AGENT, pin=True, dry_run=True)
-    assert dry["data"]["pin"]["reason"] == "not pinned: dry run" and not pinata_env.requests
-    archive_id = tools["memory_archive_create"].func(agent_wallet=AGENT)["data"]["archiveId"]
-    assert tools["memory_archive_pin"].func(archive_id=archive_id, dry_run=True)["pinned"] is False
-    out = tools["memory_archive_pin"].func(archive_id=archive_id)
+    tools = _job_tools(store)
+    dry = tools["memory_archive_create"].call(pin=True, dry_run=True)
+    assert dry["report"]["pin"]["reason"] == "not pinned: dry run" and not pinata_env.requests
+    archive_id = tools["memory_archive_create"].call()["report"]["archiveId"]
+    assert tools["memory_archive_pin"].call(archive_id=archive_id, dry_run=True)["pinned"] is False
+    out = tools["memory_archive_pin"].call(archive_id=archive_id)
     assert out["pinned"] and store.get_archive(archive_id).ipfs_cid == out["ipfsHash"]
     assert tools["memory_archive_pin"].json_schema()["required"] == ["archive_id"]
