@@ -143,18 +143,31 @@ def recall(query: str, agent: str, user: str | None, thread: str | None, layers:
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
 @click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
 def ingest(path: Path, agent: str, user: str | None, store: str | None, embedder: str) -> None:
-    """Load memories from a JSON-lines file (one {"content": ...} object or string per line)."""
+    """Load memories from a JSON-lines file (one {"content": ...} object or string per line).
+
+    Each line is stored once: its key is the line's own "key" (or "id"), else one derived
+    from the file's path, the line number and the line's text. Running the command again
+    (after an interruption or an embedder failure) stores only what is missing."""
+    from ._util import content_hash
+
     items = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    where = str(path.resolve())
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            items.append(json.loads(line))
+            item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise click.BadParameter(f"line {n} of {path} is not JSON: {exc}", param_hint="PATH") from exc
+        if isinstance(item, str):
+            item = {"content": item}
+        if isinstance(item, dict) and item.get("key") is None and item.get("id") is None:
+            item = {**item, "key": f"{where}:{n}:{content_hash(line.strip(), 16)}"}
+        items.append(item)
     with _engine(store, embedder) as engine:
-        ids = engine.ingest(_scope(agent, user, None), items, progress=True)
-    click.echo(f"ingested {len(ids)} memories")
+        report = engine.ingest_report(_scope(agent, user, None), items, progress=True)
+    new, old = report.inserted, len(report.already_stored)
+    click.echo(f"ingested {len(report.ids)} memories ({new} new, {old} already stored)")
 
 
 @cli.command()

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from ._notes import collect, degrade
 from ._util import as_str, collapse_ws, content_hash, now_ms, truncate
@@ -23,7 +23,7 @@ from .cache.namespace import QueryCache, cached_search, scope_of
 from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
-from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
+from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FlushResult",
     "IngestItem",
+    "IngestReport",
     "LayerSearchResult",
     "MemoryEngine",
     "PostTurnResult",
@@ -116,8 +117,14 @@ class FlushResult(BaseModel):
 
 
 class IngestItem(BaseModel):
-    """One memory row for :meth:`MemoryEngine.ingest`."""
+    """One memory row for :meth:`MemoryEngine.ingest`.
 
+    ``key`` (also accepted as ``id``) is the item's idempotency key: an item with a key is
+    stored once per scope (agent, user, mode, HAI) however many times it is ingested, so a
+    failed or interrupted ingest can simply be run again."""
+
+    key: str | None = Field(None, validation_alias=AliasChoices("key", "id"),
+                            description="Idempotency key: the item is stored once per scope.")
     content: str
     source: str = "knowledge"
     created_at: int | None = None
@@ -125,6 +132,15 @@ class IngestItem(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     context: str | None = Field(
         None, description="Text to find the row by but never show (default: the previous message of its thread).")
+
+
+class IngestReport(BaseModel):
+    """What :meth:`MemoryEngine.ingest_report` did: the row id of every item in order, how
+    many rows it stored and which keys were already stored (by an earlier run)."""
+
+    ids: list[str]
+    inserted: int
+    already_stored: list[str] = Field(default_factory=list)
 
 
 def _default_home() -> Path:
@@ -336,11 +352,45 @@ class MemoryEngine:
     ) -> list[str]:
         """Bulk-load memory rows (vectors layer by default), embedding in batches.
 
-        Each item is a string or ``{content, source, created_at, thread_id, metadata}``.
-        Returns the new row ids in order.
+        Each item is a string or ``{content, source, created_at, thread_id, metadata, key}``.
+        Returns the row id of every item in order. An item with a ``key`` is stored once per
+        scope: ingesting it again returns the id of the stored row and changes nothing, so a
+        failed or interrupted ingest can be run again. When the embedder fails part-way, the
+        batches before the failure stay stored and :class:`PartialIngestError` (an
+        :class:`EmbeddingError`) says which.
         """
+        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress).ids
+
+    @staticmethod
+    def ingest_id(scope: ScopeLike, key: str) -> str:
+        """The row id of the ingest item with idempotency ``key`` in ``scope``: a hash of the
+        whole scope (agent, user, mode, HAI, as the scope holds them) and the key."""
+        import json
+
+        sc = Scope.coerce(scope)
+        parts = [sc.agent_wallet, sc.user_address, sc.mode, sc.hai_id, key]
+        return f"vec_{sc.agent_wallet[:8]}_key_{content_hash(json.dumps(parts, ensure_ascii=True))}"
+
+    def ingest_report(
+        self,
+        scope: ScopeLike,
+        items: Iterable[str | IngestItem | Mapping[str, Any]],
+        *,
+        batch_size: int = 128,
+        progress: bool = False,
+    ) -> IngestReport:
+        """:meth:`ingest`, returning how many rows were stored and which keys were already
+        stored by an earlier run."""
         scope = Scope.coerce(scope)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size must be a positive integer (items embedded per call), got {batch_size!r}")
+        if isinstance(items, (str, bytes, bytearray, Mapping, IngestItem)) or not isinstance(items, Iterable):
+            raise InvalidInputError(
+                f"items must be a list of strings, IngestItem or {{'content': ...}} dicts, got {type(items).__name__}; "
+                "to ingest one text, pass [text]"
+            )
         parsed: list[IngestItem] = []
+        seen_keys: dict[str, int] = {}
         for i, item in enumerate(items):
             if isinstance(item, str):
                 item = IngestItem(content=item)
@@ -353,32 +403,102 @@ class MemoryEngine:
                 raise InvalidInputError(f"ingest item {i} has empty content")
             if item.source not in ("session", "knowledge", "pattern", "archive", "fact"):
                 raise InvalidInputError(f"ingest item {i} has unknown source {item.source!r}")
+            if item.key is not None:
+                if not item.key.strip():
+                    raise InvalidInputError(f"ingest item {i} has an empty key: give it a non-empty key or none")
+                if item.key in seen_keys:
+                    raise InvalidInputError(
+                        f"ingest items {seen_keys[item.key]} and {i} have the same key {item.key!r}: "
+                        "a key names one item"
+                    )
+                seen_keys[item.key] = i
             parsed.append(item)
+        # every row is built (and so checked) before the first write: a bad item stores nothing
+        contexts = self._thread_contexts(scope, parsed)
+        rows = [
+            self._new_record(scope, b.content.strip(), source=b.source, metadata={**scope.metadata, **b.metadata},
+                             created_at=b.created_at, thread_id=b.thread_id, context=contexts[i])
+            for i, b in enumerate(parsed)
+        ]
         ids: list[str] = []
+        inserted = 0
+        already: list[str] = []
         bar = None
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=len(parsed), unit="mem", desc="ingest")
-        contexts = self._thread_contexts(scope, parsed)
-        for start in range(0, len(parsed), batch_size):
-            batch = parsed[start : start + batch_size]
-            vectors = self._embed_documents([b.content.strip() for b in batch])
-            records = [
-                self._new_record(
-                    scope, b.content.strip(), source=b.source, metadata={**scope.metadata, **b.metadata},
-                    created_at=b.created_at, embedding=vectors[j] if vectors else None, thread_id=b.thread_id,
-                    context=contexts[start + j],
-                )
-                for j, b in enumerate(batch)
-            ]
-            ids.extend(self.store.add_memories(records))
-            self._invalidate(scope)
+        try:
+            for start in range(0, len(parsed), batch_size):
+                batch = parsed[start : start + batch_size]
+                keyed = {j: self.ingest_id(scope, b.key) for j, b in enumerate(batch) if b.key is not None}
+                stored = self.store.existing_memory_ids(list(keyed.values())) if keyed else set()
+                batch_ids: list[str | None] = [keyed[j] if keyed.get(j) in stored else None for j in range(len(batch))]
+                already.extend(b.key for j, b in enumerate(batch) if batch_ids[j] is not None and b.key is not None)
+                todo = [j for j in range(len(batch)) if batch_ids[j] is None]
+                try:
+                    vectors = self._embed_documents([rows[start + j].content for j in todo])
+                except EmbeddingError as exc:
+                    done = [i for i in batch_ids if i is not None]
+                    raise self._partial_ingest(parsed, ids + done, start, batch, batch_ids, exc) from exc
+                records = {
+                    j: rows[start + j].model_copy(update={"embedding": vectors[n], "embedding_model": self.model_id})
+                    if vectors else rows[start + j]
+                    for n, j in enumerate(todo)
+                }
+                with_key = [j for j in todo if j in keyed]
+                without = [j for j in todo if j not in keyed]
+                if with_key:
+                    results = self.store.add_memories_if_absent(
+                        [records[j].model_copy(update={"id": keyed[j]}) for j in with_key])
+                    for j, (memory_id, new) in zip(with_key, results):
+                        batch_ids[j] = memory_id
+                        inserted += int(new)
+                        if not new and memory_id == keyed[j]:  # a concurrent run stored it first
+                            already.append(str(batch[j].key))
+                if without:
+                    for j, memory_id in zip(without, self.store.add_memories([records[j] for j in without])):
+                        batch_ids[j] = memory_id
+                    inserted += len(without)
+                ids.extend(str(i) for i in batch_ids)
+                if todo:
+                    self._invalidate(scope)
+                if bar is not None:
+                    bar.update(len(batch))
+        finally:
             if bar is not None:
-                bar.update(len(batch))
-        if bar is not None:
-            bar.close()
-        return ids
+                bar.close()
+        return IngestReport(ids=ids, inserted=inserted, already_stored=already)
+
+    @staticmethod
+    def _partial_ingest(
+        parsed: Sequence[IngestItem], stored_ids: list[str], start: int, batch: Sequence[IngestItem],
+        batch_ids: Sequence[str | None], exc: EmbeddingError,
+    ) -> PartialIngestError:
+        """The error of an ingest whose embedder failed at the batch starting at ``start``."""
+        done_items = list(parsed[:start]) + [b for b, i in zip(batch, batch_ids) if i is not None]
+        pending_items = [b for b, i in zip(batch, batch_ids) if i is None] + list(parsed[start + len(batch):])
+        stored_keys = [str(b.key) for b in done_items if b.key is not None]
+        pending_keys = [str(b.key) for b in pending_items if b.key is not None]
+
+        def shown(keys: list[str]) -> str:
+            listed = ", ".join(repr(k) for k in keys[:3])
+            return listed + (f", ... {keys[-1]!r}" if len(keys) > 3 else "")
+
+        what = f"{len(done_items)} of {len(parsed)} ingest items are stored"
+        if stored_keys:
+            what += f" (keys {shown(stored_keys)})"
+        unkeyed = len(done_items) - len(stored_keys)
+        if unkeyed:
+            fix = (f"{unkeyed} stored item(s) have no key and would be stored again by a re-run: give every item a "
+                   f"key (IngestItem.key), or ingest only the items from position {start} on")
+        else:
+            fix = "run the same ingest again: items with a key are stored once, so it stores only the rest"
+        return PartialIngestError(
+            f"the embedder failed part-way through an ingest: {what}, the other {len(pending_items)} are not; "
+            f"{fix}. Cause: {exc}",
+            total=len(parsed), stored_ids=stored_ids, stored_keys=stored_keys, pending_keys=pending_keys,
+        )
 
     @staticmethod
     def _delimiter(scope: ScopeLike) -> str:

@@ -12,6 +12,7 @@ Hierarchy::
     ├── ConfigurationError                     a setting or provider that cannot work
     │   └── MissingDependencyError (also ImportError)  an optional extra is not installed
     ├── EmbeddingError                         the configured embedder failed (never silently replaced)
+    │   └── PartialIngestError                 ...part-way through an ingest: what was stored, what to re-run
     ├── RerankError                            a reranker failed (the ranking stage fails soft on it)
     ├── StoreError                             the storage backend failed
     │   └── NotFoundError (also KeyError)      a record that does not exist
@@ -33,6 +34,7 @@ __all__ = [
     "ManowarError",
     "MissingDependencyError",
     "NotFoundError",
+    "PartialIngestError",
     "PinningError",
     "RerankError",
     "ScopeError",
@@ -75,6 +77,29 @@ class MissingDependencyError(ConfigurationError, ImportError):
 
 class EmbeddingError(ManowarError):
     """The configured embedder failed. The engine never falls back to another embedder."""
+
+
+class PartialIngestError(EmbeddingError):
+    """The embedder failed part-way through an ingest: the batches before the failure are
+    stored, nothing after them is.
+
+    ``stored_ids`` / ``stored_keys`` are the rows stored by the call (the keys of those
+    that had one), ``pending_keys`` the keys of the items not stored, ``total`` the number of
+    items. Items with a key are stored once, so running the same ingest again stores only
+    the rest."""
+
+    def __init__(self, message: str, *, total: int, stored_ids: list[str], stored_keys: list[str],
+                 pending_keys: list[str]) -> None:
+        super().__init__(message)
+        self.total = total
+        self.stored_ids = stored_ids
+        self.stored_keys = stored_keys
+        self.pending_keys = pending_keys
+
+    @property
+    def stored(self) -> int:
+        """How many items the failed call stored (or found already stored)."""
+        return len(self.stored_ids)
 
 
 class RerankError(ManowarError):
