@@ -120,5 +120,17 @@ class MemoryConfig(BaseModel):
         "shared cache (Redis), since an in-process cache cannot see other processes' writes.",
     )
     query_cache_ttl_s: float = Field(120.0, gt=0)
+    max_text_chars: int = Field(
+        100_000, ge=1_000,
+        description="Longest text one write may store: a memory row, a message, a summary, a query. Longer "
+        "input is refused with InvalidInputError (never cut silently): split documents into chunks. Every "
+        "search in a scope reads its rows' text, so one huge row slows them all (a 10 MB row made pre_turn "
+        "take seconds).",
+    )
+    max_metadata_chars: int = Field(
+        100_000, ge=1_000,
+        description="Largest metadata one write may store, measured as compact JSON characters "
+        "(InvalidInputError above it). Metadata holds JSON data only (see manowar_memory.validation).",
+    )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     packer: PackerConfig = Field(default_factory=PackerConfig)

@@ -36,6 +36,7 @@ from .retrieval.hybrid import LaneReport, RankOptions
 from .scope import Scope, ScopeLike
 from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
+from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
 
 if TYPE_CHECKING:
     from .scoped import ScopedMemory
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("manowar_memory")
+install_log_redaction(log)  # no credential reaches a log line
 
 NO_EMBEDDER = "vector lane disabled: no embedder configured"
 _SCOPE_FILTER_KEYS = {"agentWallet": "agent_wallet", "userAddress": "user_address", "threadId": "thread_id",
@@ -158,8 +160,8 @@ def open_store(spec: Store | str | None) -> Store:
         raise ConfigurationError(f"store must be a URL string or a Store, got {type(spec).__name__}")
     if spec == ":memory:" or spec == "sqlite:///:memory:" or spec == "sqlite://":
         return SQLiteStore(":memory:")
-    if spec.startswith("sqlite:///"):
-        return SQLiteStore(spec[len("sqlite:///"):])
+    if spec.startswith("sqlite:///"):  # a URL opens a database in an existing directory (never creates one)
+        return SQLiteStore(spec[len("sqlite:///"):], create_dirs=False)
     if spec.startswith(("mongodb://", "mongodb+srv://")):
         try:
             from .stores.mongo import MongoStore
@@ -243,6 +245,15 @@ class MemoryEngine:
             return None
         return self.embedder.embed(texts, input_type="document")
 
+    def _text(self, value: Any, what: str) -> str:
+        """``value`` when it is storable text within ``config.max_text_chars``."""
+        return check_text(value, what, max_chars=self.config.max_text_chars)
+
+    def _metadata(self, metadata: Any, what: str = "metadata") -> dict[str, Any]:
+        """A plain-JSON copy of ``metadata`` within ``config.max_metadata_chars`` (see
+        :mod:`manowar_memory.validation`)."""
+        return check_metadata(metadata, what, max_chars=self.config.max_metadata_chars)
+
     def _merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
         merged = dict(scope.filters)
         for path, value in normalize_filters(filters).items():
@@ -264,7 +275,12 @@ class MemoryEngine:
         self, scope: Scope, content: str, *, source: str, metadata: dict[str, Any], created_at: int | None = None,
         embedding: list[float] | None = None, thread_id: str | None = None, context: str | None = None,
     ) -> MemoryRecord:
-        stamp = created_at if created_at is not None else now_ms()
+        """A memory row from checked input: every write path builds its rows here, so text, time
+        and metadata that no store can hold are refused (:class:`InvalidInputError`) before any write."""
+        content = self._text(content, "content")
+        context = check_optional_text(context, "context", max_chars=self.config.max_text_chars)
+        metadata = self._metadata(metadata)
+        stamp = check_timestamp(created_at, "created_at") if created_at is not None else now_ms()
         return MemoryRecord(
             id=MemoryRecord.make_id(scope.agent_wallet, content, stamp),
             agent_wallet=scope.agent_wallet, user_address=scope.user_address,
@@ -300,6 +316,13 @@ class MemoryEngine:
         for name, value in (("confidence", confidence), ("importance", importance)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1):
                 raise InvalidInputError(f"{name} must be a number between 0 and 1, got {value!r}")
+        # everything is checked before the dedupe lookup: a refused call changes nothing
+        text = self._text(text, "content")
+        fact_type = check_optional_text(fact_type, "fact_type", max_chars=200)
+        retention = check_optional_text(retention, "retention", max_chars=200)
+        if created_at is not None:
+            created_at = check_timestamp(created_at, "created_at")
+        meta: dict[str, Any] = {**self._metadata(scope.metadata, "scope metadata"), **self._metadata(metadata)}
         kind = fact_type if fact_type in FACT_TYPES else "context"
         fact_hash = self.fact_hash(scope, text)
         existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
@@ -307,7 +330,6 @@ class MemoryEngine:
             self.store.bump_access([existing.id], now_ms())
             return RememberResult(id=existing.id, fact_type=str(existing.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
-        meta: dict[str, Any] = {**scope.metadata, **(metadata or {})}
         meta.update({
             "type": fact_type or "explicit_save", "source": "remember", "layer": "graph", "factHash": fact_hash,
             "factType": kind, "confidence": 1.0 if confidence is None else float(confidence),
@@ -560,17 +582,21 @@ class MemoryEngine:
         """
         scope = Scope.coerce(scope)
         now = now_ms()
-        msgs = self._normalize_messages(messages, tool_calls, now)
+        msgs = self._normalize_messages(messages, tool_calls, now, max_chars=self.config.max_text_chars)
         if not msgs:
             raise InvalidInputError("messages must hold at least one message with non-blank content")
         if session_id is None and scope.thread_id is None:
             raise ScopeError("post_turn needs a thread: set Scope(thread_id=...) or pass session_id=...")
+        session_id = check_optional_text(session_id, "session_id", max_chars=1000)
+        turn_id = check_optional_text(turn_id, "turn_id", max_chars=1000)
+        summary = check_optional_text(summary, "summary", max_chars=self.config.max_text_chars)
+        caller_meta = {**self._metadata(scope.metadata, "scope metadata"), **self._metadata(metadata)}
         sid = as_str(session_id) or scope.thread_session_id()
         thread_id = scope.thread_id or sid
         tid = as_str(turn_id) or "turn_" + content_hash(f"{sid}|{thread_id}|{now}|{len(msgs)}")
         turn_summary = as_str(summary) or self._compact_summary(msgs)
         vectors = self._embed_documents([turn_summary])
-        meta = {**scope.metadata, **(metadata or {}), "type": "agent_memory_turn", "turnId": tid, "sessionId": sid}
+        meta = {**caller_meta, "type": "agent_memory_turn", "turnId": tid, "sessionId": sid}
         thread_scope = scope.with_thread(thread_id)
 
         existing = self.store.get_transcript(sid, scope.agent_wallet)
@@ -609,13 +635,21 @@ class MemoryEngine:
 
     @staticmethod
     def _normalize_messages(
-        messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None, now: int
+        messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None, now: int,
+        *, max_chars: int | None = None,
     ) -> list[Message]:
+        """Checked messages, oldest first: valid text within ``max_chars``, timestamps in range
+        (a missing one is ``now`` plus the position), JSON tool-call payloads."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise InvalidInputError("messages must be a list of {'role': ..., 'content': ...} dicts")
         out: list[Message] = []
         for i, raw in enumerate(messages):
             if isinstance(raw, Message):
+                check_text(raw.content, f"messages[{i}].content", max_chars=max_chars, allow_blank=True)
+                raw = raw.model_copy(update={
+                    "timestamp": check_timestamp(raw.timestamp, f"messages[{i}].timestamp"),
+                    "tool_calls": check_json_value(raw.tool_calls, f"messages[{i}].tool_calls"),
+                })
                 out.append(raw)
                 continue
             if not isinstance(raw, Mapping):
@@ -626,11 +660,12 @@ class MemoryEngine:
             content = as_str(raw.get("content"))
             if content is None:
                 raise InvalidInputError(f"messages[{i}].content must be a non-blank string")
+            check_text(content, f"messages[{i}].content", max_chars=max_chars)
             ts = raw.get("timestamp")
-            stamp = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else now + i
+            stamp = check_timestamp(ts, f"messages[{i}].timestamp") if ts is not None else now + i
             calls = raw.get("tool_calls", raw.get("toolCalls"))
-            out.append(Message(role=role, content=content, timestamp=stamp,
-                               tool_calls=list(calls) if isinstance(calls, list) else None))
+            calls = check_json_value(list(calls), f"messages[{i}].tool_calls") if isinstance(calls, list) else None
+            out.append(Message(role=role, content=content, timestamp=stamp, tool_calls=calls))
         for j, event in enumerate(tool_calls or []):
             if not isinstance(event, Mapping):
                 raise InvalidInputError(f"tool_calls[{j}] must be a dict with a 'name'")
@@ -638,13 +673,14 @@ class MemoryEngine:
             if name is None:
                 raise InvalidInputError(f"tool_calls[{j}] needs a 'name'")
             args = event.get("args", event.get("input"))
+            args = check_json_value(args, f"tool_calls[{j}].args") if isinstance(args, Mapping) else {}
             status = as_str(event.get("status")) or "completed"
             result = event.get("result", event.get("output"))
             text = f"tool:{name} status:{status}" + (f" result:{str(result)[:2000]}" if result is not None else "")
+            check_text(text, f"tool_calls[{j}]", max_chars=max_chars)
             ts = event.get("timestamp")
-            stamp = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else now + len(out) + j
-            out.append(Message(role="tool", content=text, timestamp=stamp,
-                               tool_calls=[{"name": name, "args": args if isinstance(args, Mapping) else {}}]))
+            stamp = check_timestamp(ts, f"tool_calls[{j}].timestamp") if ts is not None else now + len(out) + j
+            out.append(Message(role="tool", content=text, timestamp=stamp, tool_calls=[{"name": name, "args": args}]))
         out.sort(key=lambda m: m.timestamp)
         return out
 
@@ -799,6 +835,7 @@ class MemoryEngine:
         text = as_str(query)
         if text is None:
             raise InvalidInputError("query is required: pass the user's message or question as a non-empty string")
+        text = self._text(text, "query")
         scope = Scope.coerce(scope)
         selected = normalize_layers(layers)
         merged_filters = self._merge_filters(scope, filters)
@@ -929,6 +966,7 @@ class MemoryEngine:
     def get_item(self, scope: ScopeLike, memory_id: str, *, filters: Mapping[str, Any] | None = None) -> MemoryRecord:
         """An active memory row visible in ``scope`` (thread ignored); raises :class:`NotFoundError`."""
         scope = Scope.coerce(scope)
+        memory_id = check_id(memory_id)
         query = MemoryQuery(scope=scope, filters=self._merge_filters(scope, filters))
         record = self.store.get_memory(memory_id, query)
         if record is None:
@@ -952,9 +990,12 @@ class MemoryEngine:
     ) -> MemoryRecord:
         """Change a row: new content is re-embedded (and its fact hash recomputed); metadata is
         merged; ``status`` is one of active, superseded, archived."""
+        memory_id = check_id(memory_id)
+        if content is not None:
+            content = self._text(content, "content")
         current = self.get_item(scope, memory_id)
         changes: dict[str, Any] = {"updated_at": now_ms()}
-        meta = {**current.metadata, **(metadata or {})}
+        meta = {**current.metadata, **self._metadata(metadata)}
         if status is not None:
             if status not in ("active", "superseded", "archived"):
                 raise InvalidInputError(f"status must be active, superseded or archived, got {status!r}")
@@ -974,7 +1015,7 @@ class MemoryEngine:
                 changes["embedding_model"] = self.model_id if vectors else None
                 if current.source == "fact":
                     meta["factHash"] = self.fact_hash(Scope.coerce(scope), text)
-        changes["metadata"] = meta
+        changes["metadata"] = self._metadata(meta)
         updated = self.store.update_memory(memory_id, changes)
         if updated is None:
             raise NotFoundError(f"memory {memory_id!r} disappeared during the update")
@@ -1006,7 +1047,11 @@ class MemoryEngine:
         The metadata gets ``conflictResolution``, ``conflictResolvedAt`` and, when given,
         ``winningMemoryId`` (also ``supersededBy``) and ``conflictReason``.
         """
-        if resolution not in ("supersede", "keep", "merge", "ignore"):
+        memory_id = check_id(memory_id)
+        if winning_memory_id is not None:
+            winning_memory_id = check_id(winning_memory_id, "winning_memory_id")
+        reason = check_optional_text(reason, "reason", max_chars=self.config.max_text_chars)
+        if not isinstance(resolution, str) or resolution not in ("supersede", "keep", "merge", "ignore"):
             raise InvalidInputError(f"resolution must be supersede, keep, merge or ignore, got {resolution!r}")
         current = self.get_item(scope, memory_id)
         if winning_memory_id is not None:

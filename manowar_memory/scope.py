@@ -57,6 +57,16 @@ class Scope:
             if raw is not None and not isinstance(raw, str):
                 raise ScopeError(f"{name} must be a string, got {type(raw).__name__}")
             object.__setattr__(self, name, as_str(raw))
+        for name in ("agent_wallet", "user_address", "thread_id", "hai_id"):
+            value = getattr(self, name)
+            if value is not None and not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ScopeError(
+                        f"{name} holds an unpaired surrogate (index {exc.start}), which is not valid Unicode text: "
+                        "decode the id correctly"
+                    ) from None
         if self.mode is not None and self.mode not in ("global", "local"):
             raise ScopeError(f"mode must be 'global', 'local' or None, got {self.mode!r}")
         if self.mode == "local" and self.hai_id is None:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import validation
 from .candidates import Candidate
 from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
 from .packing import PackResult, pack
@@ -107,15 +108,12 @@ def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
 
 
 def check_metadata(metadata: Mapping[str, Any] | None, *, what: str = "metadata") -> dict[str, Any]:
-    """A copy of caller-supplied metadata; raises :class:`InvalidInputError` if it is not a
-    mapping with string keys or if it sets a reserved key (trust, status, ...)."""
+    """A plain-JSON copy of caller-supplied metadata; raises :class:`InvalidInputError` if it is
+    not JSON data the engine stores (the engine's own check, :func:`manowar_memory.validation.check_metadata`)
+    or if it sets a reserved key (trust, status, ...)."""
     if metadata is None:
         return {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidInputError(f"{what} must be a mapping of string keys, got {type(metadata).__name__}")
-    bad = sorted(k for k in metadata if not isinstance(k, str))
-    if bad:
-        raise InvalidInputError(f"{what} keys must be strings, got {bad[:3]!r}")
+    metadata = validation.check_metadata(metadata, what, max_chars=None)
     reserved = sorted(k for k in metadata if k in RESERVED_METADATA_KEYS)
     if reserved:
         raise InvalidInputError(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .._notes import degrade
 from .._util import content_hash
 from ..cache.base import Cache
+from ..errors import EmbeddingError
 from .base import Embedder, InputType
 
 __all__ = ["CachedEmbedder"]
@@ -30,6 +32,7 @@ class CachedEmbedder:
         self.model_id = embedder.model_id
         self.hits = 0
         self.misses = 0
+        self._dims: int | None = None
 
     @property
     def dimensions(self) -> int | None:
@@ -58,14 +61,68 @@ class CachedEmbedder:
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing], input_type=input_type)
+            asked = [texts[i] for i in missing]
+            try:
+                fresh = self.inner.embed(asked, input_type=input_type)
+            except EmbeddingError:
+                raise
+            except Exception as exc:  # a custom embedder's own errors become the library's
+                raise EmbeddingError(
+                    f"{self.model_id} failed to embed {len(asked)} text(s): {type(exc).__name__}: {exc}"
+                ) from exc
+            fresh = self._checked(fresh, len(asked))
             for i, vector in zip(missing, fresh):
                 out[i] = vector
                 try:
                     self.cache.set(keys[i], np.asarray(vector, dtype=np.float32).tobytes(), self.ttl_seconds)
                 except Exception as exc:
                     degrade(f"embedding cache bypassed: {self.cache.name} write failed ({type(exc).__name__})")
-        return [v for v in out if v is not None]
+        done = [v for v in out if v is not None]
+        self._check_dimensions(done)
+        return done
+
+    def _checked(self, vectors: Any, count: int) -> list[list[float]]:
+        """The embedder's answer as ``count`` finite float vectors of one dimension (the model's,
+        pinned by its first answer), or :class:`EmbeddingError`: a wrong answer must never be
+        stored, where a vector of another length would turn the vector lane off for the model."""
+        if isinstance(vectors, np.ndarray):
+            vectors = list(vectors)
+        if not isinstance(vectors, (list, tuple)):
+            raise EmbeddingError(
+                f"{self.model_id} returned {type(vectors).__name__}; embed() must return a list of vectors, one per text"
+            )
+        if len(vectors) != count:
+            raise EmbeddingError(
+                f"{self.model_id} returned {len(vectors)} vectors for {count} texts; embed() must return one per text"
+            )
+        out: list[list[float]] = []
+        for i, vector in enumerate(vectors):
+            try:
+                arr = np.asarray(vector, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise EmbeddingError(f"{self.model_id} returned vector {i} that is not a list of numbers: {exc}") from None
+            if arr.ndim != 1 or arr.shape[0] == 0:
+                raise EmbeddingError(f"{self.model_id} returned vector {i} that is empty or not flat (shape {arr.shape})")
+            if not np.isfinite(arr).all():
+                raise EmbeddingError(f"{self.model_id} returned vector {i} with values that are not finite (NaN or inf)")
+            if np.abs(arr).max() > np.finfo(np.float32).max:
+                raise EmbeddingError(f"{self.model_id} returned vector {i} with values beyond float32 (not finite there)")
+            out.append(arr.tolist())
+        self._check_dimensions(out)
+        return out
+
+    def _check_dimensions(self, vectors: list[list[float]]) -> None:
+        expected = self._dims or self.inner.dimensions
+        for vector in vectors:
+            if expected is None:
+                expected = len(vector)
+            elif len(vector) != expected:
+                raise EmbeddingError(
+                    f"{self.model_id} returned a {len(vector)}-dimension vector where its vectors have {expected}: "
+                    "one model id must always give one dimension (give another model id to another model)"
+                )
+        if expected is not None and vectors:
+            self._dims = expected
 
     async def aembed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
         """Async twin of :meth:`embed`."""

@@ -245,15 +245,29 @@ class SQLiteStore:
     #: BM25 weight of a row's ``context`` column relative to its content (1.0) in the keyword lane.
     context_weight: float = 0.5
 
-    def __init__(self, path: str | Path = ":memory:", *, context_weight: float | None = None) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, context_weight: float | None = None, busy_timeout: float = 30.0,
+        create_dirs: bool = True,
+    ) -> None:
         self.path = str(path)
         if context_weight is not None:
             if not 0.0 <= context_weight <= 10.0:
                 raise StoreError(f"context_weight must be between 0 and 10, got {context_weight!r}")
             self.context_weight = float(context_weight)
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not 0 <= busy_timeout <= 3600:
+            raise StoreError(f"busy_timeout must be a number of seconds between 0 and 3600, got {busy_timeout!r}")
+        #: Seconds a write waits for another connection's write lock before :class:`StoreError`.
+        self.busy_timeout = float(busy_timeout)
         self._memory = self.path == ":memory:"
         if not self._memory:
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            parent = Path(self.path).expanduser().parent
+            if create_dirs:
+                parent.mkdir(parents=True, exist_ok=True)
+            elif not parent.is_dir():
+                raise StoreError(
+                    f"the directory {parent} of the SQLite store {self.path} does not exist: create it first "
+                    f"(mkdir -p {parent}) or fix the path"
+                )
             self.path = str(Path(self.path).expanduser())
         self._local = threading.local()
         self._shared: sqlite3.Connection | None = None
@@ -268,9 +282,9 @@ class SQLiteStore:
 
     # -- connections --
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None)
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -281,16 +295,26 @@ class SQLiteStore:
     def _conn(self) -> Iterator[sqlite3.Connection]:
         if self._closed:
             raise StoreError("this SQLiteStore is closed; create a new one")
-        if self._memory:
-            with self._lock:
-                if self._shared is None:
-                    self._shared = self._open()
-                yield self._shared
-            return
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._open()
-        yield conn
+        try:
+            if self._memory:
+                with self._lock:
+                    if self._shared is None:
+                        self._shared = self._open()
+                    yield self._shared
+                return
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = self._open()
+            yield conn
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            raise StoreError(
+                f"the SQLite database {self.path} is locked: another connection or process held its write lock "
+                f"for longer than busy_timeout ({self.busy_timeout:g} s), so nothing was written. Retry later, "
+                "end the other writer's long transaction, or open the store with a longer "
+                "SQLiteStore(path, busy_timeout=...)"
+            ) from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
