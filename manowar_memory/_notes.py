@@ -26,7 +26,13 @@ def collect() -> Iterator[list[str]]:
 
 
 def degrade(message: str) -> None:
-    """Report an allowed degradation to the open collector (deduplicated, in order)."""
+    """Report an allowed degradation to the open collector (deduplicated, in order).
+    Credentials in the message (an upstream's echoed headers) are redacted."""
     notes = _current.get()
-    if notes is not None and message not in notes:
+    if notes is None:
+        return
+    from .redaction import redact
+
+    message = redact(message)
+    if message not in notes:
         notes.append(message)

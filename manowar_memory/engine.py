@@ -24,6 +24,7 @@ from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
+from .redaction import install_log_redaction
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows

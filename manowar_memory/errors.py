@@ -44,7 +44,17 @@ __all__ = [
 
 
 class ManowarError(Exception):
-    """Root of every error raised by manowar_memory."""
+    """Root of every error raised by manowar_memory.
+
+    The message is redacted (:func:`manowar_memory.redaction.redact`): a provider key that an
+    upstream echoed into its error body never reaches an exception, a degradation or a log."""
+
+    def __init__(self, *args: Any) -> None:
+        if args and isinstance(args[0], str):
+            from .redaction import redact
+
+            args = (redact(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class InvalidInputError(ManowarError, ValueError):
@@ -138,6 +148,9 @@ class ToolCallError(ManowarError):
     ``{"error": {"type": ..., "message": ..., "tool": ...}}``."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
+        from .redaction import redact_value
+
+        payload = redact_value(payload)
         super().__init__(payload["error"]["message"])
         self.payload = payload
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from ._util import content_hash, now_ms
@@ -239,3 +239,11 @@ class Job(_Model):
     error: str | None = None
     created_at: int = Field(default_factory=now_ms)
     completed_at: int | None = None
+
+    @field_serializer("data", "error")
+    def _without_credentials(self, value: Any) -> Any:
+        """A job document is never written (or shown) with a credential in it: an upstream
+        that echoed a key into an error body ends up in ``error`` or a report in ``data``."""
+        from .redaction import redact_value
+
+        return redact_value(value)

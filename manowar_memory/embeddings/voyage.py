@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
+from ..redaction import redact, redact_library_logs, register_secret
 from .base import BaseEmbedder, InputType
 
 __all__ = ["VoyageEmbedder", "describe_voyage_error"]
@@ -25,15 +26,18 @@ def _import_voyageai() -> Any:
         import voyageai
     except ImportError as exc:
         raise MissingDependencyError("voyageai", "voyage", "The Voyage embedder") from exc
+    redact_library_logs("voyage", "voyageai", "requests", "urllib3")  # the SDK logs upstream error bodies
     return voyageai
 
 
-def describe_voyage_error(exc: BaseException, *, timeout: float | None = None) -> str:
-    """A one-line description of a ``voyageai`` error: its kind, HTTP status and message."""
+def describe_voyage_error(exc: BaseException, *, timeout: float | None = None,
+                          secrets: tuple[str | None, ...] = ()) -> str:
+    """A one-line description of a ``voyageai`` error: its kind, HTTP status and message,
+    with credentials (``secrets`` and any credential shape) redacted before it is shortened."""
     name = type(exc).__name__
     status = getattr(exc, "http_status", None)
     message = getattr(exc, "user_message", None) or str(exc) or name
-    message = " ".join(str(message).split())[:300]
+    message = " ".join(redact(str(message), secrets).split())[:300]
     if name == "Timeout" or "timed out" in message.lower():
         return f"timed out after {timeout:g} s" if timeout is not None else "timed out"
     if name == "APIConnectionError":
@@ -44,8 +48,10 @@ def describe_voyage_error(exc: BaseException, *, timeout: float | None = None) -
     elif status == 429:
         hint = " (rate limited)"
     body = getattr(exc, "http_body", None)
-    if isinstance(status, int) and status >= 500 and body and str(body) not in message:
-        message = f"{message} {' '.join(str(body).split())[:200]}"
+    if isinstance(status, int) and status >= 500 and body:
+        clean = " ".join(redact(str(body), secrets).split())
+        if clean not in message:
+            message = f"{message} {clean[:200]}"
     where = f"HTTP {status} " if status is not None else ""
     return f"{where}{name}: {message}{hint}"
 
@@ -93,7 +99,10 @@ class VoyageEmbedder(BaseEmbedder):
                     f"The Voyage embedder needs an API key: set {ENV_API_KEY} or pass api_key=..."
                 )
             self._api_key = key
+            register_secret(key)
             client = self._make_client(self._voyageai.Client)
+        else:
+            register_secret(getattr(client, "api_key", None))
         self._client = client
         self._async_client = async_client
         self._owns_clients = self._api_key is not None
@@ -103,7 +112,7 @@ class VoyageEmbedder(BaseEmbedder):
         return cls(api_key=self._api_key, max_retries=0, timeout=self.timeout, base_url=self.base_url)
 
     def _error(self, exc: BaseException, count: int) -> EmbeddingError:
-        detail = describe_voyage_error(exc, timeout=self.timeout)
+        detail = describe_voyage_error(exc, timeout=self.timeout, secrets=(self._api_key,))
         return EmbeddingError(f"{self.model_id} failed to embed {count} text(s): {detail}")
 
     def _call_kwargs(self, input_type: InputType) -> dict[str, Any]:
@@ -114,7 +123,8 @@ class VoyageEmbedder(BaseEmbedder):
             result = self._client.embed(texts, **self._call_kwargs(input_type))
             return [list(v) for v in result.embeddings]
         except self._voyageai.error.VoyageError as exc:
-            raise self._error(exc, len(texts)) from exc
+            # not chained: the SDK's error holds the upstream's raw answer (which may echo the key)
+            raise self._error(exc, len(texts)) from None
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise EmbeddingError(
                 f"{self.model_id} returned an unusable response for {len(texts)} text(s): {type(exc).__name__}: {exc}"
@@ -135,7 +145,8 @@ class VoyageEmbedder(BaseEmbedder):
             result = await client.embed(texts, **self._call_kwargs(input_type))
             return [list(v) for v in result.embeddings]
         except self._voyageai.error.VoyageError as exc:
-            raise self._error(exc, len(texts)) from exc
+            # not chained: the SDK's error holds the upstream's raw answer (which may echo the key)
+            raise self._error(exc, len(texts)) from None
         except Exception as exc:
             raise EmbeddingError(
                 f"{self.model_id} failed to embed {len(texts)} text(s): {type(exc).__name__}: {exc}"

@@ -36,6 +36,7 @@ from tenacity import (
 
 from .._util import now_ms
 from ..errors import ConfigurationError, NotFoundError, PinningError, StoreError
+from ..redaction import redact, redact_library_logs, register_secret
 from ..records import Archive
 from ._store import JobStore
 
@@ -68,6 +69,8 @@ class PinataCredentials:
     api_secret: str | None = None
 
     def __post_init__(self) -> None:
+        for secret in (self.jwt, self.api_key, self.api_secret):
+            register_secret(secret)  # redacted from every message, log line and job document
         if self.jwt:
             return
         if self.api_key and self.api_secret:
@@ -141,11 +144,16 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 def _reason(response: httpx.Response) -> str:
-    """Pinata's ``{"error": {"reason", "details"}}`` (or any body) as one short line."""
+    """Pinata's ``{"error": {"reason", "details"}}`` (or any body) as one short line, with
+    credentials redacted (before it is shortened: a cut key is no longer recognisable)."""
+    return redact(_raw_reason(response))
+
+
+def _raw_reason(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
-        text = response.text.strip().replace("\n", " ")
+        text = redact(response.text.strip().replace("\n", " "))
         return text[:200] or response.reason_phrase
     err = body.get("error") if isinstance(body, dict) else None
     if isinstance(err, dict):
@@ -156,7 +164,7 @@ def _reason(response: httpx.Response) -> str:
         return err
     if isinstance(body, dict) and body.get("message"):
         return str(body["message"])
-    return str(body)[:200]
+    return redact(str(body))[:200]
 
 
 class PinataClient:
@@ -191,6 +199,7 @@ class PinataClient:
         if max_attempts < 1:
             raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts!r}")
         self.credentials = creds
+        redact_library_logs("httpx", "httpcore")
         self.base_url = (base_url or os.environ.get("PINATA_API_URL") or DEFAULT_PINATA_API_URL).rstrip("/")
         self.timeout = float(timeout)
         self.max_attempts = int(max_attempts)
@@ -257,7 +266,8 @@ class PinataClient:
         except ValueError as exc:
             raise PinningError(f"Pinata answered HTTP {status} with a body that is not JSON", status=status) from exc
         if not isinstance(data, dict):
-            raise PinningError(f"Pinata answered HTTP {status} with an unexpected body: {str(data)[:200]}", status=status)
+            raise PinningError(f"Pinata answered HTTP {status} with an unexpected body: {redact(str(data))[:200]}",
+                               status=status)
         return data
 
     def _request(self, method: str, path: str, body: Any | None = None) -> tuple[dict[str, Any], int]:
@@ -294,7 +304,7 @@ class PinataClient:
         data, attempts = self._request("POST", "/pinning/pinJSONToIPFS", body)
         cid = data.get("IpfsHash")
         if not isinstance(cid, str) or not cid:
-            raise PinningError(f"Pinata answered without an IpfsHash: {str(data)[:200]}")
+            raise PinningError(f"Pinata answered without an IpfsHash: {redact(str(data))[:200]}")
         size = data.get("PinSize")
         return PinResult(cid=cid, pin_size=int(size) if isinstance(size, (int, float)) else None,
                          timestamp=data.get("Timestamp"), is_duplicate=data.get("isDuplicate"), attempts=attempts,

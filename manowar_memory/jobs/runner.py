@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._util import content_hash, now_ms
 from ..errors import InvalidInputError
+from ..redaction import redact
 from ..records import Job
 from . import core
 from ._store import ChangedScopes, JobStore, job_store
@@ -123,7 +124,7 @@ def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseMod
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, as in the reference
         invalidate_changes(qcache, changes)  # rows changed before the failure must not be served stale
         job = job.model_copy(update={"status": "failed", "completed_at": now_ms(),
-                                     "error": f"{exc.__class__.__name__}: {exc}"})
+                                     "error": redact(f"{exc.__class__.__name__}: {exc}")})
     finally:
         if bar is not None:
             bar.close()

@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .._util import DAY_MS, now_ms
 from ..errors import ConfigurationError, InvalidInputError, ManowarError, NotFoundError, StoreError
+from ..redaction import install_log_redaction
 from ..records import Job, JobType
 from ._store import job_store
 from .runner import parse_params, run_job
@@ -70,6 +71,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("manowar_memory.schedules")
+install_log_redaction(log)  # no credential reaches a log line
 
 OverlapPolicy = Literal["skip", "buffer_one"]
 

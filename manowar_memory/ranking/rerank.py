@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .._notes import degrade
 from ..candidates import Candidate
 from ..errors import RerankError
+from ..redaction import redact
 from ..rerankers.base import Reranker
 
 __all__ = ["RerankOutcome", "rerank_candidates", "should_skip_rerank"]
@@ -69,7 +70,7 @@ def rerank_candidates(
         degrade(message)
         return ordered, RerankOutcome("failed", message)
     except Exception as exc:  # a reranker that breaks its contract still fails soft
-        message = f"rerank skipped: {reranker.model_id} raised {type(exc).__name__}: {exc}"
+        message = redact(f"rerank skipped: {reranker.model_id} raised {type(exc).__name__}: {exc}")
         degrade(message)
         return ordered, RerankOutcome("failed", message)
     scored = {r.index: r.score for r in results if 0 <= r.index < len(ordered)}

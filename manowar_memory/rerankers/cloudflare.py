@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from ..errors import ConfigurationError, RerankError
+from ..redaction import redact, redact_library_logs, register_secret
 from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
@@ -55,6 +56,8 @@ class CloudflareReranker:
         self.base_url = base_url.rstrip("/")
         self.timeout = resolve_timeout(timeout, DEFAULT_TIMEOUT)
         self._api_token = api_token
+        register_secret(api_token)
+        redact_library_logs("httpx", "httpcore")
         self._account_id = account_id
         self._client = client
         self._owns_client = client is None
@@ -87,6 +90,7 @@ class CloudflareReranker:
                                               ("CF_ACCOUNT_ID or CLOUDFLARE_ACCOUNT_ID", account)) if not value]
         if missing:
             raise RerankError(f"{self.model_id}: missing credentials; set {' and '.join(missing)}")
+        register_secret(token)
         url = f"{self.base_url}/accounts/{account}/ai/run/{self.model}"
         payload = {"query": query, "contexts": [{"text": d} for d in docs], "top_k": limit}
         try:
@@ -104,8 +108,8 @@ class CloudflareReranker:
             )
         try:
             body = response.json()
-        except ValueError as exc:
-            raise RerankError(f"{self.model_id} returned a body that is not JSON: {_snippet(response.text)}") from exc
+        except ValueError:
+            raise RerankError(f"{self.model_id} returned a body that is not JSON: {_snippet(response.text)}") from None
         return finish_results(self._pairs(body), len(docs), limit, self.model_id)
 
     def _pairs(self, body: Any) -> list[tuple[Any, Any]]:
@@ -113,7 +117,7 @@ class CloudflareReranker:
             raise RerankError(f"{self.model_id} returned an unexpected body: {_snippet(str(body))}")
         if body.get("success") is False:
             errors = body.get("errors") or []
-            detail = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
+            detail = _snippet("; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors))
             raise RerankError(f"{self.model_id} failed: success=false ({detail or 'no error message'})")
         result = body.get("result")
         items = result.get("response") if isinstance(result, dict) else None
@@ -126,4 +130,5 @@ class CloudflareReranker:
 
 
 def _snippet(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[:limit]
+    """The upstream's text on one line, credentials redacted before it is shortened."""
+    return " ".join(redact(text).split())[:limit]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependencyError, RerankError
+from ..redaction import redact, redact_library_logs, register_secret
 from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
@@ -21,6 +22,7 @@ def _import_cohere() -> Any:
         import cohere
     except ImportError as exc:
         raise MissingDependencyError("cohere", "cohere", "The Cohere reranker") from exc
+    redact_library_logs("cohere", "fern", "httpx", "httpcore")
     return cohere
 
 
@@ -49,6 +51,7 @@ class CohereReranker:
         self.timeout = resolve_timeout(timeout, DEFAULT_TIMEOUT)
         self.base_url = base_url or os.environ.get("CO_API_URL") or None
         self._api_key = api_key
+        register_secret(api_key)
         self._cohere = _import_cohere()
         self._client = client
         self._client_key: str | None = None
@@ -60,6 +63,7 @@ class CohereReranker:
         key = self._api_key or next((os.environ[k] for k in ENV_KEYS if os.environ.get(k)), None)
         if not key:
             raise RerankError(f"{self.model_id}: no API key; set CO_API_KEY (or COHERE_API_KEY) or pass api_key=...")
+        register_secret(key)
         with self._lock:
             if self._client is None or self._client_key != key:
                 self._client = self._cohere.ClientV2(
@@ -87,26 +91,30 @@ class CohereReranker:
             )
             pairs = [(r.index, r.relevance_score) for r in (response.results or [])]
         except Exception as exc:
-            raise RerankError(f"{self.model_id} failed: {self._describe(exc, seconds)}") from exc
+            # not chained: the SDK's error holds the upstream's raw answer and headers
+            raise RerankError(f"{self.model_id} failed: {self._describe(exc, seconds)}") from None
         return finish_results(pairs, len(docs), limit, self.model_id)
 
     def _describe(self, exc: BaseException, seconds: float) -> str:
+        """One line about ``exc``, credentials redacted before anything is shortened."""
         import httpx
+
+        secrets = (self._api_key, self._client_key)
 
         if isinstance(exc, httpx.TimeoutException):
             return f"timed out after {seconds:g} s"
         if isinstance(exc, httpx.HTTPError):
-            return f"could not reach {self.base_url or 'api.cohere.com'}: {type(exc).__name__}: {exc}"
+            return redact(f"could not reach {self.base_url or 'api.cohere.com'}: {type(exc).__name__}: {exc}", secrets)
         status = getattr(exc, "status_code", None)
         if status is not None:
             body = getattr(exc, "body", None)
             message = body.get("message") if isinstance(body, dict) else body
-            text = " ".join(str(message).split())[:300] if message else type(exc).__name__
+            text = " ".join(redact(str(message), secrets).split())[:300] if message else type(exc).__name__
             if isinstance(status, int) and 200 <= status < 300:
                 return f"unusable response (HTTP {status}): {text}"
             hint = " (check CO_API_KEY or api_key)" if status == 401 else " (rate limited)" if status == 429 else ""
             return f"HTTP {status}: {text}{hint}"
-        return f"{type(exc).__name__}: {exc}"
+        return redact(f"{type(exc).__name__}: {exc}", secrets)
 
     def __repr__(self) -> str:
         return f"CohereReranker(model_id={self.model_id!r}, timeout={self.timeout})"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependencyError, RerankError
+from ..redaction import redact_library_logs, register_secret
 from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
@@ -41,6 +42,7 @@ class VoyageReranker:
             import voyageai
         except ImportError as exc:
             raise MissingDependencyError("voyageai", "voyage", "The Voyage reranker") from exc
+        redact_library_logs("voyage", "voyageai", "requests", "urllib3")  # the SDK logs upstream error bodies
         self._voyageai = voyageai
         self.model = model
         self.model_id = f"voyage:{model}"
@@ -48,6 +50,8 @@ class VoyageReranker:
         self.base_url = base_url
         self._api_key = api_key
         self._client = client
+        register_secret(api_key)
+        register_secret(getattr(client, "api_key", None))
         self._clients: dict[tuple[str, float], Any] = {}
         self._lock = threading.Lock()
 
@@ -57,6 +61,7 @@ class VoyageReranker:
         key = self._api_key or os.environ.get(ENV_API_KEY)
         if not key:
             raise RerankError(f"{self.model_id}: no API key; set {ENV_API_KEY} or pass api_key=...")
+        register_secret(key)
         with self._lock:
             client = self._clients.get((key, seconds))
             if client is None:
@@ -83,7 +88,9 @@ class VoyageReranker:
         except Exception as exc:
             from ..embeddings.voyage import describe_voyage_error
 
-            raise RerankError(f"{self.model_id} failed: {describe_voyage_error(exc, timeout=seconds)}") from exc
+            detail = describe_voyage_error(exc, timeout=seconds, secrets=(self._api_key,))
+            # not chained: the SDK's error holds the upstream's raw answer (which may echo the key)
+            raise RerankError(f"{self.model_id} failed: {detail}") from None
         return finish_results(pairs, len(docs), limit, self.model_id)
 
     def __repr__(self) -> str:

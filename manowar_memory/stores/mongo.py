@@ -80,6 +80,7 @@ import numpy as np
 
 from .._util import now_ms, query_terms
 from ..errors import ConfigurationError, MissingDependencyError, StoreError
+from ..redaction import install_log_redaction
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from . import _mql
 from ._mql import ACTIVE_FACT_FIELD, ARCHIVES, JOBS, MEMORY, PATTERNS, SESSIONS, SKILLS, SYNC_FIELD, TRANSCRIPTS
@@ -97,6 +98,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["MongoStore", "VECTOR_SEARCH_MODES"]
 
 log = logging.getLogger("manowar_memory.mongo")
+install_log_redaction(log)  # no credential reaches a log line
 
 VECTOR_SEARCH_MODES = ("auto", "atlas", "local")
 DEFAULT_DATABASE = "manowar_memory"

@@ -16,6 +16,8 @@ and can be told to misbehave:
 * :meth:`ProviderServer.fail` answers with an error status and the provider's error body;
 * :meth:`ProviderServer.malformed` answers with a body the client cannot use;
 * :meth:`ProviderServer.respond_with` answers with any status and body;
+* :meth:`ProviderServer.echo_headers` answers with an error body that echoes the request's
+  headers, credentials included (as some gateways do), to test that they are redacted;
 * :meth:`ProviderServer.delay` waits before answering (to exercise client timeouts);
 * :meth:`ProviderServer.reset` goes back to normal answers.
 
@@ -32,7 +34,7 @@ import re
 import struct
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,7 +90,7 @@ class _Reply:
 
 @dataclass
 class _Script:
-    reply: _Reply
+    reply: _Reply | Callable[[RecordedRequest], _Reply]  # a callable builds the answer from the request
     remaining: int | None  # None: every request until reset()
 
 
@@ -236,6 +238,22 @@ class ProviderServer:
         headers = {"Retry-After": "0"} if status == 429 else None
         return self.respond_with(status, self.error_body(status, text), headers=headers, times=times)
 
+    def echo_headers(self, status: int = 401, *, times: int | None = None) -> ProviderServer:
+        """Answer with ``status`` and the provider's error body whose message echoes the
+        request: its method, path and every header as JSON (an ``Authorization`` header or an
+        API key header included), as a misconfigured upstream or gateway might."""
+
+        def reply(request: RecordedRequest) -> _Reply:
+            echoed = json.dumps({"headers": request.headers, "method": request.method, "path": request.path},
+                                sort_keys=True)  # headers sorted: "authorization" comes early
+            message = f"request rejected: {echoed}"
+            headers = {"Retry-After": "0"} if status == 429 else {}
+            return _Reply(status, json.dumps(self.error_body(status, message)).encode("utf-8"), headers=headers)
+
+        with self._lock:
+            self._script.append(_Script(reply, times))
+        return self
+
     def malformed(
         self, body: bytes | str = b"<html>not json", *, status: int = 200, times: int | None = None
     ) -> ProviderServer:
@@ -299,7 +317,7 @@ class ProviderServer:
     def _dispatch(self, request: RecordedRequest) -> _Reply:
         with self._lock:
             self.requests.append(request)
-            scripted: _Reply | None = None
+            scripted: _Reply | Callable[[RecordedRequest], _Reply] | None = None
             if self._script:
                 entry = self._script[0]
                 scripted = entry.reply
@@ -312,6 +330,8 @@ class ProviderServer:
                 return _Reply(503, b"", "text/plain")
             with self._lock:
                 self.delays_finished += 1
+        if callable(scripted):
+            return scripted(request)
         if scripted is not None:
             return scripted
         denied = self.check_auth(request)
