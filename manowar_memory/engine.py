@@ -24,7 +24,7 @@ from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
-from .redaction import install_log_redaction
+from .redaction import install_log_redaction, redact
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
@@ -782,7 +782,7 @@ class MemoryEngine:
         for f in done:
             exc = f.exception()
             if exc is not None:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(redact(f"{type(exc).__name__}: {exc}"))  # a key an upstream echoed stays out
                 log.warning("background memory task failed: %s", exc)
             else:
                 counts = f.result()

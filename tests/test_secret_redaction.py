@@ -285,3 +285,22 @@ def test_a_job_document_never_holds_a_credential_whatever_wrote_it(store: Any) -
               data={"pin": {"reason": f"echo Authorization: Bearer {PINATA_JWT}"}, "ids": [PINATA_SECRET]})
     store.put_job(job)
     assert_clean(raw_job_document(store, "memjob_secret"), store.get_job("memjob_secret").model_dump(mode="json"))
+
+
+def test_a_failed_background_extraction_reports_and_logs_no_credential(caplog: pytest.LogCaptureFixture) -> None:
+    """A custom extractor whose model client raises with the request echoed (not a library
+    error): FlushResult.errors and the warning the engine logs are redacted."""
+
+    class EchoingExtractor:
+        name = "echoing"
+
+        def extract(self, messages: Any) -> list[Any]:
+            raise RuntimeError(f"upstream 401: {{'authorization': 'Bearer {COHERE_KEY}', 'x-api-key': '{CF_TOKEN}'}}")
+
+    register_secret(COHERE_KEY)
+    caplog.set_level(logging.DEBUG)
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=EchoingExtractor()) as engine:
+        engine.post_turn(SCOPE.with_thread("t1"), [{"role": "user", "content": "I moved to Lisbon in June."}])
+        result = engine.flush()
+    assert result.failed == 1 and REDACTED in result.errors[0], result.errors
+    assert_clean(result.errors, library_logs(caplog))
