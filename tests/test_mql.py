@@ -192,9 +192,10 @@ def test_stats_pipeline() -> None:
 
 
 def test_reference_collections_and_indexes() -> None:
-    # the reference's seven collections, plus the maintenance schedules of the inline scheduler
+    # the reference's seven collections, plus the maintenance schedules of the inline scheduler and
+    # the sealed message chunks of transcripts past one document's size
     assert set(_mql.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
-                                 "memory_jobs", "memory_schedules"}
+                                 "memory_jobs", "memory_schedules", "session_transcript_chunks"}
     names = {c: {i.name for i in specs} for c, specs in _mql.INDEXES.items()}
     for name in ("idx_vector_wallet", "idx_vector_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
                  "idx_vector_wallet_scope_thread", "idx_vector_user", "idx_vector_source", "idx_vector_app_id",
@@ -209,7 +210,7 @@ def test_reference_collections_and_indexes() -> None:
     assert {"idx_vector_id", "idx_transcript_wallet_session", "idx_session_wallet_id", "idx_pattern_id",
             "idx_archive_id", "idx_skill_id", "idx_memory_job_id"} <= unique
     text = [i for specs in _mql.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
-    assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text"}
+    assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text", "idx_transcript_chunk_text"}
     memory_text = next(i for i in text if i.name == "idx_vector_text")
     assert memory_text.keys == [("agentWallet", 1), ("content", "text"), ("context", "text")]
     assert memory_text.options["weights"] == {"content": 2, "context": 1}  # context counts half, as on SQLite

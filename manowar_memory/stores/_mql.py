@@ -46,6 +46,7 @@ __all__ = [
     "SKILLS",
     "SYNC_FIELD",
     "TRANSCRIPTS",
+    "TRANSCRIPT_CHUNKS",
     "VECTOR_INDEX_NAME",
     "IndexSpec",
     "active_fact_expr",
@@ -68,6 +69,7 @@ __all__ = [
 
 MEMORY = "memory"
 TRANSCRIPTS = "session_transcripts"
+TRANSCRIPT_CHUNKS = "session_transcript_chunks"  # the older messages of a transcript past one document's size
 SESSIONS = "sessions"
 PATTERNS = "patterns"
 ARCHIVES = "archives"
@@ -169,6 +171,11 @@ INDEXES: dict[str, list[IndexSpec]] = {
             "idx_transcript_text", [("agentWallet", 1), ("summary", "text"), ("messages.content", "text")],
             **_TEXT_OPTS,
         ),
+    ],
+    TRANSCRIPT_CHUNKS: [
+        IndexSpec("idx_transcript_chunk_key", [("agentWallet", 1), ("sessionId", 1), ("seq", 1), ("digest", 1)],
+                  unique=True),
+        IndexSpec("idx_transcript_chunk_text", [("agentWallet", 1), ("messages.content", "text")], **_TEXT_OPTS),
     ],
     SESSIONS: [
         IndexSpec("idx_session_id", [("sessionId", 1)]),

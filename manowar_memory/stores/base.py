@@ -166,7 +166,8 @@ class Store(Protocol):
 
     # -- transcripts (scene layer) --
     def upsert_transcript(self, transcript: Transcript) -> None:
-        """Insert or replace a transcript by session id."""
+        """Insert or replace a transcript by session id. Any number of messages of any length:
+        a backend with a document size limit splits it, and every read returns it whole."""
         ...
 
     def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:

@@ -83,12 +83,24 @@ from ..errors import ConfigurationError, MissingDependencyError, StoreError
 from ..redaction import install_log_redaction
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from . import _mql
-from ._mql import ACTIVE_FACT_FIELD, ARCHIVES, JOBS, MEMORY, PATTERNS, SESSIONS, SKILLS, SYNC_FIELD, TRANSCRIPTS
+from ._mql import (
+    ACTIVE_FACT_FIELD,
+    ARCHIVES,
+    JOBS,
+    MEMORY,
+    PATTERNS,
+    SESSIONS,
+    SKILLS,
+    SYNC_FIELD,
+    TRANSCRIPT_CHUNKS,
+    TRANSCRIPTS,
+)
 from ._vectors import VectorIndex
 from .base import Hit, MemoryQuery, VectorSearchInfo, is_unique_fact
 
 try:
     import pymongo
+    from bson import encode as bson_encode
     from bson.binary import Binary, BinaryVectorDtype
     from bson.objectid import ObjectId
     from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
@@ -113,9 +125,15 @@ _UPDATABLE = {
     "content", "context", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
     "embedding", "embedding_model", "user_address", "thread_id", "created_at",
 }
-_DERIVED = ("_id", "scopeKind", "scopeId", "_score", ACTIVE_FACT_FIELD, SYNC_FIELD)
+#: On a transcript document: the sealed chunks (``seq``, ``digest``) that hold its older messages.
+CHUNKS_FIELD = "messageChunks"
+_DERIVED = ("_id", "scopeKind", "scopeId", "_score", ACTIVE_FACT_FIELD, SYNC_FIELD, CHUNKS_FIELD)
+DEFAULT_TRANSCRIPT_CHUNK_BYTES = 4 * 2**20
+_MORE = "_more"  # on a stored piece of a message: its content goes on in the next piece
+_ENTRY_OVERHEAD = 16  # BSON bytes an array element adds beyond its document (type byte, index key)
 _INSERT_CHUNK = 1_000  # rows per insert_many: each chunk is stamped just before it is sent
 _DUPLICATE_KEY = 11000
+_INDEX_NOT_FOUND = 27
 
 
 # ----------------------------------------------------------------------------- conversions
@@ -184,6 +202,95 @@ def _strip(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in _DERIVED}
 
 
+def _split_text(text: str, budget: int) -> list[str]:
+    """``text`` in pieces of at most ``budget`` UTF-8 bytes, cut between characters (at a
+    space near the end of a piece when there is one, so words stay whole for the text index)."""
+    raw = text.encode("utf-8")
+    pieces: list[str] = []
+    start = 0
+    while len(raw) - start > budget:
+        end = start + budget
+        while end > start and (raw[end] & 0xC0) == 0x80:  # never start a piece inside a character
+            end -= 1
+        space = raw.rfind(b" ", max(start, end - 512), end)
+        if space > start:
+            end = space + 1
+        pieces.append(raw[start:end].decode("utf-8"))
+        start = end
+    pieces.append(raw[start:].decode("utf-8"))
+    return pieces
+
+
+def transcript_entries(messages: Sequence[dict[str, Any]], chunk_bytes: int) -> list[tuple[dict[str, Any], int]]:
+    """The stored entries of a transcript's messages with their BSON sizes. A message larger
+    than ``chunk_bytes`` becomes several pieces, each but the last marked ``_more``: its
+    content cut into text pieces (still found by the text index), then its other fields
+    (tool calls) as BSON cut into binary ``_rest`` pieces."""
+    out: list[tuple[dict[str, Any], int]] = []
+    for msg in messages:
+        size = len(bson_encode(msg)) + _ENTRY_OVERHEAD
+        if size <= chunk_bytes:
+            out.append((msg, size))
+            continue
+        head = {"role": msg["role"], "timestamp": msg.get("timestamp")}
+        budget = chunk_bytes - len(bson_encode({**head, "content": "", _MORE: True})) - _ENTRY_OVERHEAD - 64
+        pieces: list[dict[str, Any]] = [{**head, "content": p} for p in _split_text(msg["content"], budget)]
+        rest = {k: v for k, v in msg.items() if k not in head and k != "content"}
+        if rest:
+            raw = bson_encode(rest)
+            pieces += [{**head, "content": "", "_rest": Binary(raw[i : i + budget])} for i in range(0, len(raw), budget)]
+        for k, piece in enumerate(pieces):
+            if k < len(pieces) - 1:
+                piece[_MORE] = True
+            out.append((piece, len(bson_encode(piece)) + _ENTRY_OVERHEAD))
+    return out
+
+
+def pack_transcript(entries: Sequence[tuple[dict[str, Any], int]], chunk_bytes: int) -> list[list[dict[str, Any]]]:
+    """Entries packed greedily, oldest first, into chunks of at most ``chunk_bytes``. Appending
+    messages never changes a chunk before the last one, so sealed chunks are written once."""
+    chunks: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    used = 0
+    for entry, size in entries:
+        if current and used + size > chunk_bytes:
+            chunks.append(current)
+            current, used = [], 0
+        current.append(entry)
+        used += size
+    chunks.append(current)
+    return chunks
+
+
+def join_transcript(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of stored entries: pieces marked ``_more`` joined with the next ones."""
+    from bson import decode as bson_decode
+
+    out: list[dict[str, Any]] = []
+    pending: dict[str, Any] | None = None
+    rest = b""
+    for entry in entries:
+        if pending is None:
+            pending = {k: v for k, v in entry.items() if k not in (_MORE, "_rest")}
+        else:
+            pending["content"] += entry["content"]
+        rest += bytes(entry.get("_rest") or b"")
+        if not entry.get(_MORE):
+            if rest:
+                pending.update(bson_decode(rest))
+            out.append(pending)
+            pending, rest = None, b""
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
+def _chunk_digest(chunk: list[dict[str, Any]]) -> str:
+    import hashlib
+
+    return hashlib.sha256(bson_encode({"m": chunk})).hexdigest()[:32]
+
+
 def _database_from_uri(uri: str) -> str | None:
     """The database named in a connection string's path (no DNS lookup, unlike parse_uri for +srv)."""
     from urllib.parse import unquote
@@ -227,6 +334,10 @@ class MongoStore:
     * ``prefilter_fields``: fields pushed into the ``$vectorSearch`` prefilter
       (default ``MEMORY_VECTOR_PREFILTER_FIELDS``, else ``agentWallet``).
     * ``min_vector_score``: optional server-side score threshold on Atlas's scale.
+    * ``transcript_chunk_bytes``: a transcript is stored in chunks of at most this many bytes
+      of messages (default 4 MiB): its newest chunk in the ``session_transcripts`` document,
+      the older, sealed ones in ``session_transcript_chunks``, so a transcript of any length
+      stays under MongoDB's 16 MB document limit. Reads put the messages back together.
     * ``create_indexes``: ensure the collections' indexes on open (default True).
     * ``client_options``: passed to :class:`pymongo.MongoClient` when the store creates it.
     """
@@ -249,6 +360,7 @@ class MongoStore:
         prefilter_fields: Sequence[str] | None = None,
         vector_index_name: str = _mql.VECTOR_INDEX_NAME,
         min_vector_score: float | None = None,
+        transcript_chunk_bytes: int = DEFAULT_TRANSCRIPT_CHUNK_BYTES,
         create_indexes: bool = True,
         **client_options: Any,
     ) -> None:
@@ -266,6 +378,10 @@ class MongoStore:
             raise ConfigurationError("max_scan must be a positive integer or None")
         if scan_batch_size < 1:
             raise ConfigurationError("scan_batch_size must be a positive integer")
+        if not 4096 <= transcript_chunk_bytes <= 8 * 2**20:
+            raise ConfigurationError(
+                f"transcript_chunk_bytes must be between 4096 and {8 * 2**20} (8 MiB), got {transcript_chunk_bytes!r}")
+        self.transcript_chunk_bytes = int(transcript_chunk_bytes)
         self._owns_client = client is None
         if client is None:
             options = {
@@ -312,6 +428,7 @@ class MongoStore:
         self._closed = False
         self.memory = self.db[MEMORY]
         self.transcripts = self.db[TRANSCRIPTS]
+        self.transcript_chunks = self.db[TRANSCRIPT_CHUNKS]
         self.sessions = self.db[SESSIONS]
         self.patterns = self.db[PATTERNS]
         self.archives = self.db[ARCHIVES]
@@ -1081,16 +1198,64 @@ class MongoStore:
 
     # -- transcripts --
     def upsert_transcript(self, transcript: Transcript) -> None:
+        """Insert or replace a transcript. Its messages are packed into chunks of at most
+        ``transcript_chunk_bytes``: the newest chunk stays in the transcript document, the
+        sealed older ones go to ``session_transcript_chunks`` (written once: appending
+        messages only adds chunks), so no document nears 16 MB however long the transcript."""
+        doc = _scoped_doc(transcript)
+        key = {"agentWallet": transcript.agent_wallet, "sessionId": transcript.session_id}
+        chunks = pack_transcript(transcript_entries(doc["messages"], self.transcript_chunk_bytes),
+                                 self.transcript_chunk_bytes)
+        sealed = [(seq, _chunk_digest(chunk), chunk) for seq, chunk in enumerate(chunks[:-1])]
+        doc["messages"] = chunks[-1]
+        if sealed:
+            doc[CHUNKS_FIELD] = [{"seq": seq, "digest": digest} for seq, digest, _ in sealed]
         with self._errors("upsert"):
-            self._upsert(
-                self.transcripts, {"agentWallet": transcript.agent_wallet, "sessionId": transcript.session_id},
-                _scoped_doc(transcript),
-            )
+            stored = {(c["seq"], c["digest"]) for c in self.transcript_chunks.find(key, {"seq": 1, "digest": 1})}
+            for seq, digest, chunk in sealed:  # the chunks first: the document never names a missing one
+                if (seq, digest) not in stored:
+                    try:
+                        self.transcript_chunks.insert_one({**key, "seq": seq, "digest": digest, "messages": chunk})
+                    except DuplicateKeyError:  # a concurrent writer stored the same chunk
+                        pass
+            self._upsert(self.transcripts, key, doc)
+            stale = stored - {(seq, digest) for seq, digest, _ in sealed}
+            if stale:
+                self.transcript_chunks.delete_many(
+                    {**key, "$or": [{"seq": seq, "digest": digest} for seq, digest in sorted(stale)]})
+
+    def _transcript(self, doc: dict[str, Any]) -> Transcript:
+        """A stored transcript document as a :class:`Transcript`, its older messages read back
+        from its chunks."""
+        for attempt in range(3):
+            refs = doc.get(CHUNKS_FIELD) or []
+            data = _strip(doc)
+            if not refs and not any(_MORE in m for m in data.get("messages", [])):
+                return Transcript.model_validate(data)
+            key = {"agentWallet": doc["agentWallet"], "sessionId": doc["sessionId"]}
+            found = {
+                (c["seq"], c["digest"]): c["messages"]
+                for c in self.transcript_chunks.find({**key, "digest": {"$in": [r["digest"] for r in refs]}})
+            }
+            if all((r["seq"], r["digest"]) in found for r in refs):
+                entries = [e for r in sorted(refs, key=lambda r: r["seq"]) for e in found[(r["seq"], r["digest"])]]
+                data["messages"] = join_transcript(entries + list(data.get("messages", [])))
+                return Transcript.model_validate(data)
+            # a concurrent rewrite replaced a chunk between the two reads: read the document again
+            fresh = self.transcripts.find_one(key)
+            if fresh is None:
+                break
+            doc = fresh
+        raise StoreError(
+            f"transcript {doc.get('sessionId')!r} of agent {doc.get('agentWallet')!r} names message chunks that "
+            "are missing from session_transcript_chunks; it was changed by another writer while being read, "
+            "try again"
+        )
 
     def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
         with self._errors("read"):
             doc = self.transcripts.find_one({"agentWallet": agent_wallet, "sessionId": session_id})
-        return Transcript.model_validate(_strip(doc)) if doc else None
+            return self._transcript(doc) if doc else None
 
     def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:
         if limit <= 0:
@@ -1100,17 +1265,56 @@ class MongoStore:
                 docs = self.transcripts.find(_mql.scope_filter(query, collection=TRANSCRIPTS)).sort(
                     [("createdAt", -1), ("_id", -1)]
                 ).limit(int(limit))
-                return [(Transcript.model_validate(_strip(d)), 0.0) for d in docs]
+                return [(self._transcript(d), 0.0) for d in docs]
             terms = query_terms(text)
             if not terms:
                 return []
             docs = list(self.transcripts.aggregate(_mql.transcript_search_pipeline(query, terms, limit)))
-        return [(Transcript.model_validate(_strip(d)), float(d["_score"])) for d in docs]
+            scored = {d["sessionId"]: (d, float(d["_score"])) for d in docs}
+            # the older messages of long transcripts are in chunks: find their sessions too
+            try:
+                chunk_hits = list(self.transcript_chunks.aggregate([
+                    {"$match": {"$text": {"$search": " ".join(terms)}, "agentWallet": query.scope.agent_wallet}},
+                    {"$project": {"sessionId": 1, "seq": 1, "digest": 1, "_score": {"$meta": "textScore"}}},
+                    {"$sort": {"_score": -1}},
+                    {"$limit": max(1000, 20 * int(limit))},
+                ]))
+            except OperationFailure as exc:
+                if exc.code != _INDEX_NOT_FOUND:
+                    raise
+                log.warning("MongoStore: session_transcript_chunks has no text index (run ensure_indexes()); "
+                            "the older messages of long transcripts are not searched")
+                chunk_hits = []
+            best: dict[str, float] = {}
+            hit_chunks: dict[str, set[tuple[int, str]]] = {}
+            for c in chunk_hits:
+                best[c["sessionId"]] = max(best.get(c["sessionId"], 0.0), float(c["_score"]))
+                hit_chunks.setdefault(c["sessionId"], set()).add((c["seq"], c["digest"]))
+            if best:
+                flt = _mql._merge([*_mql.scope_filter(query, collection=TRANSCRIPTS).items(),
+                                   ("sessionId", {"$in": sorted(best)})])
+                for d in self.transcripts.find(flt):
+                    refs = {(r["seq"], r["digest"]) for r in d.get(CHUNKS_FIELD) or []}
+                    if not refs & hit_chunks[d["sessionId"]]:
+                        continue  # only a stale chunk matched
+                    score = best[d["sessionId"]]
+                    if d["sessionId"] not in scored or scored[d["sessionId"]][1] < score:
+                        scored[d["sessionId"]] = (d, score)
+            ranked = sorted(scored.values(), key=lambda ds: (-ds[1], -int(ds[0].get("createdAt") or 0)))[: int(limit)]
+            return [(self._transcript(d), score) for d, score in ranked]
 
     def delete_transcripts_older_than(self, cutoff: int) -> int:
-        """Delete transcripts created before ``cutoff`` (cleanup)."""
+        """Delete transcripts created before ``cutoff`` (cleanup), with their message chunks."""
         with self._errors("delete"):
-            return int(self.transcripts.delete_many({"createdAt": {"$lt": cutoff}}).deleted_count)
+            chunked = [
+                {"agentWallet": d["agentWallet"], "sessionId": d["sessionId"]}
+                for d in self.transcripts.find({"createdAt": {"$lt": cutoff}, CHUNKS_FIELD: {"$exists": True}},
+                                               {"agentWallet": 1, "sessionId": 1})
+            ]
+            deleted = int(self.transcripts.delete_many({"createdAt": {"$lt": cutoff}}).deleted_count)
+            for start in range(0, len(chunked), 500):
+                self.transcript_chunks.delete_many({"$or": chunked[start : start + 500]})
+            return deleted
 
     def count_transcripts_older_than(self, cutoff: int) -> int:
         """Transcripts created before ``cutoff`` (a cleanup dry run)."""
@@ -1127,7 +1331,7 @@ class MongoStore:
             docs = self.transcripts.find(
                 {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
             ).sort([("createdAt", 1), ("_id", 1)])
-            return [Transcript.model_validate(_strip(d)) for d in docs]
+            return [self._transcript(d) for d in docs]
 
     # -- patterns, archives, skills, jobs --
     def upsert_pattern(self, pattern: Pattern) -> None:

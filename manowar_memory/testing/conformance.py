@@ -720,6 +720,29 @@ class StoreConformance:
         assert store.search_transcripts(_q(agent=OTHER_AGENT), "lisbon", 10) == []
         assert len(store.search_transcripts(_q(user="u1"), "lisbon", 1)) == 1
 
+    def test_a_transcript_past_16_mb_round_trips_grows_and_is_searched_whole(self, store: Store) -> None:
+        filler = "lorem ipsum dolor sit amet " * 40_000  # ~1 MiB
+        wide = "café ✓ naïve 東京 " * 150_000  # ~3.3 MiB of multi-byte text, and as much again in its tool call
+        parts = [("user", "aardvark question " + filler)] + [
+            ("assistant" if i % 2 else "user", filler) for i in range(9)] + [("tool", wide), ("user", "closing")]
+        big = self._transcript("long", summary="a long chat", messages=parts)
+        assert len(big.model_dump_json().encode()) > 16 * 2**20
+        store.upsert_transcript(big)
+        assert store.get_transcript("long", AGENT) == big
+        for word in ("aardvark", "closing"):  # the oldest message and the newest one are both searched
+            assert [t.session_id for t, _ in store.search_transcripts(_q(user="u1"), word, 5)] == ["long"]
+        grown = big.model_copy(update={"messages": [*big.messages, Message(role="assistant", content="zeppelin",
+                                                                           timestamp=T0 + 99)]})
+        store.upsert_transcript(grown)
+        assert store.get_transcript("long", AGENT) == grown
+        (hit, _), = store.search_transcripts(_q(user="u1"), "zeppelin", 5)
+        assert hit == grown
+        cleared = grown.model_copy(update={"messages": [], "summary": None})
+        store.upsert_transcript(cleared)
+        assert store.get_transcript("long", AGENT) == cleared
+        assert store.search_transcripts(_q(user="u1"), "aardvark", 5) == []  # nothing of the old messages is left
+        assert store.stats()["totalTranscripts"] == 1
+
     # ------------------------------------------------------------------ patterns
     @staticmethod
     def _pattern(pid: str, rate: float, *, agent: str = AGENT, user: str | None = None, created_at: int = T0,
