@@ -1,4 +1,4 @@
-"""The ``manowar`` command: demo, remember, recall, ingest, stats, worker."""
+"""The ``manowar`` command: demo, remember, recall, ingest, stats, worker, serve, mcp, api-key."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import click
 from .engine import MemoryEngine
 from .errors import ManowarError
 from .jobs.schedules_cli import schedules
+from .notes.cli import notes as notes_cli
 from .scope import Scope
 from .stores.base import MemoryQuery
 
@@ -241,7 +242,122 @@ def _worker_target(store: Any, redis_url: str | None) -> Any:
     return MemoryEngine(store=store, embedder=None, cache=RedisCache(redis_url))
 
 
+
+def _server_engine(store: str | None, embedder: str, redis_url: str | None) -> MemoryEngine:
+    cache = None
+    if redis_url:
+        from .cache.redis import RedisCache
+
+        cache = RedisCache(redis_url)
+    return MemoryEngine(store=store, embedder=None if embedder == "none" else embedder, cache=cache)
+
+
+def _server_keys(keys_file: Path | None) -> Any:
+    try:
+        from .server.auth import ApiKeys
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise click.ClickException(f'serving needs the server extra: pip install "manowar-memory[server]" ({exc})')
+    return ApiKeys.load(keys_file)
+
+
+_KEYS_HELP = "JSON file of API keys (sha256 hash, agentWallet, optional userAddress); default $MANOWAR_API_KEYS."
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None, help="Redis URL for the caches.")
+@click.option("--keys", "keys_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help=_KEYS_HELP)
+@click.option("--trust", type=click.Choice(["system", "learned", "external"]), default=None,
+              help="Trust level of rows written through the API (default: the engine's).")
+@click.option("--max-body", default=1_000_000, show_default=True, type=click.IntRange(min=1024),
+              help="Largest request body in bytes.")
+def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str | None, keys_file: Path | None,
+          trust: str | None, max_body: int) -> None:
+    """Serve the REST API (OpenAPI at /openapi.json, docs at /docs)."""
+    keys = _server_keys(keys_file)
+    from .server.app import check_bind, create_app
+
+    check_bind(host, keys)
+    import uvicorn
+
+    with _server_engine(store, embedder, redis_url) as engine:
+        app = create_app(engine, keys=keys, trust=trust, max_body_bytes=max_body)
+        click.echo(f"manowar serve: http://{host}:{port} store={engine.store.name} keys={len(keys)}", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@cli.command("mcp")
+@click.option("--http", "http", is_flag=True, help="Serve streamable HTTP (at /mcp) instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http).")
+@click.option("--port", default=8081, show_default=True, type=click.IntRange(0, 65535), help="Port (--http).")
+@click.option("--agent", envvar="MANOWAR_AGENT", default=None, help="Agent id of the scope (env MANOWAR_AGENT).")
+@click.option("--user", envvar="MANOWAR_USER", default=None, help="User id of the scope (env MANOWAR_USER).")
+@click.option("--thread", envvar="MANOWAR_THREAD", default=None, help="Thread id (env MANOWAR_THREAD).")
+@click.option("--mode", envvar="MANOWAR_MODE", type=click.Choice(["global", "local"]), default=None)
+@click.option("--hai", envvar="MANOWAR_HAI", default=None, help="HAI id (env MANOWAR_HAI).")
+@click.option("--groups", default="memory,items,jobs", show_default=True, help="Tool groups of the catalog.")
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None, help="Redis URL for the caches.")
+@click.option("--keys", "keys_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help=_KEYS_HELP + " (--http)")
+@click.option("--trust", type=click.Choice(["system", "learned", "external"]), default=None,
+              help="Trust level of rows the tools write (default: the engine's).")
+def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str | None, thread: str | None,
+                mode: str | None, hai: str | None, groups: str, store: str | None, embedder: str,
+                redis_url: str | None, keys_file: Path | None, trust: str | None) -> None:
+    """Serve the memory tools over MCP: stdio for one configured scope, or --http with API keys."""
+    import asyncio
+
+    keys = _server_keys(keys_file) if http else None
+    from .server.mcp import build_mcp_server, mcp_http_app, run_stdio
+
+    fields = {"agentWallet": agent, "userAddress": user, "threadId": thread, "mode": mode, "haiId": hai}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if not http and not agent:
+        raise click.UsageError("stdio serves one scope: pass --agent (or set MANOWAR_AGENT)")
+    if http:
+        from .server.app import check_bind
+
+        check_bind(host, keys)
+        if not keys and not agent:
+            raise click.UsageError("without API keys the HTTP server serves one scope: pass --agent")
+    with _server_engine(store, embedder, redis_url) as engine:
+        scope = fields if (http and keys) else Scope.from_dict(fields)
+        server = build_mcp_server(engine, scope=scope, keys=keys if http else None,
+                                  groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust)
+        if not http:
+            asyncio.run(run_stdio(server))
+            return
+        import uvicorn
+
+        click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store.name} keys={len(keys)}", err=True)
+        uvicorn.run(mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
+
+
+@cli.command("api-key")
+@click.option("--agent", required=True, help="The agent the key acts for.")
+@click.option("--user", default=None, help="The only user the key may act for.")
+@click.option("--name", default=None, help="A label for the key.")
+def api_key(agent: str, user: str | None, name: str | None) -> None:
+    """Print a new API key (stderr) and its key-file entry, which stores only the hash (stdout)."""
+    from .server.auth import hash_key, new_key
+
+    key = new_key()
+    entry = {"sha256": hash_key(key), "agentWallet": agent}
+    if user:
+        entry["userAddress"] = user
+    if name:
+        entry["name"] = name
+    click.echo(f"API key (shown once): {key}", err=True)
+    click.echo(json.dumps(entry))
+
 cli.add_command(schedules)
+cli.add_command(notes_cli, name="notes")
 
 
 def main() -> None:

@@ -467,6 +467,34 @@ class ScopedMemory:
         """An archive, pattern or skill of this scope's agent; :class:`NotFoundError` otherwise."""
         return self._engine.agent_artifact(self._scope, kind, artifact_id)
 
+    def notes(self, project: Any = None) -> Any:
+        """This scope's agent and user's project notes (:class:`manowar_memory.notes.ProjectNotes`);
+        ``project``: a directory or ``ProjectIdentity`` (default: the working directory's project)."""
+        from .notes import ProjectNotes
+
+        return ProjectNotes(self._engine, project=project, agent=self._scope.agent_wallet,
+                            user=self._scope.user_address)
+
+    def patterns(self, *, limit: int = 20, pattern_type: str | None = None,
+                 min_success_rate: float | None = None) -> list[Any]:
+        """Patterns visible in the scope, best success rate first (optionally of one type and
+        at least a success rate)."""
+        from .stores.base import MemoryQuery
+
+        limit = _positive(limit, "limit")
+        rows = self._engine.store.find_patterns(MemoryQuery(scope=self._scope), self._max_scan)
+        rows = [p for p in rows if visible(self._scope, p)
+                and (pattern_type is None or p.pattern_type == pattern_type)
+                and (min_success_rate is None or p.success_rate >= min_success_rate)]
+        return rows[:limit]
+
+    def job(self, job_id: str) -> Any:
+        """A maintenance job record of this scope's agent; :class:`NotFoundError` otherwise."""
+        found = self._engine.store.get_job(job_id) if isinstance(job_id, str) and job_id else None
+        if found is None or found.agent_wallet != self._scope.agent_wallet:
+            raise NotFoundError(f"job {job_id!r} does not exist for this agent")
+        return found
+
     # ---------------------------------------------------------------- async twins
     async def asearch(self, query: str, **kwargs: Any) -> SearchHits:
         """Async twin of :meth:`search`."""

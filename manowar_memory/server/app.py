@@ -1,0 +1,643 @@
+"""The REST API: a FastAPI app over one engine, every request acting through ``engine.scoped``.
+
+Each request's scope is its scope fields (``agentWallet``, ``userAddress``, ``threadId``,
+``mode``, ``haiId``, ``filters``, with the reference's aliases) normalised by
+:meth:`Scope.from_dict`, with the API key's agent (and user) filled in: a key can never name
+another agent. Errors are RFC 9457 problem details (``application/problem+json``) carrying
+the engine error's message, never a stack trace.
+"""
+
+
+import ipaddress
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
+
+from .. import errors
+from ..engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
+from ..records import Job
+from ..scoped import ScopedMemory
+from ..tools import memory_tools
+from .auth import ApiKeys, AuthError, ForbiddenScopeError, KeyBinding, scope_for
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Problem", "check_bind", "create_app", "is_loopback"]
+
+log = logging.getLogger("manowar_memory.server")
+
+#: Largest request body accepted (bytes); larger ones get 413.
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+
+LayerName = Literal["working", "scene", "graph", "patterns", "archives", "vectors"]
+FactType = Literal["preference", "identity", "context", "skill", "relationship", "event"]
+Source = Literal["fact", "session", "knowledge", "pattern", "archive"]
+
+
+# ---------------------------------------------------------------- problems
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem details body."""
+
+    type: str = Field(description="A URI naming the kind of problem.")
+    title: str = Field(description="Short summary of the kind of problem.")
+    status: int = Field(description="The HTTP status code.")
+    detail: str = Field(description="What went wrong, as the engine said it.")
+    instance: str | None = Field(None, description="The request path.")
+
+
+_PROBLEM_SCHEMA = Problem.model_json_schema()
+_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+           413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
+           502: "Bad Gateway", 503: "Service Unavailable"}
+_DOCUMENTED = (400, 401, 403, 404, 413, 422)
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"description": _TITLES[code], "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}}}
+    for code in _DOCUMENTED
+}
+
+# error class name -> HTTP status (tool errors carry the class name)
+_STATUS_BY_NAME = {
+    "NotFoundError": 404, "InvalidInputError": 400, "ScopeError": 400, "FilterError": 400,
+    "ConfigurationError": 400, "MissingDependencyError": 400, "ToolCallError": 400, "AuthError": 401,
+    "ForbiddenScopeError": 403, "EmbeddingError": 503, "PartialIngestError": 503, "RerankError": 503,
+    "StoreError": 503, "PinningError": 502, "ExtractionError": 502,
+}
+
+
+def _problem(status: int, detail: str, request: Request | None, kind: str | None = None) -> JSONResponse:
+    body = Problem(type=f"urn:manowar:error:{kind}" if kind else "about:blank", title=_TITLES.get(status, "Error"),
+                   status=status, detail=detail, instance=request.url.path if request is not None else None)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body.model_dump(), status_code=status, media_type="application/problem+json",
+                        headers=headers)
+
+
+def _status_of(exc: BaseException) -> tuple[int, str, str]:
+    if isinstance(exc, errors.ToolCallError):
+        err = (exc.payload or {}).get("error", {}) if isinstance(getattr(exc, "payload", None), dict) else {}
+        kind = str(err.get("type") or "ToolCallError")
+        return _STATUS_BY_NAME.get(kind, 400), str(err.get("message") or exc), kind
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _STATUS_BY_NAME:
+            return _STATUS_BY_NAME[cls.__name__], str(exc), type(exc).__name__
+    return 500, "internal error", "InternalError"
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` gets 413 (declared or streamed)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.max_bytes:
+                    await self._reject(scope, send)
+                    return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._reject(scope, send)
+
+    async def _reject(self, scope: AsgiScope, send: Send) -> None:
+        body = Problem(type="about:blank", title=_TITLES[413], status=413,
+                       detail=f"the request body is larger than {self.max_bytes} bytes",
+                       instance=scope.get("path")).model_dump_json().encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/problem+json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------- request models
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class ScopeFields(_Body):
+    """The scope of a request (the API key's agent and user are filled in when omitted)."""
+
+    agent_wallet: str | None = Field(None, validation_alias=AliasChoices("agentWallet", "agent_wallet", "agent_id"),
+                                     description="The agent (must be the API key's agent).")
+    user_address: str | None = Field(None, validation_alias=AliasChoices("userAddress", "user_address", "user_id"),
+                                     description="The user (must be the key's user when the key has one).")
+    thread_id: str | None = Field(None, validation_alias=AliasChoices("threadId", "thread_id", "runId", "run_id"),
+                                  description="The thread (narrows the working and scene layers).")
+    mode: Literal["global", "local"] | None = Field(None, description="global or local (local needs haiId).")
+    hai_id: str | None = Field(None, validation_alias=AliasChoices("haiId", "hai_id"), description="The HAI id.")
+    filters: dict[str, Any] | None = Field(None, description="Allowlisted filters applied to every read.")
+
+    def scope_data(self) -> dict[str, Any]:
+        """The scope fields with the reference's names."""
+        return {"agentWallet": self.agent_wallet, "userAddress": self.user_address, "threadId": self.thread_id,
+                "mode": self.mode, "haiId": self.hai_id, "filters": self.filters}
+
+
+class MessageIn(_Body):
+    """One chat message."""
+
+    role: str = Field(max_length=32, description="user, assistant, system or tool (common aliases map over).")
+    content: str = Field(description="The message text.")
+    timestamp: int | None = Field(None, ge=0, le=253_402_300_799_000, description="Epoch milliseconds.")
+
+
+class AssembleBody(ScopeFields):
+    """``context/assemble``: the packed memory context of a turn."""
+
+    query: str = Field(description="The user's message the context is for.")
+    layers: list[LayerName] | None = Field(None, description="Layers to search (default: all six).")
+    limit: int | None = Field(None, ge=1, le=100, description="Hits per layer.")
+    max_items: int | None = Field(None, ge=1, le=50)
+    max_item_chars: int | None = Field(None, ge=20, le=4000)
+    budget_chars: int | None = Field(None, ge=40, le=20_000)
+    rerank: bool = False
+    mmr: bool = False
+    explain: bool = False
+
+
+class RecordBody(ScopeFields):
+    """``turns/record``: record a turn of the scope's thread (``threadId`` required)."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=200)
+    tool_calls: list[dict[str, Any]] | None = Field(None, max_length=200)
+    metadata: dict[str, Any] | None = None
+    extract_facts: bool = True
+
+
+class RememberBody(ScopeFields):
+    """``remember``: store a durable fact."""
+
+    content: str
+    fact_type: FactType | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    importance: float | None = Field(None, ge=0, le=1)
+    metadata: dict[str, Any] | None = None
+
+
+class LoopBody(ScopeFields):
+    """``loop``: record the turn's ``messages`` (when given), then assemble the context of ``query`` (when given)."""
+
+    messages: list[MessageIn] | None = Field(None, max_length=200)
+    tool_calls: list[dict[str, Any]] | None = Field(None, max_length=200)
+    metadata: dict[str, Any] | None = None
+    extract_facts: bool = True
+    query: str | None = None
+    layers: list[LayerName] | None = None
+    max_items: int | None = Field(None, ge=1, le=50)
+    budget_chars: int | None = Field(None, ge=40, le=20_000)
+
+
+class LoopResult(BaseModel):
+    """What ``loop`` recorded and assembled."""
+
+    recorded: PostTurnResult | None = None
+    context: PreTurnResult | None = None
+
+
+class SearchBody(ScopeFields):
+    """A ranked search."""
+
+    query: str
+    limit: int = Field(5, ge=1, le=50)
+    layers: list[LayerName] | None = None
+
+
+class VectorSearchBody(ScopeFields):
+    """``vector-search``: the vectors layer with decay and MMR."""
+
+    query: str
+    limit: int = Field(10, ge=1, le=50)
+
+
+class VectorIndexBody(ScopeFields):
+    """``vector-index``: add one row to the vectors layer."""
+
+    content: str
+    source: Source = "knowledge"
+    metadata: dict[str, Any] | None = None
+
+
+class AddBody(ScopeFields):
+    """``add``: extract and store the facts of some messages (mem0 style)."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=200)
+    metadata: dict[str, Any] | None = None
+
+
+class TranscriptStoreBody(ScopeFields):
+    """``transcript-store``: store messages in the thread's transcript (``threadId`` required)."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=500)
+
+
+class RerankBody(_Body):
+    """``rerank``: score documents against a query with the configured reranker."""
+
+    query: str = Field(min_length=1)
+    documents: list[str] = Field(min_length=1, max_length=200)
+    top_k: int | None = Field(None, ge=1, le=200)
+
+
+class ItemPatchBody(ScopeFields):
+    """Change one of the scope's own rows."""
+
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    status: Literal["active", "superseded", "archived"] | None = None
+
+
+class ResolveBody(ScopeFields):
+    """Resolve a conflict about one of the scope's own rows."""
+
+    resolution: Literal["supersede", "keep", "merge", "ignore"]
+    winning_memory_id: str | None = None
+    reason: str | None = Field(None, max_length=2000)
+
+
+class JobBody(ScopeFields):
+    """Run a maintenance job on the key's agent."""
+
+    type: Literal["consolidate", "patterns_extract", "archive_create", "decay_update"]
+    params: dict[str, Any] | None = None
+    dry_run: bool = False
+    execution: Literal["inline", "temporal"] = "inline"
+
+
+class PromoteBody(ScopeFields):
+    """Promote a pattern into a skill."""
+
+    skill_name: str = Field(min_length=1, max_length=200)
+    validation_data: dict[str, Any] | None = None
+
+
+class ScopeQuery(BaseModel):
+    """Scope fields of a GET or DELETE, from the query string."""
+
+    agentWallet: str | None = None  # noqa: N815 - the reference's names
+    userAddress: str | None = None  # noqa: N815
+    threadId: str | None = None  # noqa: N815
+    mode: Literal["global", "local"] | None = None
+    haiId: str | None = None  # noqa: N815
+
+    def scope_data(self) -> dict[str, Any]:
+        """The scope fields with the reference's names."""
+        return self.model_dump()
+
+
+# ---------------------------------------------------------------- workflows (static manifests)
+
+
+def _step(op: str, method: str, path: str, purpose: str) -> dict[str, str]:
+    return {"operationId": op, "method": method, "path": path, "purpose": purpose}
+
+
+WORKFLOWS: dict[str, dict[str, Any]] = {
+    "agent_memory_loop": {
+        "id": "agent_memory_loop", "hot": True, "returns": "compact prompt only",
+        "steps": [_step("assembleContext", "POST", "/api/memory/context/assemble", "pack memory before the model call"),
+                  _step("recordTurn", "POST", "/api/memory/turns/record", "record the turn after the model call")]},
+    "memory_maintenance_loop": {
+        "id": "memory_maintenance_loop", "hot": False, "returns": "metadata only",
+        "steps": [_step("consolidate", "POST", "/api/memory/jobs", "type consolidate"),
+                  _step("decayUpdate", "POST", "/api/memory/jobs", "type decay_update")]},
+    "memory_pattern_loop": {
+        "id": "memory_pattern_loop", "hot": False, "returns": "metadata only",
+        "steps": [_step("patternsExtract", "POST", "/api/memory/jobs", "type patterns_extract"),
+                  _step("validatePattern", "POST", "/api/memory/patterns/{patternId}/validate", "check a pattern"),
+                  _step("promotePattern", "POST", "/api/memory/patterns/{patternId}/promote", "make it a skill")]},
+    "memory_archive_loop": {
+        "id": "memory_archive_loop", "hot": False, "returns": "metadata only",
+        "steps": [_step("archiveCreate", "POST", "/api/memory/jobs", "type archive_create")]},
+}
+
+
+# ---------------------------------------------------------------- the app
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine."""
+    if host in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, keys: ApiKeys) -> None:
+    """Refuse to serve without API keys on an address other machines can reach."""
+    if not keys and not is_loopback(host):
+        raise errors.ConfigurationError(
+            f"refusing to listen on {host} without API keys: configure keys (--keys FILE or $MANOWAR_API_KEYS) "
+            "or listen on 127.0.0.1"
+        )
+
+
+def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, title: str = "manowar-memory") -> FastAPI:
+    """The REST API over ``engine``. ``keys``: the API keys (none: every request names its own
+    agent; serve that on loopback only, see :func:`check_bind`). ``trust``: the trust level of
+    rows written through the API (None: the engine's default)."""
+    from .. import __version__
+
+    keys = keys if keys is not None else ApiKeys()
+    app = FastAPI(title=title, version=__version__,
+                  description="Layered long-term memory for LLM agents. Every request acts in one scope; an API "
+                  "key acts for one agent (and optionally one user). Errors are RFC 9457 problem details.")
+    app.state.engine = engine
+    app.state.keys = keys
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+
+    @app.exception_handler(errors.ManowarError)
+    async def _manowar_error(request: Request, exc: errors.ManowarError) -> JSONResponse:
+        status, detail, kind = _status_of(exc)
+        if status >= 500:
+            log.warning("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return _problem(status, detail, request, kind)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()[:10])
+        return _problem(422, f"invalid request: {problems}", request, "InvalidInputError")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _problem(exc.status_code, str(exc.detail), request)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _problem(500, "internal error", request, "InternalError")
+
+    bearer = HTTPBearer(auto_error=False, description="An API key as a bearer token.")
+    header = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key.")
+
+    def tenant(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+               api_key: Annotated[str | None, Depends(header)]) -> KeyBinding | None:
+        if not keys:
+            return None
+        return keys.authenticate(api_key or (creds.credentials if creds is not None else None))
+
+    Tenant = Annotated[KeyBinding | None, Depends(tenant)]
+    Q = Annotated[ScopeQuery, Query()]
+
+    def mem(binding: KeyBinding | None, data: Mapping[str, Any]) -> ScopedMemory:
+        return engine.scoped(scope_for(data, binding), trust=trust)  # type: ignore[arg-type]
+
+    def tool(memory: ScopedMemory, name: str, **arguments: Any) -> dict[str, Any]:
+        return memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
+
+    def msgs(items: Sequence[MessageIn]) -> list[dict[str, Any]]:
+        return [m.model_dump(exclude_none=True) for m in items]
+
+    r = APIRouter(prefix="/api/memory", responses=PROBLEM_RESPONSES)
+    Id = Annotated[str, Path(min_length=1, max_length=512)]
+
+    # ------------------------------------------------------------ loop
+    @r.post("/context/assemble", response_model=PreTurnResult, tags=["loop"], summary="Assemble context (pre_turn)")
+    def assemble(body: AssembleBody, key: Tenant) -> Any:
+        return mem(key, body.scope_data()).context(
+            body.query, layers=body.layers, limit=body.limit, max_items=body.max_items,
+            max_item_chars=body.max_item_chars, budget_chars=body.budget_chars, rerank=body.rerank, mmr=body.mmr,
+            explain=body.explain)
+
+    @r.post("/turns/record", response_model=PostTurnResult, tags=["loop"], summary="Record a turn (post_turn)")
+    def record(body: RecordBody, key: Tenant) -> Any:
+        return mem(key, body.scope_data()).post_turn(msgs(body.messages), body.tool_calls, metadata=body.metadata,
+                                                     extract_facts=body.extract_facts)
+
+    @r.post("/remember", response_model=RememberResult, tags=["loop"], summary="Remember a fact")
+    def remember(body: RememberBody, key: Tenant) -> Any:
+        return mem(key, body.scope_data()).remember(body.content, fact_type=body.fact_type, confidence=body.confidence,
+                                                    importance=body.importance, metadata=body.metadata)
+
+    @r.post("/loop", response_model=LoopResult, tags=["loop"], summary="Record then assemble")
+    def loop(body: LoopBody, key: Tenant) -> Any:
+        if not body.messages and body.query is None:
+            raise errors.InvalidInputError("loop needs 'messages' (to record), 'query' (to assemble) or both")
+        m = mem(key, body.scope_data())
+        recorded = m.post_turn(msgs(body.messages), body.tool_calls, metadata=body.metadata,
+                               extract_facts=body.extract_facts) if body.messages else None
+        context = m.context(body.query, layers=body.layers, max_items=body.max_items,
+                            budget_chars=body.budget_chars) if body.query is not None else None
+        return LoopResult(recorded=recorded, context=context)
+
+    # ------------------------------------------------------------ items
+    @r.post("/items/search", tags=["items"], summary="Search memories")
+    def items_search(body: SearchBody, key: Tenant) -> dict[str, Any]:
+        return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit, layers=body.layers)
+
+    @r.get("/items/{memoryId}", tags=["items"], summary="Read a memory")
+    def item_get(memoryId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, q.scope_data()), "memory_get", memory_id=memoryId)
+
+    @r.patch("/items/{memoryId}", tags=["items"], summary="Change one of your memories")
+    def item_patch(memoryId: Id, body: ItemPatchBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, body.scope_data()), "memory_update", memory_id=memoryId, content=body.content,
+                    metadata=body.metadata, confidence=body.confidence, status=body.status)
+
+    @r.delete("/items/{memoryId}", tags=["items"], summary="Delete one of your memories")
+    def item_delete(memoryId: Id, q: Q, key: Tenant, hardDelete: bool = False) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, q.scope_data()), "memory_delete", memory_id=memoryId, hard=hardDelete)
+
+    @r.post("/conflicts/{memoryId}/resolve", tags=["items"], summary="Resolve a conflict")
+    def resolve(memoryId: Id, body: ResolveBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, body.scope_data()), "memory_resolve_conflict", memory_id=memoryId,
+                    resolution=body.resolution, winning_memory_id=body.winning_memory_id, reason=body.reason)
+
+    # ------------------------------------------------------------ jobs
+    @r.post("/jobs", response_model=Job, tags=["jobs"], summary="Run a maintenance job inline")
+    def job_run(body: JobBody, key: Tenant) -> Any:
+        m = mem(key, body.scope_data())
+        if body.execution == "temporal":
+            raise errors.ConfigurationError("this server runs jobs inline only: send execution 'inline' (or run "
+                                            "`manowar worker` and start jobs through Temporal)")
+        return m.run_job(body.type, body.params, dry_run=body.dry_run)
+
+    @r.get("/jobs/{jobId}", response_model=Job, tags=["jobs"], summary="Read a job")
+    def job_get(jobId: Id, q: Q, key: Tenant) -> Any:  # noqa: N803
+        return mem(key, q.scope_data()).job(jobId)
+
+    # ------------------------------------------------------------ workflows, patterns and skills
+    @r.get("/workflows", tags=["workflows"], summary="The workflow manifests")
+    def workflows() -> dict[str, Any]:
+        return {"workflows": list(WORKFLOWS.values())}
+
+    @r.get("/workflows/{workflowId}", tags=["workflows"], summary="One workflow manifest")
+    def workflow(workflowId: Id) -> dict[str, Any]:  # noqa: N803
+        if workflowId not in WORKFLOWS:
+            raise errors.NotFoundError(f"workflow {workflowId!r} does not exist; use one of {sorted(WORKFLOWS)}")
+        return WORKFLOWS[workflowId]
+
+    @r.get("/patterns", tags=["patterns"], summary="List patterns")
+    def patterns(q: Q, key: Tenant, limit: Annotated[int, Query(ge=1, le=200)] = 20,
+                 patternType: Literal["workflow", "decision", "response", "tool_sequence"] | None = None,  # noqa: N803
+                 minSuccessRate: Annotated[float | None, Query(ge=0, le=1)] = None) -> dict[str, Any]:  # noqa: N803
+        rows = mem(key, q.scope_data()).patterns(limit=limit, pattern_type=patternType, min_success_rate=minSuccessRate)
+        return {"patterns": [p.model_dump(mode="json", by_alias=True) for p in rows]}
+
+    @r.get("/patterns/{patternId}", tags=["patterns"], summary="Read a pattern")
+    def pattern(patternId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return {"pattern": mem(key, q.scope_data()).artifact("pattern", patternId).model_dump(mode="json", by_alias=True)}
+
+    @r.post("/patterns/{patternId}/validate", tags=["patterns"], summary="Validate a pattern")
+    def pattern_validate(patternId: Id, body: ScopeFields, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, body.scope_data()), "memory_validate_pattern", pattern_id=patternId)
+
+    @r.post("/patterns/{patternId}/promote", tags=["patterns"], summary="Promote a pattern into a skill")
+    def pattern_promote(patternId: Id, body: PromoteBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, body.scope_data()), "memory_promote_pattern", pattern_id=patternId,
+                    skill_name=body.skill_name)
+
+    @r.get("/skills", tags=["patterns"], summary="List skills")
+    def skills(q: Q, key: Tenant, category: str | None = None,
+               limit: Annotated[int, Query(ge=1, le=100)] = 20) -> dict[str, Any]:
+        return tool(mem(key, q.scope_data()), "memory_list_skills", category=category, limit=limit)
+
+    @r.get("/skills/{skillId}", tags=["patterns"], summary="Read a skill")
+    def skill(skillId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, q.scope_data()), "memory_get_skill", skill_id=skillId)
+
+    # ------------------------------------------------------------ compatibility
+    @r.post("/add", tags=["compatibility"], summary="Extract and store facts from messages")
+    def add(body: AddBody, key: Tenant) -> dict[str, Any]:
+        data = body.scope_data()
+        if not data.get("threadId"):
+            from .._util import now_ms
+
+            data["threadId"] = f"api-{now_ms()}"
+        m = mem(key, data)
+        turn = m.post_turn(msgs(body.messages), metadata=body.metadata, extract_facts=True)
+        flushed = m.flush(30.0)
+        return {"success": True, "sessionId": turn.session_id, "factsIndexed": flushed.facts_indexed,
+                "factsBumped": flushed.facts_reinforced}
+
+    @r.post("/search", tags=["compatibility"], summary="Search facts")
+    def search(body: SearchBody, key: Tenant) -> dict[str, Any]:
+        return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit,
+                    layers=body.layers or ["graph"])
+
+    @r.post("/vector-search", tags=["compatibility"], summary="Search the vectors layer")
+    def vector_search(body: VectorSearchBody, key: Tenant) -> dict[str, Any]:
+        m = mem(key, body.scope_data())
+        hits = m.search(body.query, k=body.limit, layers=("vectors",), mmr=True, rerank=m.reranker is not None)
+        from ..tools import memory_view
+
+        return {"results": [{"text": v["text"], **v["metadata"]}
+                            for v in (memory_view(c, default_trust=m.default_trust) for c in hits)],
+                "degradations": hits.degradations}
+
+    @r.post("/vector-index", tags=["compatibility"], summary="Index one row in the vectors layer")
+    def vector_index(body: VectorIndexBody, key: Tenant) -> dict[str, Any]:
+        ids = mem(key, body.scope_data()).add([body.content], metadatas=[body.metadata], source=body.source)
+        return {"success": True, "vectorId": ids[0]}
+
+    @r.post("/transcript-store", response_model=PostTurnResult, tags=["compatibility"], summary="Store a transcript")
+    def transcript_store(body: TranscriptStoreBody, key: Tenant) -> Any:
+        return mem(key, body.scope_data()).post_turn(msgs(body.messages), extract_facts=False)
+
+    @r.get("/transcript-get/{threadId}", tags=["compatibility"], summary="Read a thread's transcript")
+    def transcript_get(threadId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        data = {**q.scope_data(), "threadId": threadId}
+        messages = mem(key, data).messages()
+        if not messages:
+            raise errors.NotFoundError(f"thread {threadId!r} has no transcript in this scope")
+        return {"threadId": threadId, "messages": [m.model_dump(mode="json") for m in messages]}
+
+    @r.post("/rerank", tags=["compatibility"], summary="Rerank documents")
+    def rerank(body: RerankBody, key: Tenant) -> dict[str, Any]:
+        reranker = engine.reranker
+        if reranker is None:
+            raise errors.ConfigurationError("no reranker is configured on this server")
+        results = reranker.rerank(body.query, body.documents, top_k=body.top_k)
+        return {"results": [{"index": x.index, "score": x.score, "document": body.documents[x.index]} for x in results]}
+
+    @r.post("/layers/search", tags=["compatibility"], summary="Search chosen layers")
+    def layers_search(body: SearchBody, key: Tenant) -> dict[str, Any]:
+        return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit, layers=body.layers)
+
+    @r.get("/{agentWallet}", tags=["compatibility"], summary="List an agent's newest facts")
+    def list_facts(agentWallet: Id, key: Tenant, userAddress: str | None = None,  # noqa: N803
+                   limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict[str, Any]:
+        m = mem(key, {"agentWallet": agentWallet, "userAddress": userAddress})
+        return tool(m, "memory_list", limit=limit, source="fact")
+
+    app.include_router(r)
+
+    # ------------------------------------------------------------ operations
+    @app.get("/healthz", tags=["operations"], summary="Liveness")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"], summary="Readiness of the store, cache and embedder",
+             responses={503: {"description": "A dependency is down"}})
+    def readyz() -> JSONResponse:
+        checks = {"store": _check(lambda: engine.store.get_memory("readyz-probe")),
+                  "cache": _check(lambda: _ping_cache(engine.cache)),
+                  "embedder": "none" if engine.embedder is None else _check(
+                      lambda: engine.embedder.embed(["readyz"], input_type="query"))}
+        ok = all(v in ("ok", "none") for v in checks.values())
+        return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+
+    return app
+
+
+def _check(fn: Callable[[], Any]) -> str:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
+        return f"error: {type(exc).__name__}"
+    return "ok"
+
+
+def _ping_cache(cache: Any) -> None:
+    client = getattr(cache, "client", None)
+    if client is not None and hasattr(client, "ping"):
+        client.ping()
+    else:
+        cache.get("readyz-probe")

@@ -1,0 +1,121 @@
+"""`manowar mcp` as a real subprocess, driven by the MCP SDK's own client: over stdio (one
+configured scope) and over streamable HTTP (API keys)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from manowar_memory import MemoryEngine, Scope  # noqa: E402
+from manowar_memory.tools import catalog  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _params(store: str, agent: str, user: str | None = None) -> StdioServerParameters:
+    args = ["-m", "manowar_memory.cli", "mcp", "--agent", agent, "--store", store, "--embedder", "fake"]
+    if user:
+        args += ["--user", user]
+    return StdioServerParameters(command=sys.executable, args=args, env={**os.environ, "MANOWAR_THREAD": "t1"})
+
+
+def _data(result) -> dict:
+    return json.loads(result.content[0].text)
+
+
+async def test_stdio_lists_and_calls_every_memory_and_items_tool(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    other = MemoryEngine(store=store, embedder="fake")
+    foreign = other.remember(Scope(agent_wallet="agent-b"), "agent b secret plan").id
+    other.close()
+    async with stdio_client(_params(store, "agent-a")) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert names == {d.name for d in catalog(["memory", "items", "jobs"])}
+        schema = {t.name: t for t in (await session.list_tools()).tools}["memory_remember"].input_schema
+        assert "agent_wallet" not in json.dumps(schema) and "content" in schema["properties"]
+
+        r = await session.call_tool("memory_remember", {"content": "The user's favourite colour is teal"})
+        assert not r.is_error
+        mid = _data(r)["id"]
+        r = await session.call_tool("memory_search", {"query": "favourite colour", "k": 3})
+        assert _data(r)["memories"][0]["id"] == mid
+        r = await session.call_tool("memory_context", {"query": "favourite colour"})
+        assert "teal" in _data(r)["context"] and "UNTRUSTED" in _data(r)["context"]
+        assert _data(await session.call_tool("memory_list", {"limit": 5}))["memories"][0]["id"] == mid
+        assert _data(await session.call_tool("memory_get", {"memory_id": mid}))["memory"]["id"] == mid
+        r = await session.call_tool("memory_update", {"memory_id": mid, "content": "Favourite colour: navy"})
+        assert _data(r)["memory"]["text"] == "Favourite colour: navy"
+        r = await session.call_tool("memory_resolve_conflict", {"memory_id": mid, "resolution": "keep"})
+        assert _data(r)["resolved"] is True
+        r = await session.call_tool("memory_consolidate", {"dry_run": True})
+        assert _data(r)["status"] == "completed"
+        assert _data(await session.call_tool("memory_list_skills", {}))["skills"] == []
+
+        resources = await session.list_resources()
+        assert [str(x.uri) for x in resources.resources] == ["memory://context"]
+        text = (await session.read_resource("memory://context/favourite%20colour")).contents[0].text
+        assert "navy" in text
+
+        # a failing call is an MCP tool error carrying the structured error
+        r = await session.call_tool("memory_get", {"memory_id": "missing"})
+        assert r.is_error and _data(r)["error"]["type"] == "NotFoundError"
+        r = await session.call_tool("memory_remember", {"content": "x", "agent_wallet": "agent-b"})
+        assert r.is_error and _data(r)["error"]["type"] == "InvalidInputError"
+        # another agent's row cannot be reached by id
+        for tool, args in [("memory_get", {}), ("memory_update", {"content": "pwned"}), ("memory_delete", {"hard": True})]:
+            r = await session.call_tool(tool, {"memory_id": foreign, **args})
+            assert r.is_error and _data(r)["error"]["type"] == "NotFoundError"
+        r = await session.call_tool("memory_search", {"query": "agent b secret plan"})
+        assert "secret plan" not in r.content[0].text
+        r = await session.call_tool("memory_delete", {"memory_id": mid, "hard": True})
+        assert _data(r)["deleted"] is True
+    check = MemoryEngine(store=store, embedder="fake")
+    assert check.get_item(Scope(agent_wallet="agent-b"), foreign).content == "agent b secret plan"
+    check.close()
+
+
+async def test_streamable_http_uses_the_api_keys(tmp_path: Path) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from manowar_memory.server.auth import hash_key
+    from tests.test_server import free_port, start, stop
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"sha256": hash_key("ka"), "agentWallet": "agent-a"},
+                                {"sha256": hash_key("kb"), "agentWallet": "agent-b"}]))
+    port = free_port()
+    proc = start(["mcp", "--http", "--port", str(port), "--store", f"sqlite:///{tmp_path / 'm.db'}",
+                  "--embedder", "fake", "--keys", str(keys)], port, path="/mcp")
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        assert httpx2.post(url, json={}).status_code == 401
+
+        async def session_for(key: str):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+            return http, streamable_http_client(url, http_client=http)
+
+        http_a, transport = await session_for("ka")
+        async with http_a, transport as streams, ClientSession(streams[0], streams[1]) as a:
+            await a.initialize()
+            assert len((await a.list_tools()).tools) == len(catalog(["memory", "items", "jobs"]))
+            mid = _data(await a.call_tool("memory_remember", {"content": "agent a likes sailing"}))["id"]
+        http_b, transport = await session_for("kb")
+        async with http_b, transport as streams, ClientSession(streams[0], streams[1]) as b:
+            await b.initialize()
+            r = await b.call_tool("memory_get", {"memory_id": mid})
+            assert r.is_error and _data(r)["error"]["type"] == "NotFoundError"
+            r = await b.call_tool("memory_search", {"query": "sailing"})
+            assert not r.is_error and "sailing" not in r.content[0].text
+    finally:
+        stop(proc)

@@ -1,0 +1,233 @@
+"""The REST API as a real process: `manowar serve` on a free local port, called over real HTTP,
+on SQLite and MongoDB, with cross-tenant attempts and a schemathesis run over the whole spec."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from manowar_memory.server.auth import hash_key  # noqa: E402
+
+KEY_A, KEY_ALICE, KEY_B = "key-agent-a", "key-agent-a-alice", "key-agent-b"
+KEYS = [{"sha256": hash_key(KEY_A), "agentWallet": "agent-a"},
+        {"sha256": hash_key(KEY_ALICE), "agentWallet": "agent-a", "userAddress": "alice"},
+        {"sha256": hash_key(KEY_B), "agentWallet": "agent-b"}]
+MANOWAR = [sys.executable, "-m", "manowar_memory.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str], port: int, env: dict[str, str] | None = None, path: str = "/healthz") -> subprocess.Popen:
+    proc = subprocess.Popen([*MANOWAR, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **(env or {})})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1)
+            return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("server did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def mongo_url(uri: str, db: str) -> str:
+    parts = urlsplit(uri)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + db, parts.query, parts.fragment))
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("server")
+    keys = tmp / "keys.json"
+    keys.write_text(json.dumps(KEYS))
+    db = f"manowar_test_{uuid.uuid4().hex[:12]}"
+    if request.param == "sqlite":
+        store = f"sqlite:///{tmp / 'memory.db'}"
+    else:
+        store = mongo_url(request.getfixturevalue("mongo_uri"), db)
+        mongo = request.getfixturevalue("mongo_client")
+    port = free_port()
+    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys)], port)
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+    if request.param == "mongo":
+        mongo.drop_database(db)
+
+
+def client(base: str, key: str | None) -> httpx.Client:
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=30)
+
+
+def test_loop_items_and_jobs_over_http(base_url: str) -> None:
+    a = client(base_url, KEY_A)
+    r = a.post("/api/memory/remember", json={"content": "The user prefers green tea", "factType": "preference"})
+    assert r.status_code == 200, r.text
+    fact_id = r.json()["id"]
+    r = a.post("/api/memory/turns/record", json={"threadId": "t1", "messages": [
+        {"role": "user", "content": "I am planning a trip to Lisbon in May"},
+        {"role": "assistant", "content": "Lisbon in May is lovely."}], "extractFacts": False})
+    assert r.status_code == 200 and r.json()["thread_id"] == "t1"
+    r = a.post("/api/memory/context/assemble", json={"query": "what tea does the user like?", "threadId": "t1"})
+    assert r.status_code == 200 and "green tea" in r.json()["prompt"]
+    assert "UNTRUSTED" in r.json()["prompt"]
+    r = a.post("/api/memory/loop", json={"threadId": "t1", "messages": [{"role": "user", "content": "and tea?"}],
+                                         "query": "Lisbon trip", "extractFacts": False})
+    assert r.status_code == 200 and r.json()["recorded"]["thread_id"] == "t1" and "Lisbon" in r.json()["context"]["prompt"]
+    hits = a.post("/api/memory/items/search", json={"query": "green tea", "limit": 3}).json()["memories"]
+    assert hits[0]["id"] == fact_id
+    assert a.get(f"/api/memory/items/{fact_id}").json()["memory"]["text"] == "The user prefers green tea"
+    r = a.patch(f"/api/memory/items/{fact_id}", json={"content": "The user prefers jasmine tea"})
+    assert r.status_code == 200 and r.json()["memory"]["text"] == "The user prefers jasmine tea"
+    r = a.patch(f"/api/memory/items/{fact_id}", json={"metadata": {"trust": "system"}})
+    assert r.status_code == 400 and "reserved" in r.json()["detail"]
+    assert r.headers["content-type"].startswith("application/problem+json")
+    r = a.post(f"/api/memory/conflicts/{fact_id}/resolve", json={"resolution": "keep", "reason": "checked"})
+    assert r.status_code == 200 and r.json()["resolved"] is True
+    job = a.post("/api/memory/jobs", json={"type": "decay_update", "params": {"halfLifeDays": 10}}).json()
+    assert job["status"] == "completed" and job["agentWallet"] == "agent-a"
+    assert a.get(f"/api/memory/jobs/{job['jobId']}").json()["jobId"] == job["jobId"]
+    assert a.post("/api/memory/jobs", json={"type": "decay_update", "execution": "temporal"}).status_code == 400
+    assert a.get("/api/memory/patterns").json() == {"patterns": []}
+    assert a.get("/api/memory/patterns/nope").status_code == 404
+    assert a.get("/api/memory/skills").json() == {"skills": []}
+    assert a.get("/api/memory/skills/nope").status_code == 404
+    assert len(a.get("/api/memory/workflows").json()["workflows"]) == 4
+    assert a.get("/api/memory/workflows/agent_memory_loop").json()["steps"][0]["path"].endswith("context/assemble")
+    vid = a.post("/api/memory/vector-index", json={"content": "Docs live in the wiki", "source": "knowledge"}).json()
+    assert vid["success"] is True
+    assert a.post("/api/memory/vector-search", json={"query": "wiki docs"}).json()["results"][0]["id"] == vid["vectorId"]
+    assert a.post("/api/memory/search", json={"query": "jasmine tea"}).json()["memories"][0]["id"] == fact_id
+    assert a.post("/api/memory/layers/search", json={"query": "wiki", "layers": ["vectors"]}).json()["memories"]
+    assert a.get("/api/memory/agent-a").json()["memories"][0]["source"] == "fact"
+    assert a.post("/api/memory/transcript-store", json={"threadId": "t2", "messages": [
+        {"role": "user", "content": "hello there"}]}).status_code == 200
+    assert a.get("/api/memory/transcript-get/t2").json()["messages"][0]["content"] == "hello there"
+    assert a.post("/api/memory/rerank", json={"query": "q", "documents": ["d"]}).status_code == 400  # none configured
+    r = a.delete(f"/api/memory/items/{fact_id}", params={"hardDelete": "true"})
+    assert r.status_code == 200 and r.json()["deleted"] is True
+    assert a.get(f"/api/memory/items/{fact_id}").status_code == 404
+    assert httpx.get(f"{base_url}/readyz").json()["checks"] == {"store": "ok", "cache": "ok", "embedder": "ok"}
+    assert httpx.get(f"{base_url}/openapi.json").json()["paths"]["/api/memory/context/assemble"]
+    assert httpx.get(f"{base_url}/docs").status_code == 200
+
+
+def test_keys_bad_requests_and_limits(base_url: str) -> None:
+    r = httpx.post(f"{base_url}/api/memory/remember", json={"content": "x"})
+    assert r.status_code == 401 and r.json()["status"] == 401
+    assert client(base_url, "wrong").post("/api/memory/remember", json={"content": "x"}).status_code == 401
+    a = client(base_url, KEY_A)
+    r = a.post("/api/memory/turns/record", json={"messages": [{"role": "user", "content": "no thread"}]})
+    assert r.status_code == 400 and "thread" in r.json()["detail"]
+    r = a.post("/api/memory/remember", json={"content": "x", "filters": {"$where": "1"}})
+    assert r.status_code == 400
+    r = a.post("/api/memory/remember", json={"content": "x", "unknown": 1})
+    assert r.status_code == 422 and r.json()["title"]
+    r = a.post("/api/memory/remember", content=b'{"content": "' + b"x" * 1_100_000 + b'"}',
+               headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    r = a.post("/api/memory/remember", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "Traceback" not in r.text
+
+
+def test_a_key_never_reaches_another_agent(base_url: str) -> None:
+    a, b, alice = client(base_url, KEY_A), client(base_url, KEY_B), client(base_url, KEY_ALICE)
+    secret = f"agent a secret {uuid.uuid4().hex}"
+    own = a.post("/api/memory/remember", json={"content": secret}).json()["id"]
+    alice_row = alice.post("/api/memory/remember", json={"content": f"alice private {secret}"}).json()["id"]
+    leaks = 0
+    # naming agent A (or another user) in the body is refused
+    for path, body in [("/api/memory/remember", {"content": "x", "agentWallet": "agent-a"}),
+                       ("/api/memory/context/assemble", {"query": secret, "agent_id": "agent-a"}),
+                       ("/api/memory/items/search", {"query": secret, "agentWallet": "agent-a"})]:
+        assert b.post(path, json=body).status_code == 403
+    assert alice.post("/api/memory/items/search", json={"query": secret, "userAddress": "bob"}).status_code == 403
+    assert b.get("/api/memory/agent-a").status_code == 403
+    assert b.get(f"/api/memory/items/{own}", params={"agentWallet": "agent-a"}).status_code == 403
+    # A's row ids in B's paths are not found, and nothing changed
+    for rid in (own, alice_row):
+        assert b.get(f"/api/memory/items/{rid}").status_code == 404
+        assert b.patch(f"/api/memory/items/{rid}", json={"content": "pwned"}).status_code == 404
+        assert b.post(f"/api/memory/conflicts/{rid}/resolve", json={"resolution": "supersede"}).status_code == 404
+        assert b.delete(f"/api/memory/items/{rid}", params={"hardDelete": "true"}).status_code == 404
+    # an agent-level key of A cannot change alice's row (a user row it does not own)
+    assert a.patch(f"/api/memory/items/{alice_row}", json={"content": "pwned"}).status_code == 404
+    job = a.post("/api/memory/jobs", json={"type": "consolidate", "dryRun": True}).json()["jobId"]
+    assert b.get(f"/api/memory/jobs/{job}").status_code == 404
+    # B's reads never show A's rows
+    for path, body in [("/api/memory/items/search", {"query": secret}), ("/api/memory/search", {"query": secret}),
+                       ("/api/memory/context/assemble", {"query": secret}),
+                       ("/api/memory/vector-search", {"query": secret}),
+                       ("/api/memory/loop", {"query": secret})]:
+        leaks += secret in b.post(path, json=body).text
+    leaks += secret in b.get("/api/memory/agent-b").text
+    # alice's row stays hers: the agent key sees the shared row only, alice both
+    leaks += f"alice private {secret}" in a.post("/api/memory/items/search", json={"query": secret}).text
+    assert f"alice private {secret}" in alice.post("/api/memory/items/search", json={"query": secret}).text
+    assert leaks == 0
+    assert a.get(f"/api/memory/items/{own}").json()["memory"]["text"] == secret
+
+
+def test_no_keys_refuses_a_public_address(tmp_path: Path) -> None:
+    env = {**os.environ, "MANOWAR_API_KEYS": ""}
+    out = subprocess.run([*MANOWAR, "serve", "--host", "0.0.0.0", "--port", str(free_port()), "--store",
+                          f"sqlite:///{tmp_path / 'm.db'}"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2 and "refusing to listen on 0.0.0.0 without API keys" in out.stderr
+
+
+def test_no_keys_on_loopback_names_the_agent_in_the_body(tmp_path: Path) -> None:
+    port = free_port()
+    proc = start(["serve", "--port", str(port), "--store", f"sqlite:///{tmp_path / 'm.db'}", "--embedder", "fake"],
+                 port, env={"MANOWAR_API_KEYS": ""})
+    try:
+        c = client(f"http://127.0.0.1:{port}", None)
+        assert c.post("/api/memory/remember", json={"content": "x"}).status_code == 400  # agentWallet required
+        assert c.post("/api/memory/remember", json={"content": "hi", "agentWallet": "a1"}).status_code == 200
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_schemathesis_finds_no_server_error(base_url: str, request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.params["base_url"] != "sqlite":
+        pytest.skip("the spec is the same on every store: fuzzed once, on SQLite")
+    st = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or shutil.which("schemathesis")
+    if st is None:
+        pytest.skip("schemathesis is not installed (dev extra)")
+    out = subprocess.run(
+        [st, "run", f"{base_url}/openapi.json", "-H", f"Authorization: Bearer {KEY_A}", "--max-examples", "4",
+         "-c", "not_a_server_error,response_schema_conformance,status_code_conformance,"
+         "content_type_conformance", "--phases", "examples,coverage,fuzzing", "--no-color", "--seed", "1",
+         "--request-timeout", "20"],
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
