@@ -1142,6 +1142,13 @@ class MemoryEngine:
 
         return ScopedMemory(self, scope, trust=trust, require_thread=require_thread)  # type: ignore[arg-type]
 
+    def notes(self, project: Any = None, *, agent: str | None = None, user: str | None = None) -> Any:
+        """Project notes for coding agents on this engine (:class:`manowar_memory.notes.ProjectNotes`):
+        ``project`` is a directory or a ``ProjectIdentity`` (default: the working directory's project)."""
+        from .notes import DEFAULT_AGENT, ProjectNotes
+
+        return ProjectNotes(self, project=project, agent=agent or DEFAULT_AGENT, user=user)
+
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored (optionally for one agent)."""
         return self.store.stats(agent_wallet)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .candidates import Candidate
 from .errors import ManowarError, ToolCallError
+from .notes.tools import NOTES_TOOL_SPECS
 from .records import MemoryRecord
 from .scoped import ScopedMemory
 
@@ -41,9 +42,10 @@ __all__ = [
     "tool_error_payload",
 ]
 
-ToolGroup = Literal["memory", "items", "jobs"]
-#: The groups of the catalog: recall and remember, item maintenance, and maintenance jobs.
-TOOL_GROUPS: tuple[str, ...] = ("memory", "items", "jobs")
+ToolGroup = Literal["memory", "items", "jobs", "notes"]
+#: The groups of the catalog: recall and remember, item maintenance, maintenance jobs, and project
+#: notes for coding agents (:mod:`manowar_memory.notes`; not in the default groups).
+TOOL_GROUPS: tuple[str, ...] = ("memory", "items", "jobs", "notes")
 LayerName = Literal["working", "scene", "graph", "patterns", "archives", "vectors"]
 FactType = Literal["preference", "identity", "context", "skill", "relationship", "event"]
 
@@ -399,11 +401,13 @@ _CATALOG: tuple[ToolDefinition, ...] = (
        "Validate one of this agent's patterns and promote it into a learned skill."),
     _d("memory_list_skills", "jobs", ListSkillsArgs, _list_skills, False, "List this agent's learned skills, best first."),
     _d("memory_get_skill", "jobs", SkillIdArgs, _get_skill, False, "Read one of this agent's learned skills by id."),
+    *(_d(name, "notes", args, handler, writes, text) for name, args, handler, writes, text in NOTES_TOOL_SPECS),
 )
 
 
 def catalog(groups: Sequence[str] | None = None) -> list[ToolDefinition]:
-    """The tool definitions of ``groups`` (default: memory and items; ``"jobs"`` adds the maintenance tools)."""
+    """The tool definitions of ``groups`` (default: memory and items; ``"jobs"`` adds the maintenance tools,
+    ``"notes"`` the project notes tools)."""
     wanted = _groups(groups)
     return [d for d in _CATALOG if d.group in wanted]
 

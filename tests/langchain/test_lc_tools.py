@@ -13,7 +13,7 @@ from langchain_core.tools import BaseToolkit, StructuredTool
 from langchain_manowar import TOOL_NAMES, ManowarToolkit, create_manowar_tools
 
 from manowar_memory import InvalidInputError, MemoryEngine, NotFoundError, Scope
-from manowar_memory.tools import catalog
+from manowar_memory.tools import TOOL_GROUPS, catalog
 
 SCOPE = Scope(agent_wallet="agent-t", user_address="user-t")
 AGENT = Scope(agent_wallet="agent-t")
@@ -45,7 +45,8 @@ class TestGeneratedFromTheCatalog:
     def test_names_descriptions_and_schemas_are_the_catalogs(self, engine: MemoryEngine) -> None:
         """Every tool is the catalog's: same name, description and argument schema; nothing names a scope."""
         tools = _tools(engine, groups=["memory", "items", "jobs"])
-        assert tuple(tools) == TOOL_NAMES == tuple(d.name for d in catalog(["memory", "items", "jobs"]))
+        assert tuple(tools) == tuple(d.name for d in catalog(["memory", "items", "jobs"]))
+        assert TOOL_NAMES == tuple(d.name for d in catalog(TOOL_GROUPS))  # every group, notes included
         for definition in catalog(["memory", "items", "jobs"]):
             tool = tools[definition.name]
             assert isinstance(tool, StructuredTool) and tool.description == definition.description
@@ -151,7 +152,7 @@ class TestToolkit:
         assert [t.name for t in kit.get_tools()] == [d.name for d in catalog()]
         tools = ManowarToolkit(engine=engine, scope=SCOPE, jobs=True).get_tools()
         names = [t.name for t in tools]
-        assert len(names) == len(set(names)) and names == list(TOOL_NAMES)
+        assert len(names) == len(set(names)) and names == [d.name for d in catalog(["memory", "items", "jobs"])]
         assert "memory_cleanup" not in names  # store-wide: never offered to a model
         for tool in tools:
             assert not (set(tool.args) & SCOPE_WORDS), tool.name
