@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -145,6 +146,15 @@ def _ignored(rel: str, patterns: list[str]) -> bool:
     return False
 
 
+def _walk(root: Path) -> Iterator[Path]:
+    """``*.md`` under ``root``, never descending into ignored or symlinked directories."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in IGNORED_DIRS and not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            if name.endswith(".md"):
+                yield Path(dirpath) / name
+
+
 def discover(root: Path) -> Iterator[tuple[str, Path]]:
     """(posix path relative to ``root``, file) of every indexable ``*.md`` under ``root``: regular
     files only, no symlinks (file or directory), ignored directories and ``.manowarignore``
@@ -155,7 +165,7 @@ def discover(root: Path) -> Iterator[tuple[str, Path]]:
         candidates: Iterator[Path] = iter([root])
         base = root.parent
     else:
-        candidates = iter(sorted(root.rglob("*.md")))
+        candidates = iter(sorted(_walk(root)))
         base = root
     for f in candidates:
         rel_parts = f.relative_to(base).parts
