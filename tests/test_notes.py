@@ -432,3 +432,28 @@ def test_cli_notes_group(tmp_path: Path) -> None:
     assert run("deprecate", note["item_id"], "--reason", "old")["action"] == "archived"
     refused = runner.invoke(cli, [*base, "remember", "t", "c", "--scope", "global"], env={"MANOWAR_PROJECT_ID": "cli-proj"})
     assert refused.exit_code != 0 and "Direct global writes are disabled" in refused.output
+
+
+def test_reconciliation_keeps_the_bucket_across_remote_changes(engine: MemoryEngine, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+
+    def bucket() -> ProjectNotes:
+        return ProjectNotes(engine, project=resolve_project(repo, env={}))
+
+    first = bucket()
+    note = first.remember_note("Bucket", "Notes survive remote changes.", "lesson")["item"]
+    _git(repo, "remote", "add", "origin", "git@github.com:org/app.git")
+    added = bucket()
+    assert added.project.identity_kind == "git_remote" and added.project.id == first.project.id
+    assert added.hydrate(note["item_id"])["item"]["title"] == "Bucket"
+    _git(repo, "remote", "remove", "origin")
+    assert bucket().project.id == first.project.id
+    _git(repo, "remote", "add", "origin", "https://github.com/someone/else")  # same path, another project
+    other = bucket()
+    assert other.project.id != first.project.id and other.recent_context()["result_count"] == 0
+    _git(repo, "remote", "set-url", "origin", "https://github.com/org/app")  # a known alias pins the bucket
+    assert bucket().project.id == first.project.id
+    override = ProjectNotes(engine, project=_ident(repo, "pinned"))
+    assert override.project.id == "pinned"

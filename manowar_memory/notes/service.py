@@ -134,18 +134,52 @@ class ProjectNotes:
 
     ``project``: a :class:`ProjectIdentity`, a directory to resolve it from, or None for the
     working directory (see :func:`resolve_project`). ``agent``/``user``: whose notes these are.
-    ``auto_refresh``: re-index changed Markdown before a project or hybrid search.
+    ``auto_refresh``: re-index changed Markdown before a project or hybrid search. ``reconcile``: keep
+    a project's notes when its identity changes (see :meth:`reconcile`).
     """
 
     def __init__(self, engine: MemoryEngine, *, project: ProjectIdentity | str | os.PathLike[str] | None = None,
-                 agent: str = DEFAULT_AGENT, user: str | None = None, auto_refresh: bool = True) -> None:
+                 agent: str = DEFAULT_AGENT, user: str | None = None, auto_refresh: bool = True,
+                 reconcile: bool = True) -> None:
         self._engine = engine
-        self.project: ProjectIdentity = project if isinstance(project, ProjectIdentity) else resolve_project(project)
+        self._registry = Scope(agent_wallet=agent, user_address=user, mode="local", hai_id="projects")
+        ident = project if isinstance(project, ProjectIdentity) else resolve_project(project)
+        self.project: ProjectIdentity = self.reconcile(ident) if reconcile else ident
         self._scopes = {
             "project": Scope(agent_wallet=agent, user_address=user, mode="local", hai_id=f"project:{self.project.id}"),
             "global": Scope(agent_wallet=agent, user_address=user, mode="global"),
         }
         self.auto_refresh = auto_refresh
+
+    def reconcile(self, ident: ProjectIdentity) -> ProjectIdentity:
+        """The bucket of ``ident`` among the projects seen before, so notes are never stranded: a
+        project that listed this identity source before keeps its id (adding or removing a remote
+        keeps the bucket); else a project recorded at the same root is adopted, unless both have
+        remotes and they differ (another project reusing the path). An override is taken as is."""
+        if ident.identity_kind == "override":
+            return ident
+        rows = self._engine.list_items(self._registry, filters={"metadata.item_type": "project_manifest"}, limit=_SCAN)
+        chosen = next((r for r in rows if ident.identity_source in r.metadata.get("identity_sources", [])), None)
+        if chosen is None:
+            remote = ident.identity_source if ident.identity_kind == "git_remote" else None
+            chosen = next((r for r in rows if r.metadata.get("project_root") == ident.root
+                           and not (remote and r.metadata.get("remote") and r.metadata["remote"] != remote)), None)
+        m = chosen.metadata if chosen is not None else {}
+        pid = str(m.get("project_id", ident.id))
+        sources = list(dict.fromkeys([*m.get("identity_sources", []), ident.identity_source]))
+        remote = ident.identity_source if ident.identity_kind == "git_remote" else m.get("remote")
+        if chosen is None or sources != m.get("identity_sources") or remote != m.get("remote") \
+                or ident.root != m.get("project_root"):
+            meta = {"item_type": "project_manifest", "active": False, "project_id": pid, "project_root": ident.root,
+                    "identity_sources": sources, "remote": remote, "updated_at": _now_iso()}
+            key = f"manifest:{pid}"
+            try:  # the manifest row is replaced whole (a keyed ingest never overwrites)
+                self._engine.delete_item(self._registry, self._engine.ingest_id(self._registry, key), hard=True)
+            except NotFoundError:
+                pass
+            self._engine.ingest(self._registry, [{"key": key, "content": f"project {ident.name} at {ident.root}",
+                                                  "metadata": meta}])
+        return ProjectIdentity(pid, ident.name, ident.root, ident.identity_kind, ident.identity_source)
 
     # ------------------------------------------------------------------ plumbing
     def scope_of(self, name: str) -> Scope:
