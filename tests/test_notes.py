@@ -457,3 +457,25 @@ def test_reconciliation_keeps_the_bucket_across_remote_changes(engine: MemoryEng
     assert bucket().project.id == first.project.id
     override = ProjectNotes(engine, project=_ident(repo, "pinned"))
     assert override.project.id == "pinned"
+
+
+def test_a_stale_index_format_forces_a_full_reindex(notes: ProjectNotes, engine: MemoryEngine, tmp_path: Path) -> None:
+    (tmp_path / "f.md").write_text("# Format\n\nBlocks of an older parser are rebuilt.\n")
+    notes.index_paths(["f.md"])
+    assert notes.semantic_search("older parser")["items"][0]["source_kind"] == "markdown"
+    assert "index_refreshed" not in notes.semantic_search("older parser")  # nothing changed
+    roots = notes.scope_of("project")
+    engine.update_item(roots, engine.ingest_id(roots, "roots"), metadata={"format": 0})
+    found = notes.semantic_search("older parser")
+    assert found["index_refreshed"] == {"files_indexed": 1, "files_removed": 0}  # same files, re-read in full
+    assert "index_refreshed" not in notes.semantic_search("older parser")
+
+
+def test_a_keyword_only_engine_still_finds_notes(tmp_path: Path) -> None:
+    with MemoryEngine(store="sqlite:///:memory:", embedder=None) as eng:
+        notes = ProjectNotes(eng, project=_ident(tmp_path))
+        note = notes.remember_note("Keyword", "Lexical lanes find notes without vectors.", "lesson")
+        assert "similar_notes" not in note
+        found = notes.semantic_search("lexical lanes vectors")
+        assert found["items"][0]["item_id"] == note["item"]["item_id"]
+        assert 0 < found["items"][0]["confidence"] <= 0.24 + 0.001 and found["confidence_state"] == "low"

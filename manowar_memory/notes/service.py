@@ -61,6 +61,8 @@ PROVENANCE_HUMAN_BONUS = 0.06
 SUPERSEDE_SIMILARITY = 0.88
 REVIEW_SIMILARITY = 0.78
 MAX_LIMIT = 20
+#: The version of the Markdown blocks' shape; an index made by another version is rebuilt in full.
+MARKDOWN_FORMAT = 1
 _SCAN = 100_000
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _SLASHED = ("note", "file", "issue", "task", "http", "https")
@@ -551,6 +553,15 @@ class ProjectNotes:
         row = self._row("project", "roots")
         return list(row.metadata.get("roots", [])) if row is not None else []
 
+    def _index_is_stale(self) -> bool:
+        """Whether the blocks were made by another version of the parser (a full re-index is due)."""
+        row = self._row("project", "roots")
+        return row is not None and row.metadata.get("format") != MARKDOWN_FORMAT
+
+    def _register(self, roots: list[str]) -> None:
+        self._write("project", "roots", f"Markdown roots of {self.project.name}",
+                    {"item_type": "roots", "active": False, "roots": roots, "format": MARKDOWN_FORMAT})
+
     def index_paths(self, paths: Sequence[str | os.PathLike[str]] | None = None,
                     mode: str = "incremental") -> dict[str, Any]:
         """Index the Markdown under ``paths`` (relative to the project root; default: the registered
@@ -560,6 +571,7 @@ class ProjectNotes:
         if mode not in ("incremental", "full"):
             raise InvalidInputError(f"mode must be 'incremental' or 'full', got {mode!r}")
         registered = self.roots()
+        stale = self._index_is_stale()
         if paths is None:
             if not registered:
                 raise InvalidInputError("no Markdown roots are registered yet: call index_paths with paths first")
@@ -570,14 +582,23 @@ class ProjectNotes:
             roots = list(dict.fromkeys(self._check_root(p) for p in paths))
             keep = roots if mode == "full" else list(dict.fromkeys([*registered, *roots]))
             if keep != registered:
-                self._write("project", "roots", f"Markdown roots of {self.project.name}",
-                            {"item_type": "roots", "active": False, "roots": keep})
-        return self._sync(roots, full=mode == "full", prune=paths is not None and mode == "full")
+                self._register(keep)
+                roots = keep if stale else roots
+        report = self._sync(roots, full=mode == "full" or stale, prune=paths is not None and mode == "full")
+        if stale:
+            self._register(self.roots())
+        return report
 
     def refresh(self) -> dict[str, Any] | None:
         """Re-index changed Markdown of the registered roots (None when none are registered)."""
         roots = self.roots()
-        return self._sync(roots, full=False, prune=False) if roots else None
+        if not roots:
+            return None
+        stale = self._index_is_stale()
+        report = self._sync(roots, full=stale, prune=False)
+        if stale:
+            self._register(roots)
+        return report
 
     def _sync(self, roots: list[str], *, full: bool, prune: bool) -> dict[str, Any]:
         base = Path(self.project.root).resolve()
