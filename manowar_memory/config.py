@@ -121,11 +121,11 @@ class MemoryConfig(BaseModel):
     )
     query_cache_ttl_s: float = Field(120.0, gt=0)
     max_text_chars: int = Field(
-        100_000, ge=1_000,
+        50_000, ge=1_000,
         description="Longest text one write may store: a memory row, a message, a summary, a query. Longer "
         "input is refused with InvalidInputError (never cut silently): split documents into chunks. Every "
         "search in a scope reads its rows' text, so one huge row slows them all (a 10 MB row made pre_turn "
-        "take seconds).",
+        "take seconds; one row at this limit adds about 20 ms).",
     )
     max_metadata_chars: int = Field(
         100_000, ge=1_000,

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: Default longest stored text (characters) of one memory row, message or summary.
-DEFAULT_MAX_TEXT_CHARS = 100_000
+DEFAULT_MAX_TEXT_CHARS = 50_000
 #: Default largest metadata, measured as compact JSON characters.
 DEFAULT_MAX_METADATA_CHARS = 100_000
 #: Deepest nesting of lists and mappings accepted in metadata.
