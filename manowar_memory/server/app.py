@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -441,10 +441,12 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     # ------------------------------------------------------------ loop
     @r.post("/context/assemble", response_model=PreTurnResult, tags=["loop"], summary="Assemble context (pre_turn)")
     def assemble(body: AssembleBody, key: Tenant) -> Any:
-        return mem(key, body.scope_data()).context(
+        result = mem(key, body.scope_data()).context(
             body.query, layers=body.layers, limit=body.limit, max_items=body.max_items,
             max_item_chars=body.max_item_chars, budget_chars=body.budget_chars, rerank=body.rerank, mmr=body.mmr,
             explain=body.explain)
+        # the hot path: serialised once, straight from the engine's model (its schema is the response_model)
+        return Response(result.model_dump_json(), media_type="application/json")
 
     @r.post("/turns/record", response_model=PostTurnResult, tags=["loop"], summary="Record a turn (post_turn)")
     def record(body: RecordBody, key: Tenant) -> Any:
