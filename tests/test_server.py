@@ -134,6 +134,12 @@ def test_loop_items_and_jobs_over_http(base_url: str) -> None:
         {"role": "user", "content": "hello there"}]}).status_code == 200
     assert a.get("/api/memory/transcript-get/t2").json()["messages"][0]["content"] == "hello there"
     assert a.post("/api/memory/rerank", json={"query": "q", "documents": ["d"]}).status_code == 400  # none configured
+    assert a.get("/api/memory/sessions/t2/working").json()["messages"][0]["content"] == "hello there"
+    assert a.get("/api/memory/sessions/none/working").status_code == 404
+    ev = a.post("/api/memory/evals/runs", json={"k": 3, "testCases": [
+        {"query": "jasmine tea", "expectedIds": [fact_id]}, {"query": "wiki docs", "expectedContents": ["the wiki"]},
+        {"query": "zebra", "expectedContents": ["no such memory"]}]}).json()
+    assert ev["cases"] == 3 and ev["hitRate"] == pytest.approx(2 / 3) and ev["results"][0]["rank"] == 1
     r = a.delete(f"/api/memory/items/{fact_id}", params={"hardDelete": "true"})
     assert r.status_code == 200 and r.json()["deleted"] is True
     assert a.get(f"/api/memory/items/{fact_id}").status_code == 404
@@ -165,6 +171,7 @@ def test_a_key_never_reaches_another_agent(base_url: str) -> None:
     secret = f"agent a secret {uuid.uuid4().hex}"
     own = a.post("/api/memory/remember", json={"content": secret}).json()["id"]
     alice_row = alice.post("/api/memory/remember", json={"content": f"alice private {secret}"}).json()["id"]
+    a.post("/api/memory/transcript-store", json={"threadId": "t-secret", "messages": [{"role": "user", "content": secret}]})
     leaks = 0
     # naming agent A (or another user) in the body is refused
     for path, body in [("/api/memory/remember", {"content": "x", "agentWallet": "agent-a"}),
@@ -182,6 +189,9 @@ def test_a_key_never_reaches_another_agent(base_url: str) -> None:
         assert b.delete(f"/api/memory/items/{rid}", params={"hardDelete": "true"}).status_code == 404
     # an agent-level key of A cannot change alice's row (a user row it does not own)
     assert a.patch(f"/api/memory/items/{alice_row}", json={"content": "pwned"}).status_code == 404
+    assert b.get("/api/memory/sessions/t-secret/working").status_code == 404
+    assert b.post("/api/memory/evals/runs", json={"testCases": [{"query": secret, "expectedIds": [own]}]}
+                  ).json()["hitRate"] == 0
     job = a.post("/api/memory/jobs", json={"type": "consolidate", "dryRun": True}).json()["jobId"]
     assert b.get(f"/api/memory/jobs/{job}").status_code == 404
     # B's reads never show A's rows

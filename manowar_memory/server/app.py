@@ -314,6 +314,23 @@ class PromoteBody(ScopeFields):
     validation_data: dict[str, Any] | None = None
 
 
+class EvalCase(_Body):
+    """One labelled query: the ids, or texts, of the memories a search should return."""
+
+    query: str = Field(min_length=1)
+    expected_ids: list[str] = Field(default_factory=list, max_length=100)
+    expected_contents: list[str] = Field(default_factory=list, max_length=100,
+                                         description="Texts a hit must contain (case-insensitive).")
+
+
+class EvalBody(ScopeFields):
+    """``evals/runs``: the retrieval evaluation of the scope on a labelled set."""
+
+    test_cases: list[EvalCase] = Field(min_length=1, max_length=200)
+    k: int = Field(5, ge=1, le=50)
+    layers: list[LayerName] | None = None
+
+
 class ScopeQuery(BaseModel):
     """Scope fields of a GET or DELETE, from the query string."""
 
@@ -504,6 +521,36 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     @r.get("/jobs/{jobId}", response_model=Job, tags=["jobs"], summary="Read a job")
     def job_get(jobId: Id, q: Q, key: Tenant) -> Any:  # noqa: N803
         return mem(key, q.scope_data()).job(jobId)
+
+    @r.get("/sessions/{sessionId}/working", tags=["sessions"], summary="A thread's messages (working memory)")
+    def working(sessionId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        messages = mem(key, {**q.scope_data(), "threadId": sessionId}).messages()
+        if not messages:
+            raise errors.NotFoundError(f"session {sessionId!r} has no messages in this scope")
+        return {"sessionId": sessionId, "messages": [m.model_dump(mode="json") for m in messages]}
+
+    @r.post("/evals/runs", tags=["evals"], summary="Evaluate retrieval on a labelled set")
+    def eval_run(body: EvalBody, key: Tenant) -> dict[str, Any]:
+        m = mem(key, body.scope_data())
+        layers = tuple(body.layers) if body.layers else ("graph", "vectors")
+        results = []
+        for case in body.test_cases:
+            if not case.expected_ids and not case.expected_contents:
+                raise errors.InvalidInputError("every test case needs expectedIds or expectedContents")
+            hits = m.search(case.query, k=body.k, layers=layers)
+            wanted = [("id", x) for x in case.expected_ids] + [("text", x.lower()) for x in case.expected_contents]
+            found, first = set(), None
+            for rank, hit in enumerate(hits, start=1):
+                for i, (kind, value) in enumerate(wanted):
+                    if (hit.id == value) if kind == "id" else (value in (hit.text or "").lower()):
+                        found.add(i)
+                        first = first or rank
+            results.append({"query": case.query, "hit": first is not None, "recall": len(found) / len(wanted),
+                            "rank": first, "retrievedIds": [h.id for h in hits]})
+        n = len(results)
+        return {"cases": n, "k": body.k, "hitRate": sum(x["hit"] for x in results) / n,
+                "recall": sum(x["recall"] for x in results) / n,
+                "mrr": sum(1 / x["rank"] for x in results if x["rank"]) / n, "results": results}
 
     # ------------------------------------------------------------ workflows, patterns and skills
     @r.get("/workflows", tags=["workflows"], summary="The workflow manifests")
