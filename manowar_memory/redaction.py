@@ -56,6 +56,8 @@ SECRET_ENV_VARS: tuple[str, ...] = (
 
 #: shorter values are not treated as secrets (they would blank out ordinary words)
 _MIN_SECRET_LEN = 6
+#: a value of letters only must be at least this long to count as a secret ("expired" is not one)
+_MIN_WORDLIKE_SECRET_LEN = 16
 _MAX_REGISTERED = 256
 
 _lock = threading.Lock()
@@ -87,15 +89,23 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+def _secret_like(value: str) -> bool:
+    """Long enough, and not an ordinary word: redacting it cannot blank out plain text."""
+    if len(value) < _MIN_SECRET_LEN:
+        return False
+    return len(value) >= _MIN_WORDLIKE_SECRET_LEN or not value.isalpha()
+
+
 def register_secret(value: str | None) -> None:
     """Remember a credential value so :func:`redact` removes it wherever it appears.
 
     Providers call this with the key they were configured with (or read from the
-    environment). Values shorter than 6 characters are ignored."""
+    environment). Values that could be ordinary words (shorter than 6 characters, or
+    letters only and shorter than 16) are ignored."""
     if not isinstance(value, str):
         return
     value = value.strip()
-    if len(value) < _MIN_SECRET_LEN:
+    if not _secret_like(value):
         return
     with _lock:
         if value in _registered:
@@ -109,10 +119,10 @@ def _known(extra: Iterable[str | None]) -> list[str]:
     values = set(_registered)
     for name in SECRET_ENV_VARS:
         env = (os.environ.get(name) or "").strip()
-        if len(env) >= _MIN_SECRET_LEN:
+        if _secret_like(env):
             values.add(env)
     for value in extra:
-        if isinstance(value, str) and len(value.strip()) >= _MIN_SECRET_LEN:
+        if isinstance(value, str) and _secret_like(value.strip()):
             values.add(value.strip())
     return sorted(values, key=len, reverse=True)  # longest first: a key that contains another goes whole
 
