@@ -479,3 +479,37 @@ def test_a_keyword_only_engine_still_finds_notes(tmp_path: Path) -> None:
         found = notes.semantic_search("lexical lanes vectors")
         assert found["items"][0]["item_id"] == note["item"]["item_id"]
         assert 0 < found["items"][0]["confidence"] <= 0.24 + 0.001 and found["confidence_state"] == "low"
+
+
+async def test_mcp_server_offers_the_notes_tools(tmp_path: Path) -> None:
+    """`manowar mcp --groups ...,notes` as a real subprocess: the notes tools are listed and act in the
+    server's project, for the configured agent; a model cannot claim human provenance."""
+    pytest.importorskip("mcp")
+    import sys
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "ops.md").write_text("# Ops\n\nRestart the worker with systemctl.\n")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "manowar_memory.cli", "mcp", "--agent", "coder", "--store", f"sqlite:///{tmp_path / 'm.db'}",
+              "--embedder", "fake", "--groups", "memory,notes"],
+        env={**os.environ, "MANOWAR_PROJECT_ID": "mcp-proj", "MANOWAR_PROJECT_ROOT": str(tmp_path)})
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert {"notes_search", "notes_hydrate", "notes_index", "notes_remember"} <= names
+
+        async def call(name: str, args: dict) -> dict:
+            result = await session.call_tool(name, args)
+            assert not result.is_error, result.content[0].text
+            return json.loads(result.content[0].text)
+
+        assert (await call("notes_index", {"paths": ["docs"]}))["files_indexed"] == 1
+        card = (await call("notes_search", {"query": "restart the worker"}))["items"][0]
+        assert card["source_path"] == "docs/ops.md" and card["project_id"] == "mcp-proj"
+        assert "systemctl" in (await call("notes_hydrate", {"item_id": card["item_id"]}))["item"]["content"]
+        refused = await session.call_tool("notes_remember", {"title": "t", "content": "c", "provenance": "human-explicit"})
+        assert refused.is_error
