@@ -45,11 +45,8 @@ def query_terms(query: str) -> list[str]:
 def compressed_summary(title: str, text: str, limit: int = SUMMARY_CHARS) -> str:
     """At most ``limit`` characters: links as their anchor text, no backticks, whitespace collapsed,
     prefixed with ``title: `` unless the text starts with the title."""
-    body = _clean(text)
+    stripped = _clean(text).lstrip("# ").strip()
     head = _clean(title)
-    lines = [l for l in body.split(" ")]
-    out = " ".join(lines)
-    stripped = out.lstrip("# ").strip()
     if head and not stripped.casefold().startswith(head.casefold()):
         out = f"{head}: {stripped}"
     else:

@@ -509,7 +509,9 @@ class ProjectNotes:
         siblings = self._rows(scope, {"metadata.item_type": "block", "metadata.active": True,
                                       "metadata.source_path": block.metadata.get("source_path")})
         siblings.sort(key=lambda r: (int(r.metadata.get("position", 0)), str(r.metadata.get("block_id"))))
-        at = next(i for i, r in enumerate(siblings) if r.id == block.id)
+        at = next((i for i, r in enumerate(siblings) if r.id == block.id), None)
+        if at is None:  # not listed with its file (a concurrent re-index): the block alone
+            siblings, at = [block], 0
         item = self._block_view(block)
         item["relations"] = rels(f"file://{block.metadata.get('source_path')}")
         return {"status": "ok", "mode": mode, "scope": scope, "source_kind": "markdown", "item": item,
