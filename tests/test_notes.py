@@ -513,3 +513,19 @@ async def test_mcp_server_offers_the_notes_tools(tmp_path: Path) -> None:
         assert "systemctl" in (await call("notes_hydrate", {"item_id": card["item_id"]}))["item"]["content"]
         refused = await session.call_tool("notes_remember", {"title": "t", "content": "c", "provenance": "human-explicit"})
         assert refused.is_error
+
+
+def test_both_frameworks_generate_the_notes_tools(engine: MemoryEngine, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    lc = pytest.importorskip("langchain_manowar")
+    li = pytest.importorskip("llama_index.tools.manowar")
+    monkeypatch.setenv("MANOWAR_PROJECT_ID", "fw-proj")
+    monkeypatch.setenv("MANOWAR_PROJECT_ROOT", str(tmp_path))
+    scope = Scope(agent_wallet="coder-fw")
+    lc_tools = {t.name: t for t in lc.create_manowar_tools(engine, scope, groups=["notes"])}
+    stored = json.loads(lc_tools["notes_remember"].invoke(
+        {"title": "Frameworks", "content": "Both frameworks get the notes tools.", "kind": "pattern"}))
+    li_tools = {t.metadata.name: t for t in li.make_tools(engine=engine, scope=scope, groups=["notes"])}
+    assert set(li_tools) == set(lc_tools)
+    found = li_tools["notes_search"].call(query="frameworks notes tools")
+    assert stored["item"]["item_id"] in str(found)
