@@ -529,3 +529,31 @@ def test_both_frameworks_generate_the_notes_tools(engine: MemoryEngine, tmp_path
     assert set(li_tools) == set(lc_tools)
     found = li_tools["notes_search"].call(query="frameworks notes tools")
     assert stored["item"]["item_id"] in str(found)
+
+
+def test_filters_combine_on_every_scope_and_markdown_wins_a_tie(engine: MemoryEngine, tmp_path: Path) -> None:
+    text = "Rotate the signing keys every ninety days."
+    (tmp_path / "keys.md").write_text(f"# Key rotation\n\n{text}\n")
+    notes = ProjectNotes(engine, project=_ident(tmp_path, "filters"))
+    notes.index_paths(["keys.md"])
+    note = notes.remember_note("Key rotation", text, "decision")["item"]  # same title and words as the block
+    ref = notes.remember_note("Key rotation", text, "pattern", tier="reference")["item"]
+    handoff = notes.remember_note("Key rotation handoff", text, "handoff")["item"]
+    notes.promote_note(note["item_id"])
+    top = notes.semantic_search("rotate signing keys", scope="project")["items"]
+    assert top[0]["source_kind"] == "markdown"  # +0.02 for Markdown on otherwise equal relevance
+    for scope in ("project", "global", "hybrid"):
+        for source, tiers, kinds in (("notes", None, {"memory_note"}), ("markdown", None, {"markdown"}),
+                                     ("notes", ["reference"], {"memory_note"}), ("all", ["episodic"], {"memory_note"})):
+            items = notes.semantic_search("rotate signing keys", scope=scope, source_filter=source,
+                                          tier_filter=tiers, limit=20)["items"]
+            assert {i["source_kind"] for i in items} <= kinds, (scope, source, tiers)
+            if tiers:
+                assert {i["tier"] for i in items} <= set(tiers)
+            if scope == "global":
+                assert {i["scope"] for i in items} <= {"global"} and all(i["source_kind"] != "markdown" for i in items)
+    ids = {i["item_id"] for i in notes.semantic_search("rotate signing keys", tier_filter=["reference"],
+                                                       source_filter="notes")["items"]}
+    assert ids == {ref["item_id"]}
+    assert handoff["item_id"] in {i["item_id"] for i in notes.semantic_search(
+        "rotate signing keys", scope="hybrid", tier_filter=["episodic"])["items"]}

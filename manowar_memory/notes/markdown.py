@@ -2,7 +2,8 @@
 
 * Text before the first heading is the ``__preamble__`` section; each ATX heading (outside code
   fences) starts a section that runs to the next heading of any level; its heading path is the
-  list of ancestor titles. Empty sections are dropped.
+  list of ancestor titles, its title the heading's (the file name for the preamble). Empty
+  sections are dropped.
 * A section of at most :data:`SOFT_LIMIT` characters is one block. A longer one is split at
   blank lines (never inside a fence) and packed greedily; each chunk repeats the heading line.
 * Every block has its **position** in the document (0, 1, 2, ... over the whole file), which is
@@ -120,7 +121,8 @@ def parse_markdown(text: str, source_path: str, root_id: str, soft_limit: int = 
         label = " > ".join(path) + (f" #{occurrence}" if occurrence else "")
         for i, chunk in enumerate(chunks):
             bid = "mdblk-" + _sha(f"{root_id}|{source_path}|{label}|{i}")[:20]
-            blocks.append(Block(bid, source_path, path, path[-1], len(blocks), i, chunk, _sha(chunk)))
+            title = source_path.rsplit("/", 1)[-1] if path == (PREAMBLE,) else path[-1]  # a preamble: the file
+            blocks.append(Block(bid, source_path, path, title, len(blocks), i, chunk, _sha(chunk)))
     return blocks
 
 

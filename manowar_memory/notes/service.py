@@ -62,7 +62,7 @@ SUPERSEDE_SIMILARITY = 0.88
 REVIEW_SIMILARITY = 0.78
 MAX_LIMIT = 20
 #: The version of the Markdown blocks' shape; an index made by another version is rebuilt in full.
-MARKDOWN_FORMAT = 1
+MARKDOWN_FORMAT = 2
 _SCAN = 100_000
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _SLASHED = ("note", "file", "issue", "task", "http", "https")
