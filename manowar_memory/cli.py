@@ -275,8 +275,14 @@ _KEYS_HELP = "JSON file of API keys (sha256 hash, agentWallet, optional userAddr
               help="Trust level of rows written through the API (default: the engine's).")
 @click.option("--max-body", default=1_000_000, show_default=True, type=click.IntRange(min=1024),
               help="Largest request body in bytes.")
+@click.option("--temporal", "temporal_address", default=None, metavar="HOST:PORT",
+              help="Temporal server: enables execution 'temporal' on POST /api/memory/jobs (run `manowar worker` "
+              "on the same store and task queue).")
+@click.option("--temporal-namespace", envvar="TEMPORAL_NAMESPACE", default="default", show_default=True)
+@click.option("--temporal-task-queue", default=None, help="Task queue of the workers (default: manowar.memory.activities).")
 def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str | None, keys_file: Path | None,
-          trust: str | None, max_body: int) -> None:
+          trust: str | None, max_body: int, temporal_address: str | None, temporal_namespace: str,
+          temporal_task_queue: str | None) -> None:
     """Serve the REST API (OpenAPI at /openapi.json, docs at /docs)."""
     keys = _server_keys(keys_file)
     from .server.app import check_bind, create_app
@@ -285,7 +291,8 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
     import uvicorn
 
     with _server_engine(store, embedder, redis_url) as engine:
-        app = create_app(engine, keys=keys, trust=trust, max_body_bytes=max_body)
+        app = create_app(engine, keys=keys, trust=trust, max_body_bytes=max_body, temporal_address=temporal_address,
+                         temporal_namespace=temporal_namespace, temporal_task_queue=temporal_task_queue)
         click.echo(f"manowar serve: http://{host}:{port} store={engine.store.name} keys={len(keys)}", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -299,7 +306,7 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
 @click.option("--thread", envvar="MANOWAR_THREAD", default=None, help="Thread id (env MANOWAR_THREAD).")
 @click.option("--mode", envvar="MANOWAR_MODE", type=click.Choice(["global", "local"]), default=None)
 @click.option("--hai", envvar="MANOWAR_HAI", default=None, help="HAI id (env MANOWAR_HAI).")
-@click.option("--groups", default="memory,items,jobs", show_default=True, help="Tool groups of the catalog.")
+@click.option("--groups", default="memory,items,jobs", show_default=True, help="Tool groups of the catalog (memory, items, jobs, notes; notes act in the server's project).")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
 @click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None, help="Redis URL for the caches.")

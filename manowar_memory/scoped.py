@@ -452,16 +452,7 @@ class ScopedMemory:
         """Run a maintenance job on this scope's agent (never another's)."""
         from .jobs.runner import run_job
 
-        data = {**dict(params or {})}
-        for key in ("agent_wallet", "agentWallet", "agent_wallets", "agentWallets"):
-            if key in data and data[key] not in (None, self._scope.agent_wallet, [self._scope.agent_wallet]):
-                raise InvalidInputError(f"{key} is bound to this scope's agent and cannot name another")
-            data.pop(key, None)
-        if job_type == "cleanup":
-            raise InvalidInputError("cleanup acts on every agent of the store; run it from the application "
-                                    "(manowar_memory.jobs.run_job), not through a scope")
-        data["agent_wallet"] = self._scope.agent_wallet
-        return run_job(self._engine, job_type, data, dry_run=dry_run)
+        return run_job(self._engine, job_type, self._job_params(job_type, params), dry_run=dry_run)
 
     def artifact(self, kind: Literal["archive", "pattern", "skill"], artifact_id: str) -> Any:
         """An archive, pattern or skill of this scope's agent; :class:`NotFoundError` otherwise."""
@@ -494,6 +485,214 @@ class ScopedMemory:
         if found is None or found.agent_wallet != self._scope.agent_wallet:
             raise NotFoundError(f"job {job_id!r} does not exist for this agent")
         return found
+
+    # ---------------------------------------------------------------- threads: index, working buffer, compress
+    def index_transcript(self, messages: Sequence[Mapping[str, Any] | Message], *,
+                         metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Store a whole conversation of the scope's thread and make each of its messages
+        searchable: the transcript and working buffer as :meth:`post_turn` records them (no fact
+        extraction), then one ``session`` row per user or assistant message (metadata
+        ``sessionId``, ``role``, ``timestamp``, ``messageIndex`` plus ``metadata``). Nothing is
+        written when no user or assistant message has text. Returns ``{indexed, messageCount,
+        vectorCount}``."""
+        scope = self._require_thread()
+        msgs = [m if isinstance(m, Message) else Message.model_validate(
+            {**m, "role": chat_role(m.get("role"))} if isinstance(m, Mapping) else m) for m in messages]
+        spoken = [(i, m) for i, m in enumerate(msgs) if m.role in ("user", "assistant") and m.content.strip()]
+        if not spoken:
+            return {"indexed": False, "messageCount": len(msgs), "vectorCount": 0}
+        extra = check_metadata(metadata)
+        self.post_turn(msgs, metadata=extra, extract_facts=False)
+        session_id = scope.thread_id
+        metas = [{**extra, "sessionId": session_id, "role": m.role, "timestamp": m.timestamp, "messageIndex": i}
+                 for i, m in spoken]
+        ids = self.add([m.content for _, m in spoken], metadatas=metas, source="session")
+        return {"indexed": True, "messageCount": len(msgs), "vectorCount": len(ids)}
+
+    def _own_session(self) -> Any:
+        scope = self._require_thread()
+        session = self._engine.store.get_session(scope.thread_session_id(), scope.agent_wallet)
+        if session is not None and not owns(scope, session):
+            raise NotFoundError("this thread's working session belongs to another user, mode or HAI of the agent")
+        return session
+
+    def working(self) -> Any:
+        """The thread's working session (:class:`~manowar_memory.records.Session`: context lines,
+        entities, state), or None when the thread has none."""
+        return self._own_session()
+
+    def update_working(self, *, context: Sequence[str] | None = None, entities: Mapping[str, Any] | None = None,
+                       state: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+                       replace: bool = False) -> Any:
+        """Change the thread's working session (created when missing) and return it. By default
+        ``context`` lines are appended (the buffer keeps the newest ``session_context_limit``)
+        and ``entities``, ``state`` and ``metadata`` are merged key by key; ``replace`` sets all
+        four to what is given (empty when omitted). The expiry is refreshed."""
+        from ._util import now_ms
+        from .records import Session, WorkingMemory
+
+        scope = self._require_thread()
+        config = self._engine.config
+        lines = [validation.check_text(line, f"context[{i}]", max_chars=config.max_text_chars)
+                 for i, line in enumerate(context or [])]
+        ents = validation.check_metadata(entities, "entities")
+        st = validation.check_metadata(state, "state")
+        meta = check_metadata(metadata)
+        existing = self._own_session()
+        now = now_ms()
+        wm = existing.working_memory if existing is not None and not replace else WorkingMemory()
+        old_meta = existing.metadata if existing is not None and not replace else {}
+        session = Session(
+            session_id=scope.thread_session_id(), **Session.scope_fields(scope),
+            working_memory=WorkingMemory(context=(wm.context + lines)[-config.session_context_limit:],
+                                         entities={**wm.entities, **ents}, state={**wm.state, **st}),
+            metadata={**old_meta, **meta}, compressed=bool(existing.compressed) if existing is not None else False,
+            created_at=existing.created_at if existing is not None else now,
+            expires_at=now + config.session_ttl_ms, last_accessed_at=now)
+        self._engine.store.upsert_session(session)
+        self._engine._invalidate(scope)  # the core's own cache hook
+        return session
+
+    def compress_thread(self, *, max_chars: int = 1800) -> dict[str, Any]:
+        """Summarise the thread into one ``archive`` row of this scope (so the scope's reads find
+        it): an extractive summary of its latest user and assistant lines (no model call, at most
+        ``max_chars``), with ``keyFacts`` the engine's fact extractor finds in the whole thread;
+        the working session is marked compressed. :class:`NotFoundError` when the thread has no
+        messages. Returns ``{sessionId, summary, keyFacts, archiveRowId, entitiesExtracted}``."""
+        from ._util import collapse_ws, truncate
+
+        scope = self._require_thread()
+        msgs = self.messages()
+        if not msgs:
+            raise NotFoundError(f"thread {scope.thread_id!r} has no messages in this scope")
+        lines = [f"{m.role}: {collapse_ws(m.content)}" for m in msgs if m.role in ("user", "assistant")]
+        picked: list[str] = []
+        for line in reversed(lines):  # newest lines first, as many as fit
+            if sum(len(x) + 1 for x in picked) + len(line) > max_chars:
+                if not picked:
+                    picked.append(truncate(line, max_chars))
+                break
+            picked.append(line)
+        summary = "\n".join(reversed(picked)) or truncate(" ".join(m.content for m in msgs), max_chars)
+        extractor = self._engine.extractor
+        facts = list(dict.fromkeys(f.fact for f in extractor.extract(msgs))) if extractor is not None else []
+        meta = {"sessionId": scope.thread_id, "type": "session_compression", "keyFacts": facts,
+                "messageCount": len(msgs)}
+        row_id = self.add([summary], metadatas=[meta], source="archive")[0]
+        session = self._own_session()
+        if session is not None and not session.compressed:
+            self._engine.store.upsert_session(session.model_copy(update={"compressed": True}))
+        return {"sessionId": scope.thread_id, "summary": summary, "keyFacts": facts, "archiveRowId": row_id,
+                "entitiesExtracted": len(facts)}
+
+    # ---------------------------------------------------------------- schedules of this agent (inline backend)
+    def _schedules(self) -> Any:
+        from .jobs.schedules import InlineSchedules
+
+        return InlineSchedules(self._engine)
+
+    def _is_mine(self, info: Any) -> bool:
+        """A schedule acts for this agent only: its parameters name the agent (or a one-agent list)."""
+        s = info.schedule
+        agent = self._scope.agent_wallet
+        return not s.all_agents and s.job_type != "cleanup" and (
+            s.params.get("agent_wallet") == agent or s.params.get("agent_wallets") == [agent])
+
+    def agent_schedules(self) -> list[Any]:
+        """The inline maintenance schedules of this scope's agent
+        (:class:`~manowar_memory.jobs.schedules.ScheduleInfo`), by id. Store-wide schedules
+        (consolidation of every agent, decay of every agent, cleanup) are the application's."""
+        return [i for i in self._schedules().list() if self._is_mine(i)]
+
+    def agent_schedule(self, schedule_id: str) -> Any:
+        """One schedule of this agent; :class:`NotFoundError` when missing or another's."""
+        from .jobs.schedules import ScheduleNotFoundError
+
+        try:
+            info = self._schedules().describe(schedule_id)
+        except ScheduleNotFoundError:
+            info = None
+        if info is None or not self._is_mine(info):
+            raise NotFoundError(f"schedule {schedule_id!r} does not exist for this agent")
+        return info
+
+    def create_agent_schedules(self, job_types: Sequence[str] | None = None) -> list[Any]:
+        """Create (or replace, keeping a pause) this agent's schedules: daily consolidation
+        (``memory-daily-consolidation:{agent}``), hourly decay (``memory-hourly-decay:{agent}``),
+        daily pattern extraction and the weekly archive, with the crons and windows of
+        :class:`~manowar_memory.jobs.schedules.ScheduleSettings`; ``job_types`` keeps only some."""
+        from .jobs.schedules import MaintenanceSchedule, schedule_table
+
+        agent = self._scope.agent_wallet
+        table = []
+        for s in schedule_table([agent]):
+            if s.job_type == "cleanup":
+                continue
+            if s.all_agents or s.job_type == "decay_update":
+                params = {**s.params, "agent_wallet": agent}
+                s = MaintenanceSchedule.model_validate({**s.model_dump(), "schedule_id": f"{s.schedule_id}:{agent}",
+                                                        "all_agents": False, "params": params,
+                                                        "note": f"{s.job_type} of {agent}"})
+            table.append(s)
+        if job_types is not None:
+            unknown = sorted(set(job_types) - {s.job_type for s in table})
+            if unknown:
+                raise InvalidInputError(f"no agent schedule for job type(s) {unknown}; use "
+                                        f"{sorted({s.job_type for s in table})}")
+            table = [s for s in table if s.job_type in set(job_types)]
+        return self._schedules().install(table)
+
+    def delete_agent_schedules(self) -> list[str]:
+        """Delete every schedule of this agent; the ids deleted."""
+        backend = self._schedules()
+        return [i.schedule_id for i in self.agent_schedules() if backend.delete(i.schedule_id)]
+
+    def pause_agent_schedule(self, schedule_id: str, note: str | None = None) -> Any:
+        """Pause one of this agent's schedules (a run in progress finishes)."""
+        self.agent_schedule(schedule_id)
+        return self._schedules().pause(schedule_id, note)
+
+    def resume_agent_schedule(self, schedule_id: str, note: str | None = None) -> Any:
+        """Resume one of this agent's schedules from its next fire time."""
+        self.agent_schedule(schedule_id)
+        return self._schedules().resume(schedule_id, note)
+
+    def trigger_agent_schedule(self, schedule_id: str) -> Any:
+        """Run one of this agent's schedules now (inline, under its overlap policy): the job
+        record, or None when a run of it is still going."""
+        self.agent_schedule(schedule_id)
+        return self._schedules().trigger(schedule_id)
+
+    # ---------------------------------------------------------------- jobs on Temporal
+    def _job_params(self, job_type: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        data = {**dict(params or {})}
+        for key in ("agent_wallet", "agentWallet", "agent_wallets", "agentWallets"):
+            if key in data and data[key] not in (None, self._scope.agent_wallet, [self._scope.agent_wallet]):
+                raise InvalidInputError(f"{key} is bound to this scope's agent and cannot name another")
+            data.pop(key, None)
+        if job_type == "cleanup":
+            raise InvalidInputError("cleanup acts on every agent of the store; run it from the application "
+                                    "(manowar_memory.jobs.run_job), not through a scope")
+        data["agent_wallet"] = self._scope.agent_wallet
+        return data
+
+    async def astart_temporal_job(self, client: Any, job_type: str, params: Mapping[str, Any] | None = None, *,
+                                  dry_run: bool = False, task_queue: str | None = None) -> Any:
+        """Start a maintenance job of this scope's agent as a Temporal workflow (a worker,
+        ``manowar worker``, runs it) and return its running record (``execution: "temporal"``)."""
+        from .jobs.temporal import DEFAULT_TASK_QUEUE, start_temporal_job
+
+        return await start_temporal_job(client, self._engine, job_type, self._job_params(job_type, params),
+                                        dry_run=dry_run, task_queue=task_queue or DEFAULT_TASK_QUEUE)
+
+    async def arefresh_job(self, client: Any, job: Any) -> Any:
+        """A job record of this agent brought in line with its Temporal workflow (unchanged
+        when it is inline or finished, or Temporal cannot be reached)."""
+        from .jobs.temporal import refresh_temporal_job
+
+        if job.agent_wallet != self._scope.agent_wallet:
+            raise NotFoundError(f"job {job.job_id!r} does not exist for this agent")
+        return await refresh_temporal_job(client, self._engine, job)
 
     # ---------------------------------------------------------------- async twins
     async def asearch(self, query: str, **kwargs: Any) -> SearchHits:

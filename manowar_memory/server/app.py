@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
 
 from .. import errors
 from ..engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
+from ..jobs.schedules import ScheduleInfo
 from ..records import Job
 from ..scoped import ScopedMemory
 from ..tools import memory_tools
@@ -307,6 +308,106 @@ class JobBody(ScopeFields):
     execution: Literal["inline", "temporal"] = "inline"
 
 
+class TranscriptIndexBody(ScopeFields):
+    """``transcripts/index``: store a conversation of a thread and index each of its messages."""
+
+    session_id: str | None = Field(None, min_length=1, max_length=512,
+                                   description="The session (the thread when threadId is omitted).")
+    messages: list[MessageIn] = Field(min_length=1, max_length=500)
+    model: str | None = Field(None, max_length=200, validation_alias=AliasChoices("model", "modelUsed", "model_used"),
+                              description="The model of the conversation (kept in the rows' metadata).")
+    total_tokens: int | None = Field(None, ge=0, le=10**9,
+                                     validation_alias=AliasChoices("totalTokens", "tokenCount", "total_tokens"))
+    metadata: dict[str, Any] | None = None
+
+
+class TranscriptIndexResult(BaseModel):
+    """What ``transcripts/index`` stored."""
+
+    indexed: bool = Field(description="False when no user or assistant message had text (nothing written).")
+    messageCount: int  # noqa: N815 - the reference's names
+    vectorCount: int  # noqa: N815
+
+
+class WorkingPatchBody(ScopeFields):
+    """Change a thread's working session: append (or with ``replace``, set) context lines, merge entities and state."""
+
+    context: list[str] | None = Field(None, max_length=200, description="Lines to append to the working buffer.")
+    entities: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    replace: bool = Field(False, description="Set context, entities, state and metadata instead of merging.")
+
+
+class WorkingSession(BaseModel):
+    """A thread's working session."""
+
+    sessionId: str  # noqa: N815
+    workingMemory: dict[str, Any]  # noqa: N815
+    metadata: dict[str, Any]
+    compressed: bool
+    createdAt: int  # noqa: N815
+    expiresAt: int  # noqa: N815
+    lastAccessedAt: int  # noqa: N815
+
+
+class CompressBody(ScopeFields):
+    """Summarise a thread into one archive row of the scope (extractive: no model call)."""
+
+    max_chars: int = Field(1800, ge=200, le=20_000, description="Longest summary, in characters.")
+
+
+class CompressResult(BaseModel):
+    """The summary a ``compress`` stored."""
+
+    sessionId: str  # noqa: N815
+    summary: str
+    keyFacts: list[str]  # noqa: N815
+    archiveRowId: str  # noqa: N815
+    entitiesExtracted: int  # noqa: N815
+
+
+class ArchiveSyncBody(ScopeFields):
+    """Pin one of the agent's archives to IPFS (Pinata; idempotent)."""
+
+    dry_run: bool = False
+
+
+ScheduleJobType = Literal["consolidate", "decay_update", "patterns_extract", "archive_create"]
+
+
+class ScheduleCreateBody(ScopeFields):
+    """Create (or replace) the key's agent's maintenance schedules."""
+
+    job_types: list[ScheduleJobType] | None = Field(None, max_length=4, description="Only these (default: all four).")
+
+
+class ScheduleNoteBody(ScopeFields):
+    """Pause or resume one schedule."""
+
+    note: str | None = Field(None, max_length=500)
+
+
+class ScheduleList(BaseModel):
+    """Schedules of the key's agent."""
+
+    schedules: list[ScheduleInfo]
+
+
+class ScheduleDeleted(BaseModel):
+    """Schedule ids deleted."""
+
+    deleted: list[str]
+
+
+class ScheduleTriggered(BaseModel):
+    """A schedule run now: its job, or none when a run of it was still going."""
+
+    scheduleId: str  # noqa: N815
+    started: bool
+    job: Job | None = None
+
+
 class PromoteBody(ScopeFields):
     """Promote a pattern into a skill."""
 
@@ -395,10 +496,16 @@ def check_bind(host: str, keys: ApiKeys) -> None:
 
 
 def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, title: str = "manowar-memory") -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, title: str = "manowar-memory",
+               temporal_address: str | None = None, temporal_namespace: str = "default",
+               temporal_task_queue: str | None = None) -> FastAPI:
     """The REST API over ``engine``. ``keys``: the API keys (none: every request names its own
     agent; serve that on loopback only, see :func:`check_bind`). ``trust``: the trust level of
-    rows written through the API (None: the engine's default)."""
+    rows written through the API (None: the engine's default). ``temporal_address``: a Temporal
+    server, which turns on ``execution: "temporal"`` for ``POST /api/memory/jobs`` (a
+    ``manowar worker`` on the same store and task queue runs the workflows)."""
+    import asyncio
+
     from .. import __version__
 
     keys = keys if keys is not None else ApiKeys()
@@ -448,6 +555,33 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
 
     def tool(memory: ScopedMemory, name: str, **arguments: Any) -> dict[str, Any]:
         return memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
+
+    temporal: dict[str, Any] = {}  # the client, connected on first use in the server's event loop
+
+    async def temporal_client() -> Any:
+        if not temporal_address:
+            raise errors.ConfigurationError(
+                "this server runs jobs inline only: send execution 'inline', or start it with "
+                "`manowar serve --temporal HOST:PORT` (and run `manowar worker` on the same store) to run jobs "
+                "on Temporal")
+        if "client" not in temporal:
+            try:
+                from ..jobs.temporal import connect_temporal
+            except ImportError as exc:
+                raise errors.MissingDependencyError(
+                    f'Temporal jobs need temporalio: pip install "manowar-memory[temporal]" ({exc})') from exc
+            temporal["client"] = await connect_temporal(temporal_address, temporal_namespace)
+        return temporal["client"]
+
+    def thread_of(path_id: str, body_thread: str | None) -> str:
+        if body_thread is not None and body_thread != path_id:
+            raise errors.InvalidInputError(f"threadId {body_thread!r} differs from the session in the path {path_id!r}")
+        return path_id
+
+    def working_view(thread: str, session: Any) -> WorkingSession:
+        return WorkingSession(sessionId=thread, workingMemory=session.working_memory.model_dump(mode="json"),
+                              metadata=session.metadata, compressed=session.compressed, createdAt=session.created_at,
+                              expiresAt=session.expires_at, lastAccessedAt=session.last_accessed_at)
 
     def msgs(items: Sequence[MessageIn]) -> list[dict[str, Any]]:
         return [m.model_dump(exclude_none=True) for m in items]
@@ -510,17 +644,87 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
                     resolution=body.resolution, winning_memory_id=body.winning_memory_id, reason=body.reason)
 
     # ------------------------------------------------------------ jobs
-    @r.post("/jobs", response_model=Job, tags=["jobs"], summary="Run a maintenance job inline")
-    def job_run(body: JobBody, key: Tenant) -> Any:
+    @r.post("/jobs", response_model=Job, tags=["jobs"], summary="Run a maintenance job (inline or on Temporal)")
+    async def job_run(body: JobBody, key: Tenant) -> Any:
         m = mem(key, body.scope_data())
         if body.execution == "temporal":
-            raise errors.ConfigurationError("this server runs jobs inline only: send execution 'inline' (or run "
-                                            "`manowar worker` and start jobs through Temporal)")
-        return m.run_job(body.type, body.params, dry_run=body.dry_run)
+            client = await temporal_client()
+            return await m.astart_temporal_job(client, body.type, body.params, dry_run=body.dry_run,
+                                               task_queue=temporal_task_queue)
+        return await asyncio.to_thread(m.run_job, body.type, body.params, dry_run=body.dry_run)
 
     @r.get("/jobs/{jobId}", response_model=Job, tags=["jobs"], summary="Read a job")
-    def job_get(jobId: Id, q: Q, key: Tenant) -> Any:  # noqa: N803
-        return mem(key, q.scope_data()).job(jobId)
+    async def job_get(jobId: Id, q: Q, key: Tenant) -> Any:  # noqa: N803
+        m = mem(key, q.scope_data())
+        job = await asyncio.to_thread(m.job, jobId)
+        if job.execution == "temporal" and job.status == "running" and temporal_address:
+            job = await m.arefresh_job(await temporal_client(), job)
+        return job
+
+    # ------------------------------------------------------------ schedules (inline, the key's agent only)
+    @r.get("/schedules", response_model=ScheduleList, tags=["schedules"], summary="The agent's schedules")
+    def schedules_list(q: Q, key: Tenant) -> Any:
+        return ScheduleList(schedules=mem(key, q.scope_data()).agent_schedules())
+
+    @r.post("/schedules", response_model=ScheduleList, tags=["schedules"],
+            summary="Create (or replace) the agent's schedules")
+    def schedules_create(body: ScheduleCreateBody, key: Tenant) -> Any:
+        return ScheduleList(schedules=mem(key, body.scope_data()).create_agent_schedules(body.job_types))
+
+    @r.delete("/schedules", response_model=ScheduleDeleted, tags=["schedules"], summary="Delete the agent's schedules")
+    def schedules_delete(q: Q, key: Tenant) -> Any:
+        return ScheduleDeleted(deleted=mem(key, q.scope_data()).delete_agent_schedules())
+
+    SchedId = Annotated[str, Path(min_length=1, max_length=400)]
+
+    @r.post("/schedules/{scheduleId}/pause", response_model=ScheduleInfo, tags=["schedules"], summary="Pause a schedule")
+    def schedule_pause(scheduleId: SchedId, body: ScheduleNoteBody, key: Tenant) -> Any:  # noqa: N803
+        return mem(key, body.scope_data()).pause_agent_schedule(scheduleId, body.note)
+
+    @r.post("/schedules/{scheduleId}/resume", response_model=ScheduleInfo, tags=["schedules"],
+            summary="Resume a schedule")
+    def schedule_resume(scheduleId: SchedId, body: ScheduleNoteBody, key: Tenant) -> Any:  # noqa: N803
+        return mem(key, body.scope_data()).resume_agent_schedule(scheduleId, body.note)
+
+    @r.post("/schedules/{scheduleId}/trigger", response_model=ScheduleTriggered, tags=["schedules"],
+            summary="Run a schedule's job now")
+    def schedule_trigger(scheduleId: SchedId, body: ScopeFields, key: Tenant) -> Any:  # noqa: N803
+        job = mem(key, body.scope_data()).trigger_agent_schedule(scheduleId)
+        return ScheduleTriggered(scheduleId=scheduleId, started=job is not None, job=job)
+
+    # ------------------------------------------------------------ sessions and archives
+    @r.post("/transcripts/index", response_model=TranscriptIndexResult, tags=["sessions"],
+            summary="Store a conversation and index each message")
+    def transcripts_index(body: TranscriptIndexBody, key: Tenant) -> Any:
+        data = body.scope_data()
+        thread = body.thread_id or body.session_id
+        if thread is None:
+            raise errors.InvalidInputError("transcripts/index needs 'threadId' or 'sessionId'")
+        if body.session_id is not None:
+            thread_of(body.session_id, body.thread_id)
+        meta = {**(body.metadata or {}),
+                **{k: v for k, v in (("model", body.model), ("totalTokens", body.total_tokens)) if v is not None}}
+        m = mem(key, {**data, "threadId": thread})
+        return m.index_transcript(msgs(body.messages), metadata=meta)
+
+    @r.patch("/sessions/{sessionId}/working", response_model=WorkingSession, tags=["sessions"],
+             summary="Change a thread's working session")
+    def working_patch(sessionId: Id, body: WorkingPatchBody, key: Tenant) -> Any:  # noqa: N803
+        thread = thread_of(sessionId, body.thread_id)
+        session = mem(key, {**body.scope_data(), "threadId": thread}).update_working(
+            context=body.context, entities=body.entities, state=body.state, metadata=body.metadata,
+            replace=body.replace)
+        return working_view(thread, session)
+
+    @r.post("/sessions/{sessionId}/compress", response_model=CompressResult, tags=["sessions"],
+            summary="Summarise a thread into an archive row")
+    def compress(sessionId: Id, body: CompressBody, key: Tenant) -> Any:  # noqa: N803
+        thread = thread_of(sessionId, body.thread_id)
+        return mem(key, {**body.scope_data(), "threadId": thread}).compress_thread(max_chars=body.max_chars)
+
+    @r.post("/archives/{archiveId}/sync", tags=["sessions"], summary="Pin an archive to IPFS (Pinata)")
+    def archive_sync(archiveId: Id, body: ArchiveSyncBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, body.scope_data()), "memory_archive_pin", archive_id=archiveId, dry_run=body.dry_run)
 
     @r.get("/sessions/{sessionId}/working", tags=["sessions"], summary="A thread's messages (working memory)")
     def working(sessionId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
