@@ -119,3 +119,47 @@ async def test_streamable_http_uses_the_api_keys(tmp_path: Path) -> None:
             assert not r.is_error and "sailing" not in r.content[0].text
     finally:
         stop(proc)
+
+
+async def test_streamable_http_notes_group_keeps_each_agents_notes(tmp_path: Path) -> None:
+    """`manowar mcp --http --groups ...,notes`: the notes tools act for the key's agent, in the
+    server's project; another key's agent neither finds nor hydrates them."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from manowar_memory.server.auth import hash_key
+    from tests.test_server import free_port, start, stop
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"sha256": hash_key("ka"), "agentWallet": "agent-a"},
+                                {"sha256": hash_key("kb"), "agentWallet": "agent-b"}]))
+    port = free_port()
+    proc = start(["mcp", "--http", "--port", str(port), "--store", f"sqlite:///{tmp_path / 'm.db'}",
+                  "--embedder", "fake", "--keys", str(keys), "--groups", "memory,notes"], port, path="/mcp",
+                 env={"MANOWAR_PROJECT_ID": "http-proj", "MANOWAR_PROJECT_ROOT": str(tmp_path)})
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def session_for(key: str):
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        return http, streamable_http_client(url, http_client=http)
+
+    try:
+        http_a, transport = session_for("ka")
+        async with http_a, transport as streams, ClientSession(streams[0], streams[1]) as a:
+            await a.initialize()
+            names = {t.name for t in (await a.list_tools()).tools}
+            assert names == {d.name for d in catalog(["memory", "notes"])}
+            r = await a.call_tool("notes_remember", {"title": "Deploys", "content": "Deploy with the blue-green script",
+                                                     "kind": "decision"})
+            assert not r.is_error, r.content[0].text
+            card = _data(await a.call_tool("notes_search", {"query": "blue-green deploy"}))["items"][0]
+            assert card["project_id"] == "http-proj"
+        http_b, transport = session_for("kb")
+        async with http_b, transport as streams, ClientSession(streams[0], streams[1]) as b:
+            await b.initialize()
+            found = _data(await b.call_tool("notes_search", {"query": "blue-green deploy"}))
+            assert found["result_count"] == 0 and found["items"] == []
+            r = await b.call_tool("notes_hydrate", {"item_id": card["item_id"]})
+            assert r.is_error or "blue-green script" not in r.content[0].text
+    finally:
+        stop(proc)
