@@ -145,3 +145,24 @@ def redis_client(redis_url: str, redis_key_prefix: str):
         pass  # a test may have stopped the server on purpose
     finally:
         client.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def engine_on_each_store(request: pytest.FixtureRequest):
+    """A MemoryEngine (fake embedder, query cache on) on SQLite in memory and on a fresh MongoDB database."""
+    from manowar_memory import MemoryConfig, MemoryEngine
+
+    config = MemoryConfig(query_cache=True)
+    if request.param == "sqlite":
+        eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=config)
+        yield eng
+        eng.close()
+        return
+    from manowar_memory.stores.mongo import MongoStore
+
+    client = request.getfixturevalue("mongo_client")
+    name = f"manowar_test_{uuid.uuid4().hex[:12]}"
+    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", config=config)
+    yield eng
+    eng.close()
+    client.drop_database(name)

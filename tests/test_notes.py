@@ -7,13 +7,12 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from manowar_memory import InvalidInputError, MemoryConfig, MemoryEngine, NotFoundError, Scope, memory_tools
+from manowar_memory import InvalidInputError, MemoryEngine, NotFoundError, Scope, memory_tools
 from manowar_memory.cli import cli
 from manowar_memory.errors import ToolCallError
 from manowar_memory.notes import (
@@ -29,22 +28,9 @@ from manowar_memory.notes import (
 from manowar_memory.notes.cards import lexical_bonus
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-def engine(request: pytest.FixtureRequest) -> Iterator[MemoryEngine]:
-    config = MemoryConfig(query_cache=True)
-    if request.param == "sqlite":
-        eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=config)
-        yield eng
-        eng.close()
-        return
-    from manowar_memory.stores.mongo import MongoStore
-
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", config=config)
-    yield eng
-    eng.close()
-    client.drop_database(name)
+@pytest.fixture
+def engine(engine_on_each_store: MemoryEngine) -> MemoryEngine:
+    return engine_on_each_store
 
 
 def _ident(root: Path, pid: str = "proj-one") -> ProjectIdentity:

@@ -4,15 +4,12 @@ wrapper and cache invalidation, on SQLite and MongoDB."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from manowar_memory import (
     Candidate,
     InvalidInputError,
-    MemoryConfig,
     MemoryEngine,
     NotFoundError,
     Scope,
@@ -27,22 +24,9 @@ from manowar_memory.tools import TOOL_GROUPS, catalog
 SCOPE_WORDS = {"agent", "wallet", "user", "address", "mode", "hai", "thread", "scope"}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-def engine(request: pytest.FixtureRequest) -> Iterator[MemoryEngine]:
-    config = MemoryConfig(query_cache=True)
-    if request.param == "sqlite":
-        eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=config)
-        yield eng
-        eng.close()
-        return
-    from manowar_memory.stores.mongo import MongoStore
-
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", config=config)
-    yield eng
-    eng.close()
-    client.drop_database(name)
+@pytest.fixture
+def engine(engine_on_each_store: MemoryEngine) -> MemoryEngine:
+    return engine_on_each_store
 
 
 AGENT = "agent-x"

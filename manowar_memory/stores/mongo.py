@@ -539,8 +539,11 @@ class MongoStore:
             self.client.close()
 
     # -- memory rows --
-    def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
-        ids = [r.id for r in records]
+    def _insert_chunked(self, records: Sequence[MemoryRecord],
+                        on_duplicate: Callable[[dict[str, Any], MemoryRecord], Any]) -> list[Any]:
+        """Insert ``records`` in unordered chunks; each row whose insert hit a duplicate key is
+        handed to ``on_duplicate(doc, record)`` and its result kept (None for the rows inserted)."""
+        out: list[Any] = [None] * len(records)
         with self._errors("insert"):
             for start in range(0, len(records), _INSERT_CHUNK):
                 chunk = records[start : start + _INSERT_CHUNK]
@@ -555,27 +558,16 @@ class MongoStore:
                         raise StoreError(f"MongoDB insert failed: {others[0].get('errmsg')}") from exc
                     for e in sorted(errors, key=lambda e: e["index"]):
                         i = e["index"]
-                        ids[start + i] = self._insert_one(docs[i], chunk[i])[0]
-        return ids
+                        out[start + i] = on_duplicate(docs[i], chunk[i])
+        return out
+
+    def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
+        found = self._insert_chunked(records, lambda doc, rec: self._insert_one(doc, rec)[0])
+        return [f if f is not None else r.id for f, r in zip(found, records, strict=True)]
 
     def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
-        out: list[tuple[str, bool]] = [(r.id, True) for r in records]
-        with self._errors("insert"):
-            for start in range(0, len(records), _INSERT_CHUNK):
-                chunk = records[start : start + _INSERT_CHUNK]
-                stamp = now_ms()
-                docs = [{**memory_to_doc(r), SYNC_FIELD: stamp} for r in chunk]
-                try:
-                    self.memory.insert_many(docs, ordered=False)
-                except BulkWriteError as exc:
-                    errors = exc.details.get("writeErrors", [])
-                    others = [e for e in errors if e.get("code") != _DUPLICATE_KEY]
-                    if others:
-                        raise StoreError(f"MongoDB insert failed: {others[0].get('errmsg')}") from exc
-                    for e in sorted(errors, key=lambda e: e["index"]):
-                        i = e["index"]
-                        out[start + i] = self._insert_keyed(docs[i], chunk[i])
-        return out
+        found = self._insert_chunked(records, self._insert_keyed)
+        return [f if f is not None else (r.id, True) for f, r in zip(found, records, strict=True)]
 
     def _insert_keyed(self, doc: dict[str, Any], record: MemoryRecord) -> tuple[str, bool]:
         """Insert one row whose id is its identity: a taken id means it is already stored; a

@@ -401,26 +401,26 @@ class ManowarKVStore(KVBaseStore[str, Any]):
 
     def __init__(self, *, engine: MemoryEngine, scope: ScopeLike, namespace: Sequence[str] = ("kv",),
                  trust: TrustLevel | None = None) -> None:
-        self.store = ManowarStore(engine=engine, scope=scope, trust=trust, fill_unranked=False)
+        self.item_store = ManowarStore(engine=engine, scope=scope, trust=trust, fill_unranked=False)
         self.namespace = tuple(namespace)
 
     def mget(self, keys: Sequence[str]) -> list[Any | None]:
         """The values of ``keys`` (None where missing)."""
-        items = self.store.batch([GetOp(self.namespace, k) for k in keys])
+        items = self.item_store.batch([GetOp(self.namespace, k) for k in keys])
         return [_decode(i.value) if isinstance(i, Item) else None for i in items]
 
     def mset(self, key_value_pairs: Sequence[tuple[str, Any]]) -> None:
         """Set the values (the last one wins for a repeated key)."""
-        self.store.batch([PutOp(self.namespace, k, _encode(v), index=False) for k, v in key_value_pairs])
+        self.item_store.batch([PutOp(self.namespace, k, _encode(v), index=False) for k, v in key_value_pairs])
 
     def mdelete(self, keys: Sequence[str]) -> None:
         """Delete the keys (missing keys are ignored)."""
-        self.store.batch([PutOp(self.namespace, k, None) for k in keys])
+        self.item_store.batch([PutOp(self.namespace, k, None) for k in keys])
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
         """The keys, optionally those starting with ``prefix``."""
-        rows = self.store.rows({"metadata.lg_kind": KIND, "metadata.lg_namespace": _ns_json(self.namespace)},
-                                self.store.max_scan)
+        rows = self.item_store.rows({"metadata.lg_kind": KIND, "metadata.lg_namespace": _ns_json(self.namespace)},
+                                self.item_store.max_scan)
         for rec in rows:
             key = str(rec.metadata["lg_key"])
             if prefix is None or key.startswith(prefix):
