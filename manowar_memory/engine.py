@@ -22,7 +22,7 @@ from .cache.base import Cache, InMemoryCache
 from .cache.namespace import QueryCache, cached_search, scope_of
 from .candidates import Candidate
 from .config import MemoryConfig
-from .embeddings import CachedEmbedder, Embedder, EmbedderSpec, resolve_embedder
+from .embeddings import CachedEmbedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
 from .redaction import install_log_redaction, redact
 from .extraction import FactExtractor, RuleBasedExtractor

@@ -18,8 +18,7 @@ Results are JSON-ready dicts. A failed call raises :class:`ToolCallError`, whose
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 

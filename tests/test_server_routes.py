@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 pytest.importorskip("fastapi")

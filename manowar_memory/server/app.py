@@ -28,7 +28,7 @@ from ..jobs.schedules import ScheduleInfo
 from ..records import Job
 from ..scoped import ScopedMemory
 from ..tools import memory_tools
-from .auth import ApiKeys, AuthError, ForbiddenScopeError, KeyBinding, scope_for
+from .auth import ApiKeys, KeyBinding, scope_for
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Problem", "check_bind", "create_app", "is_loopback"]
 

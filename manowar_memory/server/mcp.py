@@ -11,7 +11,6 @@ template ``memory://context/{query}`` (the packed context for ``query``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
