@@ -147,12 +147,20 @@ def redis_client(redis_url: str, redis_key_prefix: str):
         client.close()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-def engine_on_each_store(request: pytest.FixtureRequest):
-    """A MemoryEngine (fake embedder, query cache on) on SQLite in memory and on a fresh MongoDB database."""
-    from manowar_memory import MemoryConfig, MemoryEngine
+@pytest.fixture
+def engine_config():
+    """The MemoryConfig of ``engine_on_each_store`` (a module may override this fixture)."""
+    from manowar_memory import MemoryConfig
 
-    config = MemoryConfig(query_cache=True)
+    return MemoryConfig(query_cache=True)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def engine_on_each_store(request: pytest.FixtureRequest, engine_config):
+    """A MemoryEngine (fake embedder, ``engine_config``) on SQLite in memory and on a fresh MongoDB database."""
+    from manowar_memory import MemoryEngine
+
+    config = engine_config
     if request.param == "sqlite":
         eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=config)
         yield eng

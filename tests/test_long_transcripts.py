@@ -6,7 +6,6 @@ stored in chunks (the newest in the transcript document, sealed older ones in
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,22 +26,14 @@ SCOPE = Scope(agent_wallet="agent-long", user_address="u1", thread_id="t-long")
 MB = 2**20
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-def engine(request: pytest.FixtureRequest, tmp_path) -> Iterator[MemoryEngine]:
-    config = MemoryConfig(max_text_chars=3 * MB)  # messages of 2.3 MB: few turns to pass 16 MB
-    if request.param == "sqlite":
-        eng = MemoryEngine(store=f"sqlite:///{tmp_path / 'long.db'}", embedder="fake", config=config)
-        yield eng
-        eng.close()
-        return
-    from manowar_memory.stores.mongo import MongoStore
+@pytest.fixture
+def engine_config() -> MemoryConfig:
+    return MemoryConfig(max_text_chars=3 * MB)  # messages of 2.3 MB: few turns to pass 16 MB
 
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_long_{uuid.uuid4().hex[:12]}"
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", config=config)
-    yield eng
-    eng.close()
-    client.drop_database(name)
+
+@pytest.fixture
+def engine(engine_on_each_store: MemoryEngine) -> MemoryEngine:
+    return engine_on_each_store
 
 
 def _turn(n: int) -> list[dict[str, Any]]:

@@ -66,23 +66,31 @@ def mongo_url(uri: str, db: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + db, parts.query, parts.fragment))
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-def base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("server")
+def serve_on_store(request: pytest.FixtureRequest, tmp: Path, env: dict[str, str] | None = None,
+                   kind: str | None = None) -> Iterator[str]:
+    """``manowar serve`` on ``kind`` (default the request's param: ``sqlite`` or ``mongo``) with the test keys;
+    yields its URL."""
+    kind = kind or request.param
     keys = tmp / "keys.json"
     keys.write_text(json.dumps(KEYS))
     db = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    if request.param == "sqlite":
+    if kind == "sqlite":
         store = f"sqlite:///{tmp / 'memory.db'}"
     else:
         store = mongo_url(request.getfixturevalue("mongo_uri"), db)
         mongo = request.getfixturevalue("mongo_client")
     port = free_port()
-    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys)], port)
+    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys)], port,
+                 env=env)
     yield f"http://127.0.0.1:{port}"
     stop(proc)
-    if request.param == "mongo":
+    if kind == "mongo":
         mongo.drop_database(db)
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from serve_on_store(request, tmp_path_factory.mktemp("server"))
 
 
 def client(base: str, key: str | None) -> httpx.Client:
@@ -227,13 +235,17 @@ def test_no_keys_on_loopback_names_the_agent_in_the_body(tmp_path: Path) -> None
         stop(proc)
 
 
+@pytest.fixture(scope="module")
+def sqlite_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from serve_on_store(request, tmp_path_factory.mktemp("spec"), kind="sqlite")
+
+
 @pytest.mark.slow
-def test_schemathesis_finds_no_server_error(base_url: str, request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params["base_url"] != "sqlite":
-        pytest.skip("the spec is the same on every store: fuzzed once, on SQLite")
+def test_schemathesis_finds_no_server_error(sqlite_url: str) -> None:
+    """The spec is the same on every store, so it is fuzzed once, on SQLite."""
+    base_url = sqlite_url
     st = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or shutil.which("schemathesis")
-    if st is None:
-        pytest.skip("schemathesis is not installed (dev extra)")
+    assert st is not None, "schemathesis is installed by the dev extra (scripts/test.sh)"
     out = subprocess.run(
         [st, "run", f"{base_url}/openapi.json", "-H", f"Authorization: Bearer {KEY_A}", "--max-examples", "4",
          "-c", "not_a_server_error,response_schema_conformance,status_code_conformance,"

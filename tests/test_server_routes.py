@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 
 from manowar_memory.testing.provider_servers import PinataServer  # noqa: E402
 
-from test_server import KEY_A, KEY_ALICE, KEY_B, KEYS, MANOWAR, client, free_port, mongo_url, start, stop  # noqa: E402
+from test_server import KEY_A, KEY_ALICE, KEY_B, KEYS, MANOWAR, client, free_port, serve_on_store, start, stop  # noqa: E402
 
 JWT = "routes-test-jwt"
 
@@ -32,23 +32,8 @@ def pinata() -> Iterator[PinataServer]:
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
 def base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
              pinata: PinataServer) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("routes")
-    keys = tmp / "keys.json"
-    keys.write_text(json.dumps(KEYS))
-    db = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    if request.param == "sqlite":
-        store = f"sqlite:///{tmp / 'memory.db'}"
-    else:
-        store = mongo_url(request.getfixturevalue("mongo_uri"), db)
-        mongo = request.getfixturevalue("mongo_client")
-    port = free_port()
     env = {"PINATA_JWT": JWT, "PINATA_API_URL": pinata.url, "PINATA_MAX_ATTEMPTS": "1"}
-    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys)], port,
-                 env=env)
-    yield f"http://127.0.0.1:{port}"
-    stop(proc)
-    if request.param == "mongo":
-        mongo.drop_database(db)
+    yield from serve_on_store(request, tmp_path_factory.mktemp("routes"), env=env)
 
 
 def test_transcripts_working_sessions_and_compress(base_url: str) -> None:
