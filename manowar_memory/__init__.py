@@ -36,6 +36,7 @@ from .errors import (
     RerankError,
     ScopeError,
     StoreError,
+    StoreUnavailableError,
     ToolCallError,
 )
 from .extraction import ExtractedFact, FactExtractor, LLMExtractor, RuleBasedExtractor
@@ -121,6 +122,7 @@ __all__ = [
     "ToolCallError",
     "ToolDefinition",
     "StoreError",
+    "StoreUnavailableError",
     "Transcript",
     "__version__",
     "memory_tools",

@@ -15,6 +15,7 @@ Hierarchy::
     │   └── PartialIngestError                 ...part-way through an ingest: what was stored, what to re-run
     ├── RerankError                            a reranker failed (the ranking stage fails soft on it)
     ├── StoreError                             the storage backend failed
+    │   ├── StoreUnavailableError              no server/primary reachable now (failover): retry the call
     │   └── NotFoundError (also KeyError)      a record that does not exist
     ├── PinningError                           pinning an archive to IPFS (Pinata) failed
     ├── ExtractionError                        a fact extractor failed
@@ -39,6 +40,7 @@ __all__ = [
     "RerankError",
     "ScopeError",
     "StoreError",
+    "StoreUnavailableError",
     "ToolCallError",
 ]
 
@@ -118,6 +120,23 @@ class RerankError(ManowarError):
 
 class StoreError(ManowarError):
     """The storage backend failed or holds data this version cannot read."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached or had no writable primary for a while (a replica-set
+    election after a crash, a network cut); the server answered nothing wrong about the data.
+
+    ``retryable`` is always True: call the same method again after a short wait. A write may or
+    may not have been applied before the error, so retry only calls that are idempotent:
+    ``remember`` (one row per fact), ``ingest`` with item keys, deletes and reads. ``post_turn``
+    is not idempotent: look for its ``turn_id`` (``thread_messages``) before sending it again.
+    ``operation`` names the store operation that failed."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, operation: str = "") -> None:
+        super().__init__(message)
+        self.operation = operation
 
 
 class NotFoundError(StoreError, KeyError):
