@@ -79,7 +79,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._util import now_ms, query_terms
-from ..errors import ConfigurationError, MissingDependencyError, StoreError
+from ..errors import ConfigurationError, MissingDependencyError, StoreError, StoreUnavailableError
 from ..redaction import install_log_redaction
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from . import _mql
@@ -103,7 +103,17 @@ try:
     from bson import encode as bson_encode
     from bson.binary import Binary, BinaryVectorDtype
     from bson.objectid import ObjectId
-    from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
+    from pymongo.errors import (
+        AutoReconnect,
+        BulkWriteError,
+        ConnectionFailure,
+        DuplicateKeyError,
+        NotPrimaryError,
+        OperationFailure,
+        PyMongoError,
+        ServerSelectionTimeoutError,
+        WaitQueueTimeoutError,
+    )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("pymongo", "mongo", "The MongoDB store") from exc
 
@@ -134,6 +144,8 @@ _ENTRY_OVERHEAD = 16  # BSON bytes an array element adds beyond its document (ty
 _INSERT_CHUNK = 1_000  # rows per insert_many: each chunk is stamped just before it is sent
 _DUPLICATE_KEY = 11000
 _INDEX_NOT_FOUND = 27
+#: driver errors that mean "no usable server right now" (down, unreachable, no primary yet)
+_UNAVAILABLE = (AutoReconnect, ConnectionFailure, NotPrimaryError, ServerSelectionTimeoutError, WaitQueueTimeoutError)
 
 
 # ----------------------------------------------------------------------------- conversions
@@ -384,9 +396,14 @@ class MongoStore:
         self.transcript_chunk_bytes = int(transcript_chunk_bytes)
         self._owns_client = client is None
         if client is None:
+            # On a replica set: a write is acknowledged once a majority holds it (journaled), so a
+            # primary that crashes right after cannot take it away in a rollback; a write or read
+            # cut by an election is retried once by the driver on the new primary (it waits up to
+            # serverSelectionTimeoutMS for one). Reads use the default primary (read-your-writes).
             options = {
                 "serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000,
                 "appname": "manowar-memory", "tz_aware": True,
+                "w": "majority", "journal": True, "retryWrites": True, "retryReads": True,
             }
             options.update(client_options)
             client = pymongo.MongoClient(uri, **options)
@@ -447,7 +464,18 @@ class MongoStore:
             yield
         except StoreError:
             raise
+        except _UNAVAILABLE as exc:
+            raise StoreUnavailableError(
+                f"MongoDB {what} failed: no server or primary reachable ({type(exc).__name__}: {exc}); "
+                "the replica set may be electing a primary: retry the same call in a moment "
+                "(see StoreUnavailableError for which calls are safe to repeat)", operation=what,
+            ) from exc
         except PyMongoError as exc:
+            if exc.has_error_label("RetryableWriteError") or exc.has_error_label("TransientTransactionError"):
+                raise StoreUnavailableError(
+                    f"MongoDB {what} failed during a primary change ({type(exc).__name__}: {exc}); "
+                    "retry the same call in a moment", operation=what,
+                ) from exc
             raise StoreError(f"MongoDB {what} failed: {type(exc).__name__}: {exc}") from exc
 
     def ensure_indexes(self) -> None:
