@@ -36,6 +36,8 @@ from .records import MemoryRecord, Message
 from .scope import Scope, ScopeLike
 
 if TYPE_CHECKING:
+    import builtins
+
     from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
 
 __all__ = [
@@ -300,7 +302,7 @@ class ScopedMemory:
         return self._engine.thread_messages(self._require_thread())
 
     def similar(self, query: str, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
-                sources: Sequence[str] | None = None) -> list[tuple[MemoryRecord, float]]:
+                sources: Sequence[str] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
         """Plain nearest-neighbour read for vector-store adapters: the ``k`` visible rows whose
         embedding is closest to the query's, best first, each with its cosine similarity.
 
@@ -327,6 +329,26 @@ class ScopedMemory:
                if trust_level(h.record.metadata, self.default_trust) in allowed]
         out.sort(key=lambda pair: pair[1], reverse=True)
         return out[:k]
+
+    def keyword(self, query: str, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
+                sources: Sequence[str] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
+        """Plain full-text read, the keyword twin of :meth:`similar`: the ``k`` visible rows the
+        store's keyword index ranks first for ``query`` (an OR of its content terms), best first,
+        each with its raw BM25 score (higher is better; only the order is comparable across
+        stores). No vector lane, fusion or decay; the engine's trust filter applies."""
+        from .ranking.trust import trust_level
+        from .stores.base import MemoryQuery
+
+        engine = self._engine
+        text = query.strip() if isinstance(query, str) else ""
+        if not text:
+            raise InvalidInputError("query must be a non-empty string")
+        k = _positive(k, "k")
+        q = MemoryQuery(scope=self._scope, filters=engine._merge_filters(self._scope, filters),
+                        sources=tuple(sources) if sources else None)
+        allowed = set(engine.config.retrieval.include_trust)
+        hits = engine.store.keyword_search(q, text, k * 2)  # room for trust-filtered rows
+        return [(h.record, h.score) for h in hits if trust_level(h.record.metadata, self.default_trust) in allowed][:k]
 
     # ---------------------------------------------------------------- keyed rows
     def get_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> dict[str, MemoryRecord]:
