@@ -26,6 +26,7 @@ from manowar_memory.notes import (
     resolve_project,
 )
 from manowar_memory.notes.cards import lexical_bonus
+from manowar_memory.notes.fusion import gated_fusion
 
 
 @pytest.fixture
@@ -321,6 +322,71 @@ def test_index_refuses_symlinks_and_paths_outside_the_root(notes: ProjectNotes, 
     assert report["files_indexed"] == 2  # real.md and inner/x.md; the symlinked file and dir are skipped
     hits = notes.semantic_search("outside secret hunter2", source_filter="markdown")["items"]
     assert not any("hunter2" in i["compressed_summary"] or i["source_path"] == "docs/escape.md" for i in hits)
+
+
+def test_manowarignore_patterns_are_honoured(notes: ProjectNotes, tmp_path: Path) -> None:
+    """The nearest `.manowarignore` drops files by their path relative to it, by a directory name in
+    the path, and by bare file name; comments and blank lines are skipped."""
+    docs = tmp_path / "docs"
+    for rel in ("keep.md", "drafts/wip.md", "api/generated/ref.md", "api/manual.md", "CHANGELOG.md", "nested/CHANGELOG.md"):
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(f"# {rel}\n\nText of {rel}.\n")
+    (tmp_path / ".manowarignore").write_text("# generated docs\n\ndrafts\ndocs/api/generated/*\nCHANGELOG.md\n")
+    assert notes.index_paths(["docs"])["files_indexed"] == 2
+    paths = {i["source_path"] for i in notes.semantic_search("text", source_filter="markdown", limit=20)["items"]}
+    assert paths == {"docs/keep.md", "docs/api/manual.md"}
+    (tmp_path / ".manowarignore").write_text("")  # patterns removed: the files are picked up by the next index
+    assert notes.index_paths()["files_indexed"] == 4
+
+
+def test_rrf_merge_down_weights_a_lane() -> None:
+    """Keyword counts 0.3 against the vector lane's 1.0: a keyword rank 1 loses to a vector rank 2,
+    and an item both lanes find beats either lane's own best; with equal weights the keyword
+    lane's rank 1 would tie the vector lane's."""
+    vector = [("v1", 0.7), ("v2", 0.6), ("both", 0.5)]
+    fused = gated_fusion(vector, lambda: ["k1", "both"], 4)
+    assert not fused.gated
+    assert fused.ids == ["both", "v1", "v2", "k1"]  # both: 1/63 + 0.3/62 > v1: 1/61 > ... > k1: 0.3/61
+    assert fused.ranks["both"] == {"vector": 3, "keyword": 2} and fused.ranks["k1"] == {"keyword": 1}
+    even = gated_fusion(vector, lambda: ["k1", "both"], 4, weights={"vector": 1.0, "keyword": 1.0})
+    assert even.ids.index("k1") < even.ids.index("v2")  # k1 ties v1 (1/61) and beats v2 (1/62)
+    assert gated_fusion([], lambda: ["k1", "k2"], 5).ids == ["k1", "k2"]  # no vector lane: keyword alone
+
+
+def test_gating_skips_fts_when_vector_is_confident() -> None:
+    calls: list[int] = []
+
+    def keyword() -> list[str]:
+        calls.append(1)
+        return ["k1"]
+
+    confident = gated_fusion([("v1", 0.82), ("v2", 0.5), ("v3", 0.4)], keyword, 2)
+    assert (confident.gated, confident.ids, calls) == (True, ["v1", "v2"], [])
+    unsure = gated_fusion([("v1", 0.819), ("v2", 0.5)], keyword, 3)
+    assert (unsure.gated, calls) == (False, [1]) and "k1" in unsure.ids
+
+
+def test_search_runs_the_keyword_lane_only_when_the_vector_lane_is_unsure(
+        notes: ProjectNotes, monkeypatch: pytest.MonkeyPatch) -> None:
+    from manowar_memory.scoped import ScopedMemory
+
+    note = notes.remember_note("Release", "Tag the release after the changelog is merged.", "decision")["item"]
+    notes.remember_note("Review", "Two approvals are needed to merge.", "pattern")
+    calls: list[str] = []
+    real = ScopedMemory.keyword
+
+    def spy(self: ScopedMemory, query: str, **kw: object) -> list:
+        calls.append(query)
+        return real(self, query, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ScopedMemory, "keyword", spy)
+    exact = notes.semantic_search("Release\nTag the release after the changelog is merged.", scope="project")
+    assert exact["lanes"] == {"project": "vector"} and calls == []  # cosine 1.0: the gate holds
+    assert exact["items"][0]["item_id"] == note["item_id"]
+    loose = notes.semantic_search("changelog approvals", scope="hybrid")
+    assert loose["lanes"] == {"project": "vector+keyword", "global": "vector+keyword"}
+    assert len(calls) == 2  # once per scope (the global scope is empty: no vector row to be confident about)
+    assert {i["item_id"] for i in loose["items"]} >= {note["item_id"]}
 
 
 def test_cards_are_compact() -> None:

@@ -126,15 +126,17 @@ def parse_markdown(text: str, source_path: str, root_id: str, soft_limit: int = 
     return blocks
 
 
-def _ignore_patterns(root: Path) -> list[str]:
-    """Patterns of the nearest ``.manowarignore`` from ``root`` up to the repository boundary."""
+def _ignore_patterns(root: Path) -> tuple[Path, list[str]]:
+    """The directory and patterns of the nearest ``.manowarignore`` from ``root`` up to the
+    repository boundary (the directory holding ``.git``)."""
     for base in (root, *root.parents):
         f = base / ".manowarignore"
         if f.is_file():
-            return [l.strip() for l in f.read_text(errors="replace").splitlines() if l.strip() and not l.startswith("#")]
+            lines = (l.strip() for l in f.read_text(errors="replace").splitlines())
+            return base, [l.lstrip("/") for l in lines if l and not l.startswith("#")]
         if (base / ".git").exists():
             break
-    return []
+    return root, []
 
 
 def _ignored(rel: str, patterns: list[str]) -> bool:
@@ -160,9 +162,11 @@ def _walk(root: Path) -> Iterator[Path]:
 def discover(root: Path) -> Iterator[tuple[str, Path]]:
     """(posix path relative to ``root``, file) of every indexable ``*.md`` under ``root``: regular
     files only, no symlinks (file or directory), ignored directories and ``.manowarignore``
-    patterns skipped, nothing over 5 MiB."""
+    patterns skipped (matched, like gitignore, against the path relative to the ignore file's
+    directory, each directory name in it, and a slash-less pattern against the file name),
+    nothing over 5 MiB."""
     root = root.resolve()
-    patterns = _ignore_patterns(root)
+    ignore_base, patterns = _ignore_patterns(root if root.is_dir() else root.parent)
     if root.is_file():
         candidates: Iterator[Path] = iter([root])
         base = root.parent
@@ -179,7 +183,7 @@ def discover(root: Path) -> Iterator[tuple[str, Path]]:
         if not f.is_file() or not f.resolve().is_relative_to(base):
             continue
         rel = "/".join(rel_parts)
-        if _ignored(rel, patterns):
+        if patterns and _ignored(f.relative_to(ignore_base).as_posix(), patterns):
             continue
         try:
             if f.stat().st_size > MAX_FILE_BYTES:

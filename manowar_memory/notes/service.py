@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInputError, NotFoundError, ScopeError
 from ..records import MemoryRecord
 from ..scope import Scope
-from . import cards
+from . import cards, fusion
 from .identity import ProjectIdentity, resolve_project
 from .markdown import discover, parse_markdown
 
@@ -82,7 +82,7 @@ def check_uri(uri: Any, what: str = "uri") -> str:
     if not isinstance(uri, str) or not _URI.match(uri.strip()):
         raise InvalidInputError(f"{what} {uri!r} is not an entity URI (note://id, file://path, issue://KEY, "
                                 "task://KEY, https://...)")
-    uri = uri.strip()
+    uri = str(uri).strip()
     scheme, rest = uri.split(":", 1)
     if scheme.lower() in _SLASHED and (not rest.startswith("//") or len(rest) <= 2):
         raise InvalidInputError(f"{what} {uri!r}: a {scheme}: URI needs '//' and a target after it")
@@ -405,26 +405,18 @@ class ProjectNotes:
         if self.auto_refresh and "project" in scopes and "block" in kinds:
             refreshed = self.refresh()
         filters = {"metadata.item_type": kinds, "metadata.active": True, "metadata.tier": tiers}
-        fetch = max(5, 2 * limit) if scope == "hybrid" else max(5, limit)
+        count = max(5, 2 * limit) if scope == "hybrid" else max(5, limit)
         engine = self._engine
-        qvec = engine.embedder.embed([query], input_type="query")[0] if engine.embedder is not None else None
         scored: list[tuple[tuple[Any, ...], float, float, str, MemoryRecord]] = []
-        notes: list[str] = []
+        notes: list[str] = [] if engine.embedder is not None else ["vector lane disabled: no embedder configured"]
+        gated: dict[str, bool] = {}
         for sc in scopes:
-            found, degradations = engine.search(query, self.scope_of(sc), layers=("vectors",), k=fetch,
-                                                filters=filters, decay=False)
-            notes.extend(degradations)
-            for cand in found:
-                rec = cand.record if isinstance(cand.record, MemoryRecord) else None
-                if rec is None:
-                    continue
+            found, gated[sc] = self._candidates(query, sc, filters, count)
+            for rec, cos in found:
                 m = rec.metadata
                 if m.get("item_type") not in kinds or not m.get("active"):  # defence in depth
                     continue
-                cos = _cosine(qvec, rec.embedding)
-                if cos is None and "vector" in cand.lanes:
-                    cos = 2.0 * cand.lanes["vector"] - 1.0
-                base = max(0.0, min(cos or 0.0, 1.0))
+                base = max(0.0, min(cos, 1.0))
                 is_block = m.get("item_type") == "block"
                 title = str(m.get("title", ""))
                 conf = min(base + cards.lexical_bonus(query, title, m.get("tags", []), rec.content), 1.0)
@@ -444,7 +436,8 @@ class ProjectNotes:
             item_state = "ambiguous" if state == "ambiguous" and i < 2 else cards.confidence_state(conf)
             items.append(self._card(rec, sc, query, conf, item_state, rels))
         out: dict[str, Any] = {"status": "ok", "query": query, "scope": scope, "result_count": len(items),
-                               "items": items, "confidence_state": state}
+                               "items": items, "confidence_state": state,
+                               "lanes": {sc: "vector" if g else "vector+keyword" for sc, g in gated.items()}}
         if warning:
             out["warning"] = warning
         if refreshed and (refreshed["files_indexed"] or refreshed["files_removed"]):
@@ -452,6 +445,46 @@ class ProjectNotes:
         if notes:
             out["degradations"] = list(dict.fromkeys(notes))
         return out
+
+    def _candidates(self, query: str, scope: str, filters: Mapping[str, Any],
+                    count: int) -> tuple[list[tuple[MemoryRecord, float]], bool]:
+        """``count`` candidates of one scope with their cosine similarity to the query, and whether
+        the vector-first gate held (the keyword lane was skipped). The lanes: the vector lane
+        (:meth:`ScopedMemory.similar`) and the keyword lane (:meth:`ScopedMemory.keyword`), each
+        asked for ``3 × count`` rows, chosen by :func:`~manowar_memory.notes.fusion.gated_fusion`.
+        A keyword-only hit gets its real cosine (its stored embedding; 0 on a keyword-only
+        engine). When both lanes find nothing, the rows with a lexical bonus stand in (cosine 0)."""
+        engine = self._engine
+        memory = engine.scoped(self.scope_of(scope))
+        fetch = 3 * count
+        vector = memory.similar(query, k=fetch, filters=filters) if engine.embedder is not None else []
+        records = {rec.id: rec for rec, _ in vector}
+        cosine = {rec.id: cos for rec, cos in vector}
+
+        def keyword() -> list[str]:
+            hits = memory.keyword(query, k=fetch, filters=filters)
+            for rec, _ in hits:
+                records.setdefault(rec.id, rec)
+            return [rec.id for rec, _ in hits]
+
+        chosen = fusion.gated_fusion([(rec.id, cos) for rec, cos in vector], keyword, count)
+        if not chosen.ids:  # the lexical fallback: every row with a query term
+            rows = [r for r in self._rows(scope, filters)
+                    if cards.lexical_bonus(query, str(r.metadata.get("title", "")), r.metadata.get("tags", []),
+                                           r.content) > 0]
+            return [(r, 0.0) for r in rows], False
+        qvec: list[float] | None = None
+        out = []
+        for item in chosen.ids:
+            rec = records[item]
+            if item not in cosine and engine.embedder is not None:
+                if rec.embedding is None:  # a store that leaves embeddings out of keyword hits
+                    rec = engine.get_item(self.scope_of(scope), item)
+                if qvec is None:
+                    qvec = engine.embedder.embed([query], input_type="query")[0]
+                cosine[item] = _cosine(qvec, rec.embedding) or 0.0
+            out.append((rec, cosine.get(item, 0.0)))
+        return out, chosen.gated
 
     def _card(self, rec: MemoryRecord, scope: str, query: str, conf: float, state: str, rels: Any) -> dict[str, Any]:
         m = rec.metadata
@@ -607,7 +640,7 @@ class ProjectNotes:
         existing: dict[str, list[MemoryRecord]] = {}
         for rec in self._rows("project", {"metadata.item_type": "block"}):
             existing.setdefault(str(rec.metadata.get("source_path")), []).append(rec)
-        report = {"status": "ok", "mode": "full" if full else "incremental", "roots": roots, "files_indexed": 0,
+        report: dict[str, Any] = {"status": "ok", "mode": "full" if full else "incremental", "roots": roots, "files_indexed": 0,
                   "files_skipped": 0, "files_removed": 0, "blocks_written": 0, "blocks_deleted": 0}
         seen: set[str] = set()
         sc = self.scope_of("project")
