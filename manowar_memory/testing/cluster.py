@@ -413,9 +413,15 @@ def _serve(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the chil
                 answer = {"ids": [h.id for h in hits], "notes": notes}
             elif op == "pre_turn":
                 started = time.perf_counter()
-                pre = engine.pre_turn(req["query"], scope)
+                pre = engine.pre_turn(req["query"], scope, max_items=int(req.get("max_items", 6)),
+                                      budget_chars=int(req.get("budget_chars", 900)))
+                lanes = {k: v for k, v in pre.lanes.items() if not k.startswith("_")}
                 answer = {"ids": [it.id for it in pre.items], "ms": (time.perf_counter() - started) * 1000,
-                          "notes": pre.degradations}
+                          "notes": pre.degradations, "cache_hit": bool(pre.lanes.get("_cache", {}).get("hit")),
+                          "vector_methods": sorted({str(v.get("vector_method")) for v in lanes.values()
+                                                    if v.get("vector_method")}),
+                          "vector_hits": sorted({str(h[0]) for v in lanes.values()
+                                                 for h in (v.get("hits") or {}).get("vector", [])})}
             elif op == "delete":
                 answer = {"deleted": engine.delete_item(scope, req["id"], hard=bool(req.get("hard")))}
             elif op == "churn":
