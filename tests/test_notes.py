@@ -389,6 +389,76 @@ def test_search_runs_the_keyword_lane_only_when_the_vector_lane_is_unsure(
     assert {i["item_id"] for i in loose["items"]} >= {note["item_id"]}
 
 
+def test_lint_reports_each_issue_kind(notes: ProjectNotes, engine: MemoryEngine, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (tmp_path / "tool.py").write_text("print('linked code')\n")
+    (docs / "a.md").write_text("# Start\n\nSee [b](sub/b.md#usage), [code](../tool.py), [[b]], [web](https://x.org) "
+                               "and [gone](missing.md) and [[Nowhere]].\n\n```\n[not a link](fenced.md)\n```\n"
+                               "Also `[inline](span.md)`.\n")
+    (docs / "sub" / "b.md").write_text("# Guide\n\nBack to [start](../a.md).\n")
+    (docs / "c.md").write_text("# Guide\n\nNothing links here, and it links nowhere.\n")
+    (docs / "ru.md").write_text("# Руководство\n\n[a](a.md)\n")
+    (docs / "uk.md").write_text("# Довідник\n\n[a](a.md)\n")
+    old = notes.remember_note("Handoff", "Pick up the migration tomorrow.", "handoff")["item"]
+    rows = notes.scope_of("project")
+    engine.update_item(rows, engine.ingest_id(rows, f"note:{old['item_id']}"),
+                       metadata={"updated_at": "2020-01-01T00:00:00Z"})
+    notes.remember_note("Retries", "Retry the upload three times with backoff.", "lesson")
+    notes.remember_note("Retries", "Retry the upload three times with backoff.", "pattern")
+    report = notes.lint_knowledge_base(["docs"])
+    kinds = sorted(i["kind"] for i in report["issues"])
+    assert kinds == ["broken_link", "broken_link", "duplicate_title", "near_duplicate_notes", "orphan_candidate",
+                     "stale_episodic_note"], report["issues"]
+    assert {i["target"] for i in report["issues"] if i["kind"] == "broken_link"} == {"missing.md", "[[Nowhere]]"}
+    assert [i["source_path"] for i in report["issues"] if i["kind"] == "orphan_candidate"] == ["docs/c.md"]
+    assert [i["source_paths"] for i in report["issues"] if i["kind"] == "duplicate_title"] == [
+        ["docs/c.md", "docs/sub/b.md"]]  # the Cyrillic titles differ: no collision
+    summary = report["summary"]
+    assert (summary["file_count"], summary["issue_count"], summary["markdown_configured"]) == (5, 6, True)
+    assert report["truncated"] is False and notes.lint_knowledge_base(["docs"], max_issues=2)["truncated"] is True
+    monkeypatch.setenv("MANOWAR_EPISODIC_STALE_DAYS", "100000")
+    assert notes.lint_knowledge_base(["docs"])["summary"]["stale_episodic_note_count"] == 0
+    with pytest.raises(InvalidInputError, match="max_issues"):
+        notes.lint_knowledge_base(max_issues=0)
+
+
+def test_operations_report_scopes_tools_health_and_index_state(engine: MemoryEngine, tmp_path: Path) -> None:
+    from manowar_memory.embeddings.fake import FakeEmbedder
+
+    notes = ProjectNotes(engine, project=_ident(tmp_path, "ops"))
+    assert {s["scope"]: s["writes"] for s in notes.list_scopes()["scopes"]} == {
+        "project": "default", "global": "promotion_only", "hybrid": "read_only"}
+    test = notes.self_test()
+    assert test["tool_count"] == len(test["tools"]) == 15 and "notes_lint" in test["tools"]
+    assert notes.health()["checks"] == {"store": "ok", "embedder": "ok"}
+    assert notes.server_info()["index_status"]["project"]["state"] == "empty"
+    note = notes.remember_note("Ops", "Operations report the index state.", "lesson")["item"]
+    assert notes.server_info()["index_status"]["project"]["state"] == "not_indexed"
+    doc = tmp_path / "ops.md"
+    doc.write_text("# Ops\n\nFirst text.\n")
+    notes.index_paths(["ops.md"])
+    info = notes.server_info()
+    assert info["index_status"]["project"]["state"] == "fresh" and info["current_project"]["id"] == "ops"
+    assert info["storage_stats"]["project"]["block_count"] == info["storage_stats"]["project"]["file_count"] == 1
+    notes.deprecate_note(note["item_id"])
+    assert info["storage_stats"]["project"]["notes"]["active"] == 1
+    assert notes.server_info()["storage_stats"]["project"]["notes"] == {
+        "active": 0, "total": 1, "inactive": 1, "archived": 1, "superseded": 0}
+    doc.write_text("# Ops\n\nChanged text.\n")
+    stale = notes.server_info()["index_status"]["project"]
+    assert (stale["state"], stale["changed_files"]) == ("stale", ["ops.md"])
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    ProjectNotes(engine, project=resolve_project(gone, env={}))  # recorded, then its root disappears
+    gone.rmdir()
+    assert str(gone.resolve()) in {b["project_root"] for b in notes.server_info()["orphaned_buckets"]}
+    with MemoryEngine(store="sqlite:///:memory:", embedder=FakeEmbedder(fail=True)) as broken:
+        health = ProjectNotes(broken, project=_ident(tmp_path)).health()
+        assert health["status"] == "degraded" and health["checks"]["embedder"].startswith("error: EmbeddingError")
+
+
 def test_cards_are_compact() -> None:
     text = "## Install\n\n- Use [uv](https://x.y) to `sync` the deps.\n- Run the tests. Then ship it!\n" + "filler " * 80
     summary = compressed_summary("Install", text)
@@ -447,7 +517,8 @@ def test_notes_tools_act_in_the_bound_agents_notes(engine: MemoryEngine, tmp_pat
     (tmp_path / "README.md").write_text("# Tools\n\nThe notes tools index Markdown.\n")
     alice = {t.name: t for t in memory_tools(engine.scoped(Scope(agent_wallet="coder-a")), groups=["notes"])}
     assert set(alice) == {"notes_remember", "notes_promote", "notes_deprecate", "notes_search", "notes_hydrate",
-                          "notes_recent", "notes_index", "notes_link", "notes_unlink", "notes_related"}
+                          "notes_recent", "notes_index", "notes_link", "notes_unlink", "notes_related", "notes_lint",
+                          "notes_server_info", "notes_health", "notes_scopes", "notes_self_test"}
     assert alice["notes_index"].call(paths=["README.md"])["files_indexed"] == 1
     stored = alice["notes_remember"].call(title="Tool note", content="Tools write agent notes.", kind="pattern")
     assert stored["item"]["provenance"] == "agent"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from ..scoped import ScopedMemory
+    from .service import ProjectNotes
 
 __all__ = ["NOTES_TOOL_SPECS"]
 
@@ -118,45 +119,82 @@ class NoteRelatedArgs(_Args):
     namespace: Namespace = Field("hybrid", description="project, global or hybrid.")
 
 
+class NoteLintArgs(_Args):
+    """Arguments of ``notes_lint``."""
+
+    paths: list[str] | None = Field(None, description="Files or folders inside the project (default: the "
+                                    "registered ones).")
+    max_issues: int = Field(200, ge=1, le=2000, description="Issues to list at most.")
+
+
+class NoArgs(_Args):
+    """No arguments."""
+
+
+def _notes(m: ScopedMemory) -> ProjectNotes:
+    notes: ProjectNotes = m.notes()
+    return notes
+
+
 def _remember(m: ScopedMemory, a: NoteRememberArgs) -> dict[str, Any]:
-    return m.notes().remember_note(a.title, a.content, a.kind, tags=a.tags, source_refs=a.source_refs, tier=a.tier)
+    return _notes(m).remember_note(a.title, a.content, a.kind, tags=a.tags, source_refs=a.source_refs, tier=a.tier)
 
 
 def _promote(m: ScopedMemory, a: NoteIdArgs) -> dict[str, Any]:
-    return m.notes().promote_note(a.note_id)
+    return _notes(m).promote_note(a.note_id)
 
 
 def _deprecate(m: ScopedMemory, a: NoteDeprecateArgs) -> dict[str, Any]:
-    return m.notes().deprecate_note(a.note_id, scope=a.namespace, replacement_note_id=a.replacement_note_id,
+    return _notes(m).deprecate_note(a.note_id, scope=a.namespace, replacement_note_id=a.replacement_note_id,
                                     replacement_scope=a.replacement_namespace, reason=a.reason)
 
 
 def _search(m: ScopedMemory, a: NoteSearchArgs) -> dict[str, Any]:
-    return m.notes().semantic_search(a.query, a.namespace, a.limit, a.tier_filter, a.source_filter)
+    return _notes(m).semantic_search(a.query, a.namespace, a.limit, a.tier_filter, a.source_filter)
 
 
 def _hydrate(m: ScopedMemory, a: NoteHydrateArgs) -> dict[str, Any]:
-    return m.notes().hydrate(a.item_id, a.namespace, a.window)
+    return _notes(m).hydrate(a.item_id, a.namespace, a.window)
 
 
 def _recent(m: ScopedMemory, a: NoteRecentArgs) -> dict[str, Any]:
-    return m.notes().recent_context(a.namespace, a.limit, a.tier_filter)
+    return _notes(m).recent_context(a.namespace, a.limit, a.tier_filter)
 
 
 def _index(m: ScopedMemory, a: NoteIndexArgs) -> dict[str, Any]:
-    return m.notes().index_paths(a.paths, "full" if a.full else "incremental")
+    return _notes(m).index_paths(a.paths, "full" if a.full else "incremental")
 
 
 def _link(m: ScopedMemory, a: NoteLinkArgs) -> dict[str, Any]:
-    return m.notes().link_entities(a.source_uri, a.target_uri, a.relation_type, a.namespace)
+    return _notes(m).link_entities(a.source_uri, a.target_uri, a.relation_type, a.namespace)
 
 
 def _unlink(m: ScopedMemory, a: NoteUnlinkArgs) -> dict[str, Any]:
-    return m.notes().unlink_entities(a.source_uri, a.target_uri, a.relation_type, a.namespace)
+    return _notes(m).unlink_entities(a.source_uri, a.target_uri, a.relation_type, a.namespace)
 
 
 def _related(m: ScopedMemory, a: NoteRelatedArgs) -> dict[str, Any]:
-    return m.notes().get_related_entities(a.uri, a.relation_type, a.namespace)
+    return _notes(m).get_related_entities(a.uri, a.relation_type, a.namespace)
+
+
+def _lint(m: ScopedMemory, a: NoteLintArgs) -> dict[str, Any]:
+    return _notes(m).lint_knowledge_base(a.paths, a.max_issues)
+
+
+def _info(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+    return _notes(m).server_info()
+
+
+def _health(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+    return _notes(m).health()
+
+
+def _scopes(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+    return _notes(m).list_scopes()
+
+
+def _self_test(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+    return _notes(m).self_test()
 
 
 #: (name, arguments model, handler, writes, description) of each tool of the ``notes`` group.
@@ -180,4 +218,13 @@ NOTES_TOOL_SPECS: tuple[tuple[str, type[BaseModel], Callable[..., dict[str, Any]
     ("notes_link", NoteLinkArgs, _link, True, "Record a relation between two entities (notes, files, issues, tasks, URLs)."),
     ("notes_unlink", NoteUnlinkArgs, _unlink, True, "Remove a relation between two entities."),
     ("notes_related", NoteRelatedArgs, _related, False, "The relations of an entity (as source or target)."),
+    ("notes_lint", NoteLintArgs, _lint, False,
+     "Check the project's Markdown and notes: broken links, orphan documents, duplicate titles, stale handoffs "
+     "and near-duplicate notes."),
+    ("notes_server_info", NoArgs, _info, False,
+     "The notes contract and state: current project, scopes and modes, counts per scope, index freshness and "
+     "orphaned projects."),
+    ("notes_health", NoArgs, _health, False, "Whether the notes' store and embedder answer, and the version."),
+    ("notes_scopes", NoArgs, _scopes, False, "The notes scopes (project, global, hybrid) and how each is written."),
+    ("notes_self_test", NoArgs, _self_test, False, "The notes tools and the scope rules they follow."),
 )
