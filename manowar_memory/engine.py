@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import dataclasses
 import logging
 import os
@@ -27,16 +26,16 @@ from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFo
 from .redaction import install_log_redaction, redact
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
-from .layers import LAYER_SEARCHERS, LayerRequest, normalize_layers, search_memory_rows
+from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
 from .packing import ContextUsage, Decision, PackedItem, pack
-from .ranking.mmr import mmr_order
 from .ranking.trust import content_delimiter
-from .records import FACT_TYPES, MemoryRecord, Message, Session, Transcript, WorkingMemory
+from .records import FACT_TYPES, Layer, MemoryRecord, Message, Session, Transcript, WorkingMemory
 from .rerankers.base import Reranker
-from .retrieval.hybrid import LaneReport, RankOptions
+from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
 from .scope import Scope, ScopeLike
 from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
+from .threads import EngineThreads, blas_threads
 from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
 
 if TYPE_CHECKING:
@@ -51,6 +50,8 @@ __all__ = [
     "PostTurnResult",
     "PreTurnResult",
     "RememberResult",
+    "SearchOptions",
+    "SearchOutcome",
 ]
 
 log = logging.getLogger("manowar_memory")
@@ -107,6 +108,30 @@ class LayerSearchResult(BaseModel):
     totals: dict[str, int]
     lanes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     degradations: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(
+        default_factory=dict, description="Milliseconds per step: embed, each layer's lanes and ranking stages.")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """What one layered search is asked for: the layers (None: all six), extra filters, hits
+    per layer (None: ``PackerConfig.limit``) and the optional ranking stages."""
+
+    layers: Sequence[str] | None = None
+    filters: Mapping[str, Any] | None = None
+    limit: int | None = None
+    rank: RankOptions = RankOptions()
+
+
+@dataclasses.dataclass
+class SearchOutcome:
+    """A layered search's candidates per layer, counts, lane reports, degradations and timings."""
+
+    layers: dict[str, list[Candidate]]
+    totals: dict[str, int]
+    lanes: dict[str, dict[str, Any]]
+    degradations: list[str]
+    timings_ms: dict[str, float]
 
 
 class FlushResult(BaseModel):
@@ -230,8 +255,10 @@ class MemoryEngine:
             if use_query_cache else None
         )
         self.query_cache_hits = 0
-        self._layer_pool = concurrent.futures.ThreadPoolExecutor(max_workers=6, thread_name_prefix="manowar-layer")
-        self._bg_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="manowar-bg")
+        self.threads = EngineThreads()
+        self.stage_inserts: list[StageInsert] = []
+        if self.embedder is not None:
+            blas_threads()  # find the BLAS libraries now, not in the first search's vector lane
         self._pending: list[concurrent.futures.Future[dict[str, int]]] = []
         self._pending_lock = threading.Lock()
 
@@ -732,7 +759,7 @@ class MemoryEngine:
                 self.query_cache.invalidate(s)
 
     def _submit(self, fn: Any, *args: Any) -> None:
-        future = self._bg_pool.submit(fn, *args)
+        future = self.threads.background.submit(fn, *args)
         with self._pending_lock:
             self._pending.append(future)
 
@@ -792,6 +819,12 @@ class MemoryEngine:
                            facts_indexed=indexed, facts_reinforced=reinforced)
 
     # ------------------------------------------------------------------ reads
+    def insert_stage(self, stage: RankingStage, *, after: str | None = None, before: str | None = None) -> None:
+        """Add a ranking stage of your own to every hybrid search of this engine, right
+        ``after`` or ``before`` a named stage (``decay``, ``rerank``, ``boosts``, ``mmr``, or
+        one inserted earlier), or last. See :mod:`manowar_memory.retrieval.pipeline`."""
+        self.stage_inserts.append(StageInsert(stage, after=after, before=before))
+
     def search_layers(
         self,
         query: str,
@@ -805,9 +838,9 @@ class MemoryEngine:
         mmr: bool = False,
     ) -> LayerSearchResult:
         """Run the selected layers concurrently; raw hits plus per-layer totals."""
-        with collect() as notes:
-            layers_out, totals, lanes, _ = self._search(query, scope, layers, filters, limit, decay, rerank, mmr)
-        return LayerSearchResult(query=query, layers=layers_out, totals=totals, lanes=lanes, degradations=list(notes))
+        found = self._search(query, scope, SearchOptions(layers, filters, limit, RankOptions(decay, rerank, mmr)))
+        return LayerSearchResult(query=query, layers=found.layers, totals=found.totals, lanes=found.lanes,
+                                 degradations=found.degradations, timings_ms=_rounded(found.timings_ms))
 
     def search(
         self,
@@ -821,94 +854,104 @@ class MemoryEngine:
         rerank: bool = False,
         mmr: bool = False,
     ) -> tuple[list[Candidate], list[str]]:
-        """Ranked candidates across the chosen layers (for retrievers), and the degradations."""
+        """Ranked candidates across the chosen layers (for retrievers), and the degradations.
+
+        With ``mmr``, the ranking pipeline's MMR stage orders each hybrid search and lowers
+        scores to follow that order, so the merge by score keeps it."""
         result = self.search_layers(query, scope, layers, filters=filters, limit=k, decay=decay, rerank=rerank, mmr=mmr)
         merged = [c for layer in result.layers.values() for c in layer]
         merged.sort(key=lambda c: c.score, reverse=True)
-        if mmr:  # MMR across the merged layers; its order is final (no re-sort by score)
-            merged = mmr_order(merged, lambda_=self.config.retrieval.mmr_lambda, limit=k)
         return merged[:k], result.degradations
 
-    def _search(
-        self, query: str, scope: ScopeLike, layers: Sequence[str] | None, filters: Mapping[str, Any] | None,
-        limit: int | None, decay: bool, rerank: bool, mmr: bool,
-    ) -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, dict[str, Any]], dict[str, float]]:
+    def _search(self, query: str, scope: ScopeLike, options: SearchOptions) -> SearchOutcome:
         text = as_str(query)
         if text is None:
             raise InvalidInputError("query is required: pass the user's message or question as a non-empty string")
         text = self._text(text, "query")
         scope = Scope.coerce(scope)
-        selected = normalize_layers(layers)
-        merged_filters = self._merge_filters(scope, filters)
-        limit = self.config.packer.limit if limit is None else limit
+        selected = normalize_layers(options.layers)
+        merged_filters = self._merge_filters(scope, options.filters)
+        limit = self.config.packer.limit if options.limit is None else options.limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        rank = options.rank
         if self.query_cache is None:
-            return self._search_uncached(text, scope, selected, merged_filters, limit, decay, rerank, mmr)
+            return self._search_uncached(text, scope, selected, merged_filters, limit, rank)
         payload = {
             "query": text, "layers": sorted(selected), "limit": limit,
             "filters": {k: list(v) if isinstance(v, tuple) else v for k, v in merged_filters.items()},
-            "decay": decay, "rerank": rerank, "mmr": mmr, "model": self.model_id,
+            "decay": rank.decay, "rerank": rank.rerank, "mmr": rank.mmr, "model": self.model_id,
             "retrieval": self.config.retrieval.model_dump(),
+            "stages": [(i.stage.name, i.after, i.before) for i in self.stage_inserts],
         }
-        result, hit = cached_search(
-            self.query_cache, scope, payload,
-            lambda: self._search_uncached(text, scope, selected, merged_filters, limit, decay, rerank, mmr),
-            thread_scoped=any(layer in ("working", "scene") for layer in selected),
-        )
+
+        def compute() -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, Any], dict[str, float]]:
+            found = self._search_uncached(text, scope, selected, merged_filters, limit, rank)
+            for note in found.degradations:
+                degrade(note)  # the cache stores a result's degradations with it
+            return found.layers, found.totals, found.lanes, found.timings_ms
+
+        with collect() as notes:
+            (layers_out, totals, lanes, timings), hit = cached_search(
+                self.query_cache, scope, payload, compute,
+                thread_scoped=any(layer in ("working", "scene") for layer in selected),
+            )
         if hit:
             self.query_cache_hits += 1
-            result[2]["_cache"] = {"hit": True}
-        return result
+            lanes["_cache"] = {"hit": True}
+        return SearchOutcome(layers_out, totals, lanes, list(notes), timings)
 
     def _search_uncached(
-        self, text: str, scope: Scope, selected: list[Any], merged_filters: dict[str, FilterValue], limit: int,
-        decay: bool, rerank: bool, mmr: bool,
-    ) -> tuple[dict[str, list[Candidate]], dict[str, int], dict[str, dict[str, Any]], dict[str, float]]:
+        self, text: str, scope: Scope, selected: list[Layer], merged_filters: dict[str, FilterValue], limit: int,
+        rank: RankOptions,
+    ) -> SearchOutcome:
         timings: dict[str, float] = {}
+        notes: list[str] = []
         vector = None
         if self.embedder is None:
-            degrade(NO_EMBEDDER)
+            notes.append(NO_EMBEDDER)
         elif any(l in ("graph", "vectors") for l in selected):
             t0 = time.perf_counter()
-            vector = self.embedder.embed([text], input_type="query")[0]
+            with collect() as embed_notes:  # the embedding cache reports through the call's collector
+                vector = self.embedder.embed([text], input_type="query")[0]
+            notes.extend(embed_notes)
             timings["embed"] = (time.perf_counter() - t0) * 1000
         req = LayerRequest(
             store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
-            config=self.config.retrieval, options=RankOptions(decay=decay, rerank=rerank, mmr=mmr),
-            vector=vector, model_id=self.model_id, reranker=self.reranker,
+            config=self.config.retrieval, options=rank, vector=vector, model_id=self.model_id,
+            reranker=self.reranker, inserts=tuple(self.stage_inserts), threads=self.threads,
         )
         t0 = time.perf_counter()
-        results: dict[str, list[Candidate]] = {}
         # graph and vectors share the memory table: searched together when both are selected
-        tasks: dict[str, Any] = {layer: LAYER_SEARCHERS[layer] for layer in selected}
+        tasks: dict[str, LayerSearcher] = {layer: LAYER_SEARCHERS[layer] for layer in selected}
         if "graph" in tasks and "vectors" in tasks:
             del tasks["graph"], tasks["vectors"]
             tasks["graph+vectors"] = search_memory_rows
+        outcomes: dict[str, tuple[LayerHits | None, BaseException | None]] = {}
         if self.config.concurrent_layers and len(tasks) > 1:
-            futures = {
-                name: self._layer_pool.submit(contextvars.copy_context().run, fn, req) for name, fn in tasks.items()
-            }
+            futures = {name: self.threads.layers.submit(fn, req) for name, fn in tasks.items()}
             outcomes = {name: _outcome(f) for name, f in futures.items()}
         else:
-            outcomes = {}
             for name, fn in tasks.items():
                 try:
                     outcomes[name] = (fn(req), None)
                 except Exception as exc:
                     outcomes[name] = (None, exc)
-        for name, (hits, exc) in outcomes.items():
-            if exc is not None:
-                degrade(f"layer {name} failed and was left out: {type(exc).__name__}: {exc}")
-            elif isinstance(hits, dict):
-                results.update(hits)
-            else:
-                results[name] = hits or []
+        results: dict[str, list[Candidate]] = {}
+        lanes: dict[str, dict[str, Any]] = {}
+        for name, (hits, error) in outcomes.items():
+            if hits is None:
+                notes.append(f"layer {name} failed and was left out: {type(error).__name__}: {error}")
+                continue
+            for layer_name, found in hits.layers.items():
+                results[layer_name] = found
+            lanes.update({layer: report.as_dict() for layer, report in hits.lanes.items()})
+            notes.extend(n for n in hits.degradations if n not in notes)
+            timings.update(hits.timings_ms)
         results = {layer: results[layer] for layer in selected if layer in results}
         timings["layers"] = (time.perf_counter() - t0) * 1000
         totals = {layer: len(hits) for layer, hits in results.items()}
-        lanes = {layer: _lane_dict(report) for layer, report in req.reports.items()}
-        return results, totals, lanes, timings
+        return SearchOutcome(results, totals, lanes, notes, timings)
 
     def pre_turn(
         self,
@@ -941,10 +984,13 @@ class MemoryEngine:
                 raise InvalidInputError(f"{name} must be an integer of at least {low}, got {value!r}")
         t_start = time.perf_counter()
         with collect() as notes:
-            found, totals, lanes, timings = self._search(query, scope, layers, filters, limit, True, rerank, False)
+            found = self._search(query, scope, SearchOptions(layers, filters, limit, RankOptions(rerank=rerank)))
+            for note in found.degradations:
+                degrade(note)
+            timings = found.timings_ms
             t0 = time.perf_counter()
             packed = pack(
-                query, found, layer_order=normalize_layers(layers), max_items=max_items,
+                query, found.layers, layer_order=normalize_layers(layers), max_items=max_items,
                 max_item_chars=max_item_chars, budget_chars=budget_chars, header=p.header,
                 mmr_lambda=self.config.retrieval.mmr_lambda if mmr else None,
                 untrusted_delimiter=self._delimiter(scope) if p.wrap_untrusted else None,
@@ -953,13 +999,13 @@ class MemoryEngine:
             timings["pack"] = (time.perf_counter() - t0) * 1000
             kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]
             if kept_rows:
-                self._bg_pool.submit(self.store.bump_access, kept_rows, now_ms())
+                self.threads.background.submit(self.store.bump_access, kept_rows, now_ms())
         timings["total"] = (time.perf_counter() - t_start) * 1000
         sc = Scope.coerce(scope)
         return PreTurnResult(
-            prompt=packed.prompt, items=packed.items, totals=totals, omitted=packed.omitted,
+            prompt=packed.prompt, items=packed.items, totals=found.totals, omitted=packed.omitted,
             context_usage=packed.context_usage, decisions=packed.decisions if explain else None,
-            degradations=list(notes), lanes=lanes, timings_ms={k: round(v, 3) for k, v in timings.items()},
+            degradations=list(notes), lanes=found.lanes, timings_ms=_rounded(timings),
             context_id="ctx_" + content_hash(f"{sc.cache_key()}|{query}|{now_ms()}"),
         )
 
@@ -1156,8 +1202,7 @@ class MemoryEngine:
     def close(self) -> None:
         """Finish background work and release the store."""
         self.flush()
-        self._layer_pool.shutdown(wait=True)
-        self._bg_pool.shutdown(wait=True)
+        self.threads.shutdown(wait=True)
         self.store.close()
 
     def __enter__(self) -> MemoryEngine:
@@ -1212,11 +1257,11 @@ class MemoryEngine:
         return await asyncio.to_thread(self.flush, timeout)
 
 
-def _outcome(future: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
+def _outcome(future: concurrent.futures.Future[LayerHits]) -> tuple[LayerHits | None, BaseException | None]:
     exc = future.exception()
     return (None, exc) if exc is not None else (future.result(), None)
 
 
-def _lane_dict(report: LaneReport) -> dict[str, Any]:
-    return {k: v for k, v in vars(report).items() if v not in (None, {}, 0) or k in ("keyword", "vector")}
+def _rounded(timings: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in timings.items()}
 

@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ._util import query_terms
@@ -21,11 +22,13 @@ from .config import RetrievalConfig
 from .filters import FilterValue
 from .records import LAYERS, Layer
 from .rerankers.base import Reranker
-from .retrieval.hybrid import LaneReport, RankOptions, hybrid_search, overlap_score
+from .retrieval.hybrid import hybrid_search, overlap_score
+from .retrieval.pipeline import LaneReport, RankOptions, StageInsert
 from .scope import Scope
 from .stores.base import MemoryQuery, Store
+from .threads import EngineThreads
 
-__all__ = ["LAYER_SEARCHERS", "LayerRequest", "normalize_layers"]
+__all__ = ["LAYER_SEARCHERS", "LayerHits", "LayerRequest", "LayerSearcher", "normalize_layers", "search_memory_rows"]
 
 
 @dataclass
@@ -43,7 +46,8 @@ class LayerRequest:
     model_id: str | None = None
     reranker: Reranker | None = None
     now: int | None = None
-    reports: dict[str, LaneReport] = field(default_factory=dict)
+    inserts: Sequence[StageInsert] = ()
+    threads: EngineThreads | None = None
 
     @property
     def terms(self) -> list[str]:
@@ -53,6 +57,21 @@ class LayerRequest:
     def query(self, *, durable: bool, **kw: object) -> MemoryQuery:
         """The store query for this scope."""
         return MemoryQuery(scope=self.scope, filters=self.filters, durable=durable, **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class LayerHits:
+    """What a layer searcher returns: candidates per layer (best first), the lane report of
+    each hybrid layer, the degradations and the ``timings_ms`` of its lanes and stages."""
+
+    layers: dict[Layer, list[Candidate]]
+    lanes: dict[Layer, LaneReport] = field(default_factory=dict)
+    degradations: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+LayerSearcher = Callable[[LayerRequest], LayerHits]
+"""A layer's search: one request in, its :class:`LayerHits` out."""
 
 
 def normalize_layers(layers: object) -> list[Layer]:
@@ -68,10 +87,10 @@ def normalize_layers(layers: object) -> list[Layer]:
     unknown = [l for l in layers if l not in LAYERS]
     if unknown:
         raise InvalidInputError(f"unknown layer(s) {unknown}; choose from {list(LAYERS)}")
-    return list(dict.fromkeys(layers)) or list(LAYERS)  # type: ignore[arg-type]
+    return list(dict.fromkeys(layers)) or list(LAYERS)
 
 
-def search_working(req: LayerRequest) -> list[Candidate]:
+def search_working(req: LayerRequest) -> LayerHits:
     """Lines of the thread's working buffer that share terms with the query, newest first."""
     terms = req.terms
     out: list[Candidate] = []
@@ -88,10 +107,10 @@ def search_working(req: LayerRequest) -> list[Candidate]:
                     )
                 )
     out.sort(key=lambda c: c.score, reverse=True)
-    return out[: req.limit]
+    return LayerHits({"working": out[: req.limit]})
 
 
-def search_scene(req: LayerRequest) -> list[Candidate]:
+def search_scene(req: LayerRequest) -> LayerHits:
     """Transcripts by full-text relevance; the item text is the session summary."""
     hits = req.store.search_transcripts(req.query(durable=False), req.text, req.limit)
     top = max((s for _, s in hits), default=0.0) or 1.0
@@ -105,46 +124,46 @@ def search_scene(req: LayerRequest) -> list[Candidate]:
                 metadata=dict(transcript.metadata), record=transcript,
             )
         )
-    return out
+    return LayerHits({"scene": out})
 
 
-def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> list[Candidate]:
-    candidates, report = hybrid_search(
+def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
+    result = hybrid_search(
         req.store, req.query(durable=True, **query_kw), req.text, layer=layer, limit=req.limit,
         vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
-        reranker=req.reranker, now=req.now,
+        reranker=req.reranker, now=req.now, inserts=req.inserts, threads=req.threads,
     )
-    req.reports[layer] = report
-    return candidates
+    return LayerHits({layer: result.candidates}, {layer: result.report}, result.degradations,
+                     {f"{layer}.{k}": v for k, v in result.timings_ms.items()})
 
 
-def search_memory_rows(req: LayerRequest) -> dict[str, list[Candidate]]:
+def search_memory_rows(req: LayerRequest) -> LayerHits:
     """Graph and vectors together: one keyword query and one vector scan over the memory
     rows, split by source afterwards (facts to graph, the rest to vectors). Running the two
     layers separately would do both lanes twice over the same table."""
-    both = LayerRequest(**{**vars(req), "limit": req.limit * 2, "reports": {}})
-    candidates = _hybrid(both, "vectors")
-    req.reports["graph"] = req.reports["vectors"] = both.reports["vectors"]
-    out: dict[str, list[Candidate]] = {"graph": [], "vectors": []}
-    for cand in candidates:
-        layer = "graph" if cand.source == "fact" else "vectors"
-        cand.layer = layer  # type: ignore[assignment]
+    both = _hybrid(dataclasses.replace(req, limit=req.limit * 2), "vectors")
+    report = both.lanes["vectors"]
+    out: dict[Layer, list[Candidate]] = {"graph": [], "vectors": []}
+    for cand in both.layers["vectors"]:
+        layer: Layer = "graph" if cand.source == "fact" else "vectors"
+        cand.layer = layer
         if len(out[layer]) < req.limit:
             out[layer].append(cand)
-    return out
+    timings = {k.replace("vectors.", "graph+vectors.", 1): v for k, v in both.timings_ms.items()}
+    return LayerHits(out, {"graph": report, "vectors": report}, both.degradations, timings)
 
 
-def search_graph(req: LayerRequest) -> list[Candidate]:
+def search_graph(req: LayerRequest) -> LayerHits:
     """Durable facts (``source='fact'``), hybrid retrieval."""
     return _hybrid(req, "graph", sources=("fact",))
 
 
-def search_vectors(req: LayerRequest) -> list[Candidate]:
+def search_vectors(req: LayerRequest) -> LayerHits:
     """General semantic rows (everything but facts), hybrid retrieval."""
     return _hybrid(req, "vectors", exclude_sources=("fact",))
 
 
-def search_patterns(req: LayerRequest) -> list[Candidate]:
+def search_patterns(req: LayerRequest) -> LayerHits:
     """Patterns whose summary or trigger shares terms with the query."""
     terms = req.terms
     out = []
@@ -158,10 +177,10 @@ def search_patterns(req: LayerRequest) -> list[Candidate]:
                     lanes={"keyword": overlap}, metadata=dict(p.metadata), record=p,
                 )
             )
-    return out[: req.limit]
+    return LayerHits({"patterns": out[: req.limit]})
 
 
-def search_archives(req: LayerRequest) -> list[Candidate]:
+def search_archives(req: LayerRequest) -> LayerHits:
     """Archives whose summary (or topics) shares terms with the query."""
     terms = req.terms
     out = []
@@ -175,10 +194,10 @@ def search_archives(req: LayerRequest) -> list[Candidate]:
                     source="archive", lanes={"keyword": overlap}, metadata=dict(a.metadata), record=a,
                 )
             )
-    return out[: req.limit]
+    return LayerHits({"archives": out[: req.limit]})
 
 
-LAYER_SEARCHERS: dict[str, Callable[[LayerRequest], list[Candidate]]] = {
+LAYER_SEARCHERS: dict[Layer, LayerSearcher] = {
     "working": search_working,
     "scene": search_scene,
     "graph": search_graph,

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from manowar_memory import MemoryConfig, MemoryEngine, Scope
-from manowar_memory._notes import collect
 from manowar_memory._util import DAY_MS
 from manowar_memory.candidates import Candidate
 from manowar_memory.config import RetrievalConfig
@@ -75,13 +74,12 @@ class StubStore:
 def run(store: StubStore, *, text: str = "query words", limit: int = 5, options: RankOptions | None = None,
         reranker: Any = None, vector: bool = False, **config: Any) -> tuple[list[Candidate], Any, list[str]]:
     cfg = RetrievalConfig(**{"entity_lane": False, **config})
-    with collect() as notes:
-        out, report = hybrid_search(
-            store, MemoryQuery(scope=SCOPE), text, layer="vectors", limit=limit,
-            vector=[1.0, 0.0] if vector else None, model_id="m" if vector else None, config=cfg,
-            options=options or RankOptions(), reranker=reranker, now=NOW,
-        )
-    return out, report, list(notes)
+    result = hybrid_search(
+        store, MemoryQuery(scope=SCOPE), text, layer="vectors", limit=limit,  # type: ignore[arg-type]
+        vector=[1.0, 0.0] if vector else None, model_id="m" if vector else None, config=cfg,
+        options=options or RankOptions(), reranker=reranker, now=NOW,
+    )
+    return result.candidates, result.report, result.degradations
 
 
 # ---------------------------------------------------------------- decay

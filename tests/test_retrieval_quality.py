@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from manowar_memory import MemoryEngine, Scope
-from manowar_memory._notes import collect
 from manowar_memory.config import RetrievalConfig
 from manowar_memory.records import MemoryRecord
 from manowar_memory.retrieval.entities import canonical_key, extract_entities
 from manowar_memory.retrieval.entity_lane import entity_lane
 from manowar_memory.retrieval.fusion import rrf
 from manowar_memory.retrieval.hybrid import RankOptions, hybrid_search
+from manowar_memory.threads import EngineThreads
 from manowar_memory.stores.base import Hit, MemoryQuery, VectorSearchInfo
 from manowar_memory.stores.sqlite import SQLiteStore, _fts_query
 
@@ -151,13 +151,16 @@ class FakeStore:
         return [Hit(r, s) for r, s in self.vector[:limit]], VectorSearchInfo(method="exact")
 
 
-def search(store: FakeStore, text: str = "lisbon trip", **config: Any) -> tuple[list[Any], Any, list[str]]:
-    with collect() as notes:
-        out, report = hybrid_search(
-            store, MemoryQuery(scope=SCOPE), text, layer="vectors", limit=5, vector=[1.0, 0.0], model_id="m",
-            config=RetrievalConfig(**config), options=RankOptions(decay=False), now=NOW,
-        )
-    return out, report, list(notes)
+THREADS = EngineThreads()  # the lane threads an engine would lend its searches
+
+
+def search(store: FakeStore, text: str = "lisbon trip", *, threads: EngineThreads | None = THREADS,
+           **config: Any) -> tuple[list[Any], Any, list[str]]:
+    result = hybrid_search(
+        store, MemoryQuery(scope=SCOPE), text, layer="vectors", limit=5, vector=[1.0, 0.0], model_id="m",  # type: ignore[arg-type]
+        config=RetrievalConfig(**config), options=RankOptions(decay=False), now=NOW, threads=threads,
+    )
+    return result.candidates, result.report, result.degradations
 
 
 def _search_in_child() -> None:
@@ -212,20 +215,25 @@ class TestLanes:
         assert [x.id for x in out] == ["a"] and (report.keyword, report.vector) == (1, 1) and notes == []
 
     def test_with_every_lane_thread_busy_the_keyword_lane_runs_inline(self) -> None:
-        from manowar_memory.retrieval import hybrid
+        threads = EngineThreads(lanes=1)
+        release = threading.Event()
+        busy = threads.beside(lambda: release.wait(10))  # another search holds the only lane thread
+        assert busy is not None and threads.beside(lambda: None) is None
+        ran_in: list[str] = []
 
-        slots = hybrid._LANE_SLOTS
-        held = 0
-        while slots.acquire(blocking=False):  # other searches hold every lane thread
-            held += 1
+        class Recording(FakeStore):
+            def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+                ran_in.append(threading.current_thread().name)
+                return super().keyword_search(query, text, limit)
+
         try:
             a = record("a", "lisbon trip")
-            out, report, notes = search(FakeStore([(a, 3.0)], [(a, 0.9)]), entity_lane=False)
+            out, report, notes = search(Recording([(a, 3.0)], [(a, 0.9)]), threads=threads, entity_lane=False)
             assert [x.id for x in out] == ["a"] and (report.keyword, report.vector) == (1, 1) and notes == []
+            assert ran_in == [threading.current_thread().name]
         finally:
-            for _ in range(held):
-                slots.release()
-        assert held == hybrid._LANE_WORKERS
+            release.set()
+            threads.shutdown()
 
     @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
     def test_a_forked_child_can_search(self) -> None:

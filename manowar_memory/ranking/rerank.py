@@ -14,8 +14,6 @@ from ..rerankers.base import Reranker
 
 __all__ = ["RerankOutcome", "rerank_candidates", "should_skip_rerank"]
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="manowar-rerank")
-
 
 @dataclass
 class RerankOutcome:
@@ -46,18 +44,25 @@ def rerank_candidates(
     timeout: float = 0.8,
     min_candidates: int = 3,
     dominance_delta: float = 0.05,
+    executor: concurrent.futures.Executor | None = None,
 ) -> tuple[list[Candidate], RerankOutcome]:
     """Rerank by the cross-encoder's scores, or keep the incoming order and say why.
 
     Fail-soft: missing credentials, a timeout or an upstream error keep the incoming
     (decayed) order, and the reason is reported through the call's degradations.
-    The incoming score survives as a 1e-6 tie-break.
+    The incoming score survives as a 1e-6 tie-break. The reranker runs on ``executor`` (the
+    engine passes its rerank pool); without one, on a thread of its own for this call.
     """
     ordered = sorted(candidates, key=lambda c: c.score, reverse=True)
     reason = should_skip_rerank(ordered, min_candidates=min_candidates, dominance_delta=dominance_delta)
     if reason is not None:
         return ordered, RerankOutcome("skipped", reason)
-    future = _POOL.submit(reranker.rerank, query, [c.text for c in ordered], top_k=len(ordered), timeout=timeout)
+    own = executor is None
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="manowar-rerank") if own else executor
+    assert pool is not None
+    future = pool.submit(reranker.rerank, query, [c.text for c in ordered], top_k=len(ordered), timeout=timeout)
+    if own:
+        pool.shutdown(wait=False)  # the thread ends with the call, even one left running past the timeout
     try:
         results = future.result(timeout=timeout)
     except concurrent.futures.TimeoutError:

@@ -1,0 +1,243 @@
+"""The ranking stages of a hybrid search, and the one function that puts them in order.
+
+A stage takes the candidates (best first) and returns them re-ranked; it writes what it
+did into each candidate's ``trace`` and, when something degraded, into the run's
+:class:`RankContext`. :func:`ranking_stages` assembles the list from the
+:class:`~manowar_memory.config.RetrievalConfig` and the search's :class:`RankOptions`:
+
+1. ``decay``: half-life on the memory's time, with a floor (when ``options.decay``);
+2. ``rerank``: the cross-encoder with its skip rule, timeout and fail-soft (when ``options.rerank``);
+3. ``boosts``: recency, temporal, proof and trust factors centred on 1 (after a successful
+   rerank, the reranked pool and the rest are boosted apart, the pool staying first);
+4. ``mmr``: maximal marginal relevance, the only place the engine's searches apply it
+   (when ``options.mmr``); the returned order is the MMR order.
+
+A user adds a stage of their own with :class:`StageInsert` (``MemoryEngine.insert_stage``):
+
+>>> class DropShort:
+...     name = "drop-short"
+...     def __call__(self, candidates, ctx):
+...         return [c for c in candidates if len(c.text) > 3]
+>>> [s.name for s in ranking_stages(RetrievalConfig(), RankOptions(), [StageInsert(DropShort(), before="boosts")])]
+['decay', 'drop-short', 'boosts']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..candidates import Candidate
+from ..config import RetrievalConfig
+from ..errors import ConfigurationError
+from ..ranking.boosts import apply_boosts
+from ..ranking.decay import apply_decay
+from ..ranking.mmr import mmr_order
+from ..ranking.rerank import rerank_candidates
+from ..rerankers.base import Reranker
+from ..threads import EngineThreads
+
+__all__ = [
+    "BoostStage",
+    "DecayStage",
+    "LaneReport",
+    "MMRStage",
+    "RankContext",
+    "RankOptions",
+    "RankingStage",
+    "RerankStage",
+    "StageInsert",
+    "ranking_stages",
+]
+
+
+@dataclass(frozen=True)
+class RankOptions:
+    """Which optional ranking stages run for a search."""
+
+    decay: bool = True
+    rerank: bool = False
+    mmr: bool = False
+
+
+@dataclass
+class LaneReport:
+    """What each lane found and how the search was served.
+
+    ``keyword`` / ``vector`` / ``entity``: hit counts; ``hits``: each lane's own best hits
+    as ``[id, score]`` (at most the search limit per lane); ``fallback``: set when keyword
+    results stood in for the vector lane; ``rerank``: the rerank outcome;
+    ``trust_filtered``: lane hits dropped by the trust filter before fusion.
+    """
+
+    keyword: int = 0
+    vector: int = 0
+    entity: int = 0
+    vector_method: str | None = None
+    fallback: str | None = None
+    rerank: str | None = None
+    below_threshold: int = 0
+    trust_filtered: int = 0
+    entities: list[str] = field(default_factory=list)
+    hits: dict[str, list[list[object]]] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as results show it: counts always, the rest when set."""
+        return {k: v for k, v in vars(self).items() if v not in (None, {}, 0) or k in ("keyword", "vector")}
+
+
+@dataclass
+class RankContext:
+    """What a stage may read and where it reports: the query, the search limit, the time
+    ``now`` (ms), the settings, the reranker and threads, the lane report (the rerank
+    outcome goes there) and the run's degradations (a stage appends what it gave up on).
+
+    ``pool``: set by a successful rerank to the number of leading candidates it scored; a
+    later stage must not mix those scores with the rest (:class:`BoostStage` boosts the two
+    parts apart)."""
+
+    text: str
+    limit: int
+    now: int
+    config: RetrievalConfig
+    report: LaneReport
+    reranker: Reranker | None = None
+    threads: EngineThreads | None = None
+    degradations: list[str] = field(default_factory=list)
+    pool: int | None = None
+
+    def degrade(self, message: str) -> None:
+        """Record a degradation of this search (once)."""
+        if message not in self.degradations:
+            self.degradations.append(message)
+
+
+@runtime_checkable
+class RankingStage(Protocol):
+    """One ranking stage: ``stage(candidates, ctx) -> candidates``, best first.
+
+    A stage records what it did in each candidate's ``trace`` and what it gave up on with
+    ``ctx.degrade``; ``name`` labels it in ``timings_ms`` and places inserted stages."""
+
+    @property
+    def name(self) -> str:
+        """The stage's name (``timings_ms`` key, insertion anchor)."""
+        ...
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]: ...
+
+
+@dataclass(frozen=True)
+class DecayStage:
+    """Temporal decay: half-life on the memory's time, never below the floor."""
+
+    name: str = "decay"
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        c = ctx.config
+        return apply_decay(candidates, half_life_days=c.decay_half_life_days, floor=c.decay_floor, now=ctx.now,
+                           rebase=c.decay_rebase)
+
+
+@dataclass(frozen=True)
+class RerankStage:
+    """The cross-encoder over the top ``2 × limit`` (skip rule, timeout, fail-soft)."""
+
+    name: str = "rerank"
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        if ctx.reranker is None:
+            ctx.report.rerank = "skipped: no reranker configured"
+            ctx.degrade("rerank skipped: no reranker configured")
+            return candidates
+        if not candidates:
+            return candidates
+        c = ctx.config
+        cut = max(ctx.limit * 2, ctx.limit)
+        pool, tail = candidates[:cut], candidates[cut:]
+        ordered, outcome = rerank_candidates(
+            ctx.text, pool, ctx.reranker, timeout=c.rerank_timeout_s, min_candidates=c.rerank_min_candidates,
+            dominance_delta=c.rerank_dominance_delta,
+            executor=ctx.threads.rerank if ctx.threads is not None else None,
+        )
+        ctx.report.rerank = outcome.status if outcome.reason is None else f"{outcome.status}: {outcome.reason}"
+        if outcome.status == "failed" and outcome.reason:
+            ctx.degrade(outcome.reason)
+        if outcome.status == "reranked":
+            ctx.pool = len(ordered)
+        return ordered + tail
+
+
+@dataclass(frozen=True)
+class BoostStage:
+    """Recency, temporal, proof and trust factors (centred on 1); re-sorts by score."""
+
+    name: str = "boosts"
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        c = ctx.config
+        boost = {
+            "now": ctx.now, "recency_alpha": c.recency_alpha, "temporal_alpha": c.temporal_alpha,
+            "proof_alpha": c.proof_alpha, "trust_alpha": c.trust_alpha, "default_trust": c.default_trust,
+        }
+        if ctx.pool is None:
+            return apply_boosts(candidates, **boost)  # type: ignore[arg-type]
+        # two score scales (reranker and fused): boost each part on its own, the pool first
+        head, tail = candidates[: ctx.pool], candidates[ctx.pool:]
+        return apply_boosts(head, **boost) + apply_boosts(tail, **boost)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MMRStage:
+    """Maximal marginal relevance over the top ``2 × limit``; the order it returns is final
+    (scores are lowered just enough to follow it, so a later sort by score keeps it)."""
+
+    name: str = "mmr"
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        return mmr_order(candidates[: ctx.limit * 2], lambda_=ctx.config.mmr_lambda, keep_order_in_scores=True)
+
+
+@dataclass(frozen=True)
+class StageInsert:
+    """A user's stage and where it goes: right ``after`` or ``before`` the named stage (when
+    that stage is not in this search's list, the insert is skipped), or last when neither
+    is given."""
+
+    stage: RankingStage
+    after: str | None = None
+    before: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stage, RankingStage) or not isinstance(getattr(self.stage, "name", None), str):
+            raise ConfigurationError("a ranking stage needs a string `name` and `__call__(candidates, ctx)`")
+        if self.after is not None and self.before is not None:
+            raise ConfigurationError("place a stage either after or before another one, not both")
+
+
+def ranking_stages(
+    config: RetrievalConfig, options: RankOptions, inserts: Sequence[StageInsert] = ()
+) -> list[RankingStage]:
+    """The ranking stages of one search, in order: decay, rerank, boosts, MMR, with the
+    optional ones as ``options`` asks and the user's ``inserts`` in their places."""
+    stages: list[RankingStage] = []
+    if options.decay:
+        stages.append(DecayStage())
+    if options.rerank:
+        stages.append(RerankStage())
+    stages.append(BoostStage())
+    if options.mmr:
+        stages.append(MMRStage())
+    for insert in inserts:
+        names = [s.name for s in stages]
+        if insert.after is not None:
+            if insert.after in names:
+                stages.insert(names.index(insert.after) + 1, insert.stage)
+        elif insert.before is not None:
+            if insert.before in names:
+                stages.insert(names.index(insert.before), insert.stage)
+        else:
+            stages.append(insert.stage)
+    return stages

@@ -1,0 +1,144 @@
+"""The engine's threads, in one place, and the BLAS thread limit around its numeric work.
+
+:class:`EngineThreads` owns every thread pool an engine uses: the layer pool (one search's
+layers side by side), the lane pool (a search's keyword lane beside its vector lane), the
+rerank pool (a reranker call under a timeout) and the background pool (fact extraction,
+access bumps). The engine creates one and shuts it down in :meth:`MemoryEngine.close`.
+
+:func:`blas_limit` keeps numpy's BLAS to one thread while the engine's own numeric kernels run
+(the vector lane's scan, MMR). At the sizes a scope holds, a matrix-vector product is memory
+bound and gains little from more threads, while OpenBLAS worker threads keep spinning after it
+returns and slow the next query's embedding (torch, on the same cores) by half. The limit is
+process-wide (so is the BLAS setting) and reference-counted: concurrent searches share it and
+the last one out restores the caller's setting.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+__all__ = ["EngineThreads", "blas_limit", "blas_threads"]
+
+T = TypeVar("T")
+
+
+class EngineThreads:
+    """Every thread pool of one engine; :meth:`shutdown` stops them all.
+
+    ``layers``: concurrent layer searches; ``lanes``: keyword lanes run beside vector lanes
+    (at most that many at once: a search that finds none free runs its lane itself rather
+    than queue); ``rerank``: reranker calls under their timeout; one ``background`` thread.
+    Threads start on first use. After ``os.fork`` the child starts with fresh pools.
+    """
+
+    def __init__(self, *, layers: int = 6, lanes: int = 4, rerank: int = 4) -> None:
+        self._sizes = (layers, lanes, rerank)
+        self._closed = False
+        self._start()
+        _LIVE.add(self)
+
+    def _start(self) -> None:
+        layers, lanes, rerank = self._sizes
+        self.layers = concurrent.futures.ThreadPoolExecutor(layers, thread_name_prefix="manowar-layer")
+        self.lanes = concurrent.futures.ThreadPoolExecutor(lanes, thread_name_prefix="manowar-lane")
+        self.rerank = concurrent.futures.ThreadPoolExecutor(rerank, thread_name_prefix="manowar-rerank")
+        self.background = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="manowar-bg")
+        self._lane_slots = threading.BoundedSemaphore(lanes)
+
+    def beside(self, call: Callable[[], T]) -> concurrent.futures.Future[T] | None:
+        """Run ``call`` on a free lane thread (in a copy of the caller's context), or return None
+        when every lane thread is busy: the caller then runs it itself."""
+        slots = self._lane_slots
+        if self._closed or not slots.acquire(blocking=False):
+            return None
+        try:
+            future = self.lanes.submit(contextvars.copy_context().run, call)
+        except BaseException:
+            slots.release()
+            raise
+        future.add_done_callback(lambda _: slots.release())
+        return future
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop every pool (running work finishes when ``wait``)."""
+        self._closed = True
+        for pool in (self.layers, self.lanes, self.rerank, self.background):
+            pool.shutdown(wait=wait)
+
+
+_LIVE: weakref.WeakSet[EngineThreads] = weakref.WeakSet()
+
+
+# ---------------------------------------------------------------- BLAS threads
+
+
+class _BlasLimit:
+    """Reference-counted, process-wide limit on the BLAS libraries' threads."""
+
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._libs: list[Any] | None = None
+        self._saved: list[int] = []
+
+    def libraries(self) -> list[Any]:
+        """The loaded BLAS libraries (found once per process: the scan takes tens of ms)."""
+        if self._libs is None:
+            from threadpoolctl import ThreadpoolController
+
+            self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        return self._libs
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                libs = self.libraries()
+                self._saved = [lib.get_num_threads() for lib in libs]
+                for lib in libs:
+                    lib.set_num_threads(self.threads)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    for lib, n in zip(self.libraries(), self._saved):
+                        lib.set_num_threads(n)
+
+    def reset(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+
+
+_BLAS = _BlasLimit(1)
+
+
+def blas_limit() -> Any:
+    """A context manager: numpy's BLAS runs on one thread inside it (see the module doc)."""
+    return _BLAS()
+
+
+def blas_threads() -> list[int]:
+    """The thread count of each loaded BLAS library right now (for tests and diagnostics)."""
+    return [lib.get_num_threads() for lib in _BLAS.libraries()]
+
+
+def _after_fork() -> None:
+    _BLAS.reset()
+    for threads in list(_LIVE):
+        if not threads._closed:
+            threads._start()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

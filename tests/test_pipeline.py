@@ -1,0 +1,97 @@
+"""The ranking pipeline as a reader and a user see it: the stage order assembled from the
+options, a user's stage inserted in its place, typed layer results with timings, and the
+engine's threads owned and shut down in one place."""
+
+from __future__ import annotations
+
+import pytest
+
+from manowar_memory import MemoryEngine, Scope
+from manowar_memory.candidates import Candidate
+from manowar_memory.config import RetrievalConfig
+from manowar_memory.errors import ConfigurationError
+from manowar_memory.layers import LAYER_SEARCHERS, LayerHits, LayerRequest
+from manowar_memory.retrieval import RankContext, RankOptions, StageInsert, ranking_stages
+from manowar_memory.retrieval.pipeline import RankingStage
+
+SCOPE = Scope(agent_wallet="agent-1", user_address="user-1", thread_id="t-1")
+
+
+class Recorder:
+    """A user stage: remembers what it saw, drops nothing."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, float]] = []
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        self.seen.extend(dict(c.trace) for c in candidates)
+        return candidates
+
+
+def names(options: RankOptions, inserts: list[StageInsert] | None = None) -> list[str]:
+    return [s.name for s in ranking_stages(RetrievalConfig(), options, inserts or [])]
+
+
+def test_the_stage_order_follows_the_options() -> None:
+    assert names(RankOptions()) == ["decay", "boosts"]
+    assert names(RankOptions(decay=False)) == ["boosts"]
+    assert names(RankOptions(rerank=True, mmr=True)) == ["decay", "rerank", "boosts", "mmr"]
+
+
+def test_inserted_stages_go_where_they_are_told() -> None:
+    a, b, c = Recorder(), Recorder(), Recorder()
+    inserts = [StageInsert(a, after="decay"), StageInsert(b, before="decay"), StageInsert(c)]
+    stages = ranking_stages(RetrievalConfig(), RankOptions(mmr=True), inserts)
+    assert [id(s) for s in stages if isinstance(s, Recorder)] == [id(b), id(a), id(c)]
+    assert [s.name for s in stages] == ["recorder", "decay", "recorder", "boosts", "mmr", "recorder"]
+    # anchored on a stage this search does not run: left out
+    assert names(RankOptions(), [StageInsert(a, after="rerank")]) == ["decay", "boosts"]
+    assert isinstance(a, RankingStage)
+
+
+def test_a_bad_insert_is_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        StageInsert(object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        StageInsert(Recorder(), after="decay", before="boosts")
+
+
+def test_an_engine_stage_runs_between_decay_and_boosts_and_is_timed() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None)
+    recorder = Recorder()
+    engine.insert_stage(recorder, after="decay")
+    engine.ingest(SCOPE, ["The Lisbon trip is in May", "Hotel booked near the river in Lisbon"])
+    result = engine.pre_turn("Lisbon trip", SCOPE, ["vectors"])
+    engine.close()
+    assert recorder.seen and all("decay" in t and "boost" not in t for t in recorder.seen)
+    for key in ("vectors.keyword", "vectors.vector", "vectors.fusion", "vectors.decay", "vectors.recorder",
+                "vectors.boosts", "pack", "total"):
+        assert key in result.timings_ms, key
+
+
+def test_every_layer_searcher_returns_layer_hits() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None)
+    engine.ingest(SCOPE, ["The Lisbon trip is in May"])
+    engine.post_turn(SCOPE, [{"role": "user", "content": "Lisbon trip plans"},
+                             {"role": "assistant", "content": "Noted the Lisbon trip"}])
+    engine.flush()
+    req = LayerRequest(store=engine.store, scope=SCOPE, filters={}, text="Lisbon trip", limit=5,
+                       config=engine.config.retrieval, options=RankOptions(), threads=engine.threads)
+    for layer, searcher in LAYER_SEARCHERS.items():
+        hits = searcher(req)
+        assert isinstance(hits, LayerHits) and set(hits.layers) == {layer}, layer
+    engine.close()
+
+
+def test_close_shuts_every_engine_thread_down() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None)
+    engine.ingest(SCOPE, ["The Lisbon trip is in May"])
+    engine.pre_turn("Lisbon", SCOPE)
+    threads = engine.threads
+    engine.close()
+    assert threads.beside(lambda: None) is None
+    for pool in (threads.layers, threads.lanes, threads.rerank, threads.background):
+        with pytest.raises(RuntimeError):
+            pool.submit(lambda: None)
