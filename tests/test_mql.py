@@ -234,3 +234,31 @@ def test_active_fact_index_is_partial_and_unique() -> None:
     spec = {s.name: s for s in _mql.INDEXES["memory"]}["idx_vector_active_fact"]
     assert spec.keys == [("agentWallet", 1), (_mql.ACTIVE_FACT_FIELD, 1)]
     assert spec.options == {"unique": True, "partialFilterExpression": {_mql.ACTIVE_FACT_FIELD: {"$exists": True}}}
+
+
+# ----------------------------------------------------------------------------- maintenance
+
+
+def test_memory_page_query_after_an_id_with_and_without_an_agent() -> None:
+    assert _mql.memory_page_query(None, None) == {}
+    assert _mql.memory_page_query("a1", None) == {"agentWallet": "a1"}
+    assert _mql.memory_page_query("a1", "oid") == {"agentWallet": "a1", "_id": {"$gt": "oid"}}
+
+
+def test_memory_user_counts_pipeline_groups_every_status() -> None:
+    assert _mql.memory_user_counts_pipeline("a1") == [
+        {"$match": {"agentWallet": "a1"}}, {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]
+
+
+def test_memory_rows_of_users_filter_matches_null_for_the_user_less_rows() -> None:
+    assert _mql.memory_rows_of_users_filter("a1", ["u1", None]) == {
+        "agentWallet": "a1", "userAddress": {"$in": ["u1", None]}}
+
+
+def test_stale_session_filter_and_scopes_pipeline() -> None:
+    flt = _mql.stale_session_filter(86_400_000, 5)
+    assert flt == {"$or": [{"expiresAt": {"$lte": dt.datetime(1970, 1, 2, tzinfo=dt.timezone.utc)}},
+                           {"lastAccessedAt": {"$lt": 5}}]}
+    assert _mql.scopes_pipeline({"createdAt": {"$lt": 5}}) == [
+        {"$match": {"createdAt": {"$lt": 5}}},
+        {"$group": {"_id": {"a": "$agentWallet", "u": "$userAddress", "m": "$mode", "h": "$haiId"}}}]

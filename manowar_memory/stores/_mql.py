@@ -56,7 +56,12 @@ __all__ = [
     "keyword_pipeline",
     "live_session_filter",
     "local_scan_query",
+    "memory_page_query",
+    "memory_rows_of_users_filter",
     "memory_update_pipeline",
+    "memory_user_counts_pipeline",
+    "scopes_pipeline",
+    "stale_session_filter",
     "other_model_filter",
     "ms_to_date",
     "date_to_ms",
@@ -484,3 +489,36 @@ def stats_pipeline(agent_wallet: str | None) -> list[dict[str, Any]]:
         }
     )
     return pipeline
+
+
+# ----------------------------------------------------------------------------- maintenance
+
+
+def memory_page_query(agent_wallet: str | None, after: Any) -> dict[str, Any]:
+    """The filter of the memory rows (every status) after the ``_id`` ``after`` (None: from the
+    start), optionally of one agent; read sorted by ``_id``."""
+    flt: dict[str, Any] = {} if agent_wallet is None else {"agentWallet": agent_wallet}
+    if after is not None:
+        flt["_id"] = {"$gt": after}
+    return flt
+
+
+def memory_user_counts_pipeline(agent_wallet: str) -> list[dict[str, Any]]:
+    """``{_id: userAddress, n: rows}`` of every user of the agent (every status)."""
+    return [{"$match": {"agentWallet": agent_wallet}}, {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]
+
+
+def memory_rows_of_users_filter(agent_wallet: str, users: Sequence[str | None]) -> dict[str, Any]:
+    """The agent's rows (every status) of these users; None matches the user-less rows."""
+    return {"agentWallet": agent_wallet, "userAddress": {"$in": list(users)}}
+
+
+def stale_session_filter(now_ms: int, cutoff: int) -> dict[str, Any]:
+    """Sessions expired at ``now_ms`` or last used before ``cutoff`` (what cleanup deletes)."""
+    return {"$or": [{"expiresAt": {"$lte": ms_to_date(now_ms)}}, {"lastAccessedAt": {"$lt": cutoff}}]}
+
+
+def scopes_pipeline(match: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The distinct (agent, user, mode, hai) of the documents matching ``match``."""
+    return [{"$match": dict(match)},
+            {"$group": {"_id": {"a": "$agentWallet", "u": "$userAddress", "m": "$mode", "h": "$haiId"}}}]

@@ -1,0 +1,118 @@
+"""Pure builders for the SQLite store's maintenance statements: each returns ``(sql, params)``.
+
+Nothing here opens a connection, so ``tests/test_sql_builders.py`` checks the exact text;
+:mod:`manowar_memory.stores.sqlite` runs the same statements. Memory rows are read in
+``rowid`` order (insertion order), the SQLite twin of MongoDB's ``_id`` order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "MEMORY_COLUMNS",
+    "Statement",
+    "count_stale_sessions",
+    "count_transcripts_older_than",
+    "memory_columns",
+    "memory_page",
+    "memory_rows_of_users",
+    "memory_update",
+    "memory_user_counts",
+    "stale_session_scopes",
+    "transcript_scopes_older_than",
+]
+
+#: A statement and its parameters.
+Statement = tuple[str, list[Any]]
+
+#: The memory columns a record is built from (``rowid`` first, the embedding blob included).
+MEMORY_COLUMNS = (
+    "rowid, id, agent_wallet, user_address, thread_id, mode, hai_id, content, context, source, decay_score, "
+    "access_count, created_at, updated_at, last_accessed_at, metadata, embedding, embedding_model"
+)
+_SCOPE = "agent_wallet, user_address, mode, hai_id"
+_STALE_SESSION = "expires_at <= ? OR last_accessed_at < ?"
+
+
+def memory_columns(*, with_embedding: bool = True) -> str:
+    """:data:`MEMORY_COLUMNS`, or the same list with ``NULL AS embedding`` (no blob read)."""
+    if with_embedding:
+        return MEMORY_COLUMNS
+    cols = [c.strip() for c in MEMORY_COLUMNS.split(",")]
+    return ", ".join("NULL AS embedding" if c == "embedding" else c for c in cols)
+
+
+def memory_update(changes: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
+    """The ``SET`` assignments and their parameters for snake_case record changes (``rev``
+    excluded: the store adds it inside its transaction). ``metadata`` also sets the columns
+    derived from it (status, retention, fact_hash); removing an embedding clears its model."""
+    sets: list[str] = []
+    params: list[Any] = []
+    for key, value in changes.items():
+        if key == "metadata":
+            sets += ["metadata = ?", "status = ?", "retention = ?", "fact_hash = ?"]
+            params += [json.dumps(value, ensure_ascii=False), value.get("status"), value.get("retention"),
+                       value.get("factHash")]
+        elif key == "embedding":
+            sets.append("embedding = ?")
+            params.append(np.asarray(value, dtype=np.float32).tobytes() if value is not None else None)
+            if value is None:  # no vector, no model: as on insert
+                sets.append("embedding_model = NULL")
+        else:
+            sets.append(f"{key} = ?")
+            params.append(value)
+    return sets, params
+
+
+def memory_page(agent_wallet: str | None, after_rowid: int, limit: int) -> Statement:
+    """Up to ``limit`` rows (every status, no embedding) after ``after_rowid``, optionally of one agent."""
+    sql = f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE rowid > ?"
+    params: list[Any] = [after_rowid]
+    if agent_wallet is not None:
+        sql += " AND agent_wallet = ?"
+        params.append(agent_wallet)
+    return sql + " ORDER BY rowid LIMIT ?", [*params, limit]
+
+
+def memory_user_counts(agent_wallet: str) -> Statement:
+    """``(user_address, rows)`` of every user of the agent (every status)."""
+    return "SELECT user_address, COUNT(*) FROM memory WHERE agent_wallet = ? GROUP BY user_address", [agent_wallet]
+
+
+def memory_rows_of_users(agent_wallet: str, users: Sequence[str | None]) -> Statement:
+    """The agent's rows (every status, no embedding) of these users (None: the user-less rows), by rowid."""
+    named = [u for u in users if u is not None]
+    clauses: list[str] = []
+    if named:
+        clauses.append(f"user_address IN ({','.join('?' * len(named))})")
+    if None in users:
+        clauses.append("user_address IS NULL")
+    if not clauses:
+        clauses.append("0")
+    return (f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE agent_wallet = ? "
+            f"AND ({' OR '.join(clauses)}) ORDER BY rowid", [agent_wallet, *named])
+
+
+def count_transcripts_older_than(cutoff: int) -> Statement:
+    """How many transcripts were created before ``cutoff``."""
+    return "SELECT COUNT(*) FROM transcripts WHERE created_at < ?", [cutoff]
+
+
+def transcript_scopes_older_than(cutoff: int) -> Statement:
+    """The distinct scopes of the transcripts created before ``cutoff``."""
+    return f"SELECT DISTINCT {_SCOPE} FROM transcripts WHERE created_at < ?", [cutoff]
+
+
+def count_stale_sessions(now: int, cutoff: int) -> Statement:
+    """How many sessions expired at ``now`` or were last used before ``cutoff``."""
+    return f"SELECT COUNT(*) FROM sessions WHERE {_STALE_SESSION}", [now, cutoff]
+
+
+def stale_session_scopes(now: int, cutoff: int) -> Statement:
+    """The distinct scopes of the sessions expired at ``now`` or last used before ``cutoff``."""
+    return f"SELECT DISTINCT {_SCOPE} FROM sessions WHERE {_STALE_SESSION}", [now, cutoff]

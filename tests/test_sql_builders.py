@@ -1,0 +1,90 @@
+"""The SQLite store's pure statement builders (stores/_sql.py): exact text and parameters, no
+connection. The conformance suite runs the same statements against a real database."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+
+from manowar_memory.stores import _sql
+
+NO_BLOB = _sql.memory_columns(with_embedding=False)
+
+
+def test_memory_columns_without_the_embedding_blob() -> None:
+    assert "embedding," in _sql.MEMORY_COLUMNS and "NULL AS embedding" not in _sql.MEMORY_COLUMNS
+    assert _sql.memory_columns() == _sql.MEMORY_COLUMNS
+    cols = [c.strip() for c in NO_BLOB.split(",")]
+    assert "NULL AS embedding" in cols and "embedding" not in cols and "embedding_model" in cols
+    assert len(cols) == len(_sql.MEMORY_COLUMNS.split(","))
+
+
+def test_memory_update_sets_metadata_and_its_derived_columns() -> None:
+    meta = {"status": "superseded", "retention": "pinned", "factHash": "h1", "note": "ü"}
+    sets, params = _sql.memory_update({"decay_score": 0.5, "metadata": meta})
+    assert sets == ["decay_score = ?", "metadata = ?", "status = ?", "retention = ?", "fact_hash = ?"]
+    assert params == [0.5, json.dumps(meta, ensure_ascii=False), "superseded", "pinned", "h1"]
+
+
+def test_memory_update_embedding_blob_and_its_removal() -> None:
+    sets, params = _sql.memory_update({"embedding": [1.0, 0.5]})
+    assert sets == ["embedding = ?"]
+    assert np.frombuffer(params[0], dtype=np.float32).tolist() == [1.0, 0.5]
+    sets, params = _sql.memory_update({"embedding": None})
+    assert sets == ["embedding = ?", "embedding_model = NULL"] and params == [None]
+
+
+def test_memory_update_of_nothing_sets_nothing() -> None:
+    assert _sql.memory_update({}) == ([], [])
+
+
+def test_memory_page_after_a_rowid_with_and_without_an_agent() -> None:
+    assert _sql.memory_page(None, 0, 10) == (
+        f"SELECT {NO_BLOB} FROM memory WHERE rowid > ? ORDER BY rowid LIMIT ?", [0, 10])
+    assert _sql.memory_page("a1", 42, 5) == (
+        f"SELECT {NO_BLOB} FROM memory WHERE rowid > ? AND agent_wallet = ? ORDER BY rowid LIMIT ?", [42, "a1", 5])
+
+
+def test_memory_user_counts_groups_every_status() -> None:
+    assert _sql.memory_user_counts("a1") == (
+        "SELECT user_address, COUNT(*) FROM memory WHERE agent_wallet = ? GROUP BY user_address", ["a1"])
+
+
+def test_memory_rows_of_named_users_and_the_user_less_rows() -> None:
+    head = f"SELECT {NO_BLOB} FROM memory WHERE agent_wallet = ? AND "
+    assert _sql.memory_rows_of_users("a1", ["u1", None, "u2"]) == (
+        head + "(user_address IN (?,?) OR user_address IS NULL) ORDER BY rowid", ["a1", "u1", "u2"])
+    assert _sql.memory_rows_of_users("a1", [None]) == (head + "(user_address IS NULL) ORDER BY rowid", ["a1"])
+    assert _sql.memory_rows_of_users("a1", ["u1"]) == (head + "(user_address IN (?)) ORDER BY rowid", ["a1", "u1"])
+    assert _sql.memory_rows_of_users("a1", []) == (head + "(0) ORDER BY rowid", ["a1"])
+
+
+def test_cleanup_counts_and_scopes() -> None:
+    assert _sql.count_transcripts_older_than(7) == ("SELECT COUNT(*) FROM transcripts WHERE created_at < ?", [7])
+    assert _sql.transcript_scopes_older_than(7) == (
+        "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM transcripts WHERE created_at < ?", [7])
+    assert _sql.count_stale_sessions(9, 7) == (
+        "SELECT COUNT(*) FROM sessions WHERE expires_at <= ? OR last_accessed_at < ?", [9, 7])
+    assert _sql.stale_session_scopes(9, 7) == (
+        "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM sessions "
+        "WHERE expires_at <= ? OR last_accessed_at < ?", [9, 7])
+
+
+def test_every_read_statement_parses() -> None:
+    """The statements are valid SQLite for the store's schema (checked with EXPLAIN, no rows)."""
+    from manowar_memory.stores.sqlite import MIGRATIONS, _split_script
+
+    conn = sqlite3.connect(":memory:")
+    for _, migrate in MIGRATIONS:
+        for statement in _split_script(migrate):
+            conn.execute(statement)
+    for sql, params in (_sql.memory_page("a", 0, 1), _sql.memory_user_counts("a"),
+                        _sql.memory_rows_of_users("a", ["u", None]), _sql.count_transcripts_older_than(1),
+                        _sql.transcript_scopes_older_than(1), _sql.count_stale_sessions(1, 1),
+                        _sql.stale_session_scopes(1, 1)):
+        conn.execute("EXPLAIN " + sql, params)
+    sets, params = _sql.memory_update({"metadata": {}, "embedding": None, "decay_score": 1.0})
+    conn.execute(f"EXPLAIN UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, "x"])
+    conn.close()
