@@ -90,7 +90,7 @@ def test_protocol_implementations_satisfy_their_protocols() -> None:
 def _protocol_doc(cls: type, attr: str) -> str | None:
     """The docstring a method takes from the protocol its class implements (Store, Cache)."""
     proto = IMPLEMENTS.get(cls)
-    if proto is not None and attr in vars(proto):
+    if proto is not None and any(attr in vars(k) for k in proto.__mro__ if k is not object):  # Store: its roles
         return inspect.getdoc(getattr(proto, attr))
     return None
 

@@ -9,15 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, runtime_checkable
 
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..scope import Scope
 
-__all__ = ["Hit", "MemoryQuery", "Store", "VectorSearchInfo", "is_unique_fact"]
+__all__ = [
+    "ROLES",
+    "ArtifactStore",
+    "CacheFenceStore",
+    "Hit",
+    "MaintenanceStore",
+    "MemoryQuery",
+    "MemoryRowStore",
+    "PageCursor",
+    "ScheduleStore",
+    "ScopeKey",
+    "Store",
+    "ThreadStore",
+    "VectorSearchInfo",
+    "is_unique_fact",
+    "missing_role_methods",
+]
 
 INACTIVE_STATUSES = ("deleted", "superseded")
+#: (agent_wallet, user_address, mode, hai_id) of a stored row
+ScopeKey = tuple[str, "str | None", "str | None", "str | None"]
+#: a position in :meth:`MaintenanceStore.page_memories` (JSON-safe; None: the start)
+PageCursor = str | int | None
 
 
 def is_unique_fact(source: str | None, metadata: Any) -> bool:
@@ -68,13 +88,9 @@ class VectorSearchInfo:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """What the engine needs from a backend. ``manowar_memory.testing`` holds the
-    conformance suite every implementation must pass unchanged."""
+class MemoryRowStore(Protocol):
+    """Memory rows: the vectors layer and graph facts, with the keyword and vector lanes."""
 
-    name: str
-
-    # -- memory rows (vectors layer and graph facts) --
     def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
         """Insert rows; returns their ids (a colliding id gets a suffix). An active fact whose
         (agent, factHash) already has an active row is not inserted: that row is reinforced as
@@ -147,7 +163,11 @@ class Store(Protocol):
         """Nearest rows embedded by ``model_id``; score on the Atlas scale (1 + cos) / 2."""
         ...
 
-    # -- sessions (working layer) --
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Threads: sessions (the working layer) and transcripts (the scene layer)."""
+
     def get_session(self, session_id: str, agent_wallet: str) -> Session | None:
         """A live (unexpired) session."""
         ...
@@ -164,7 +184,6 @@ class Store(Protocol):
         """Delete expired sessions; returns how many."""
         ...
 
-    # -- transcripts (scene layer) --
     def upsert_transcript(self, transcript: Transcript) -> None:
         """Insert or replace a transcript by session id. Any number of messages of any length:
         a backend with a document size limit splits it, and every read returns it whole."""
@@ -178,7 +197,15 @@ class Store(Protocol):
         """Transcripts matching ``text`` (full text, best first), or the newest when ``text`` is None."""
         ...
 
-    # -- patterns, archives, skills, jobs --
+    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
+        """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
+        ...
+
+
+@runtime_checkable
+class ArtifactStore(Protocol):
+    """Artifacts: patterns, archives, skills and job records."""
+
     def upsert_pattern(self, pattern: Pattern) -> None:
         """Insert or update a pattern by id (createdAt kept from the first insert)."""
         ...
@@ -227,6 +254,11 @@ class Store(Protocol):
         """A job record by id."""
         ...
 
+
+@runtime_checkable
+class CacheFenceStore(Protocol):
+    """Cache fences shared by every engine on the store."""
+
     def cache_fences(self, keys: Sequence[str]) -> dict[str, int]:
         """The epoch of each cache fence (0 for one never bumped). A write whose cache
         invalidation could not be delivered bumps its fence here, where every engine sharing
@@ -237,6 +269,99 @@ class Store(Protocol):
         """Add one to a cache fence (created at 1); returns the new epoch."""
         ...
 
+
+@runtime_checkable
+class MaintenanceStore(Protocol):
+    """What the maintenance jobs need beyond rows and artifacts: cursor paging, grouped
+    counts, bulk updates and deletes, the stale scopes cleanup is about to delete from."""
+
+    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int
+                      ) -> tuple[list[MemoryRecord], PageCursor]:
+        """Up to ``limit`` rows (every status, without embeddings) after the position ``after``
+        (None: the start), in insertion order, and the position after them (JSON-safe, to be
+        passed back unchanged; ``after`` itself when there were no more rows)."""
+        ...
+
+    def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:
+        """Every user of the agent (None: its user-less rows) with its row count, every status."""
+        ...
+
+    def iter_user_memories(self, agent_wallet: str, users: Sequence[str | None]) -> Iterator[MemoryRecord]:
+        """The agent's rows of these users (None: the user-less rows), every status, without
+        embeddings, in insertion order."""
+        ...
+
+    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        """Apply ``(id, changes)`` pairs (as :meth:`MemoryRowStore.update_memory`) in one bulk
+        write; returns how many rows matched."""
+        ...
+
+    def delete_memories(self, memory_ids: Sequence[str]) -> int:
+        """Hard delete many rows; returns how many were removed."""
+        ...
+
+    def delete_transcripts_older_than(self, cutoff: int) -> int:
+        """Delete transcripts created before ``cutoff``; returns how many."""
+        ...
+
+    def count_transcripts_older_than(self, cutoff: int) -> int:
+        """How many transcripts were created before ``cutoff`` (a cleanup dry run)."""
+        ...
+
+    def old_transcript_scopes(self, cutoff: int) -> list[ScopeKey]:
+        """The distinct scopes of the transcripts created before ``cutoff``."""
+        ...
+
+    def delete_sessions_older_than(self, cutoff: int) -> int:
+        """Delete sessions last used before ``cutoff``; returns how many."""
+        ...
+
+    def count_stale_sessions(self, now: int, cutoff: int) -> int:
+        """How many sessions expired at ``now`` or were last used before ``cutoff``."""
+        ...
+
+    def stale_session_scopes(self, now: int, cutoff: int) -> list[ScopeKey]:
+        """The distinct scopes of the sessions expired at ``now`` or last used before ``cutoff``."""
+        ...
+
+    def list_agent_wallets(self, limit: int | None = None) -> list[str]:
+        """Distinct agents of memory, transcripts, patterns, archives and sessions, in that
+        order (each sorted), exactly as stored; at most ``limit``."""
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Inline maintenance schedules, written with compare-and-set."""
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None:
+        """The schedule doc with its ``rev``, or None."""
+        ...
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        """Every schedule doc (with ``rev``), by id."""
+        ...
+
+    def save_schedule(self, doc: dict[str, Any], expected_rev: int | None = None) -> int | None:
+        """Write ``doc`` (keyed by ``doc["scheduleId"]``). With ``expected_rev`` only when the
+        stored rev is still that (compare-and-set), else create or replace. Returns the new
+        rev, or None when the compare failed."""
+        ...
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        """Delete the schedule; False when there was none."""
+        ...
+
+
+@runtime_checkable
+class Store(MemoryRowStore, ThreadStore, ArtifactStore, CacheFenceStore, MaintenanceStore, ScheduleStore,
+            Protocol):
+    """What the engine, the jobs and the schedulers need from a backend: the union of the role
+    protocols. ``manowar_memory.testing`` holds the conformance suite (one class per role)
+    every implementation must pass unchanged."""
+
+    name: str
+
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored."""
         ...
@@ -244,3 +369,27 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+#: every role protocol, by name
+ROLES: dict[str, type] = {
+    "memory rows": MemoryRowStore, "threads": ThreadStore, "artifacts": ArtifactStore,
+    "cache fences": CacheFenceStore, "maintenance": MaintenanceStore, "schedules": ScheduleStore,
+}
+
+
+def role_methods(role: type) -> list[str]:
+    """The methods a role protocol declares (its own and its bases'), sorted."""
+    names: set[str] = set()
+    for klass in role.__mro__:
+        if klass is object or klass is Protocol or klass is Generic:
+            continue
+        names.update(n for n, v in vars(klass).items() if callable(v) and not n.startswith("_"))
+    return sorted(names)
+
+
+def missing_role_methods(obj: Any, *roles: type) -> list[str]:
+    """The methods of ``roles`` (:class:`Store`: every role) that ``obj`` lacks, as ``Role.method``."""
+    leaves = [k for role in roles for k in role.__mro__ if k in ROLES.values()] or list(roles)
+    return [f"{role.__name__}.{name}" for role in dict.fromkeys(leaves) for name in sorted(vars(role))
+            if not name.startswith("_") and callable(vars(role)[name]) and not callable(getattr(obj, name, None))]

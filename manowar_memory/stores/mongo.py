@@ -96,7 +96,7 @@ from ._mql import (
     TRANSCRIPTS,
 )
 from ._vectors import VectorIndex
-from .base import Hit, MemoryQuery, VectorSearchInfo, is_unique_fact
+from .base import Hit, MemoryQuery, PageCursor, ScopeKey, VectorSearchInfo, is_unique_fact
 
 try:
     import pymongo
@@ -806,6 +806,29 @@ class MongoStore:
                 yield doc_to_memory(doc)
             last = docs[-1]["_id"]
 
+    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int
+                      ) -> tuple[list[MemoryRecord], PageCursor]:
+        """Up to ``limit`` rows after the ``_id`` ``after`` (every status, no embeddings), ``_id`` order."""
+        flt = _mql.memory_page_query(agent_wallet, ObjectId(str(after)) if after else None)
+        with self._errors("read"):
+            docs = list(self.memory.find(flt, {"embedding": 0}).sort("_id", 1).limit(int(limit)))
+        return [doc_to_memory(d, with_embedding=False) for d in docs], (str(docs[-1]["_id"]) if docs else after)
+
+    def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:
+        """Rows per user of the agent (None: the user-less rows, null or missing), every status."""
+        counts: dict[str | None, int] = {}
+        with self._errors("read"):
+            for doc in self.memory.aggregate(_mql.memory_user_counts_pipeline(agent_wallet)):
+                counts[doc["_id"]] = counts.get(doc["_id"], 0) + int(doc["n"])
+        return counts
+
+    def iter_user_memories(self, agent_wallet: str, users: Sequence[str | None]) -> Iterator[MemoryRecord]:
+        """The agent's rows of these users, every status, no embeddings, in ``_id`` order."""
+        with self._errors("read"):
+            docs = self.memory.find(_mql.memory_rows_of_users_filter(agent_wallet, users), {"embedding": 0}).sort("_id", 1)
+            for doc in docs:
+                yield doc_to_memory(doc, with_embedding=False)
+
     def count_memories(self, query: MemoryQuery) -> int:
         with self._errors("count"):
             return int(self.memory.count_documents(_mql.scope_filter(query)))
@@ -1201,19 +1224,15 @@ class MongoStore:
     def count_stale_sessions(self, now: int, cutoff: int) -> int:
         """Sessions that cleanup would delete: expired at ``now`` or last used before ``cutoff``."""
         with self._errors("count"):
-            return int(self.sessions.count_documents(
-                {"$or": [{"expiresAt": {"$lte": _mql.ms_to_date(now)}}, {"lastAccessedAt": {"$lt": cutoff}}]}
-            ))
+            return int(self.sessions.count_documents(_mql.stale_session_filter(now, cutoff)))
 
-    def stale_session_scopes(self, now: int, cutoff: int) -> list[tuple[Any, Any, Any, Any]]:
+    def stale_session_scopes(self, now: int, cutoff: int) -> list[ScopeKey]:
         """Distinct (agent, user, mode, hai) of the sessions cleanup would delete."""
-        flt = {"$or": [{"expiresAt": {"$lte": _mql.ms_to_date(now)}}, {"lastAccessedAt": {"$lt": cutoff}}]}
-        return self._distinct_scopes(self.sessions, flt)
+        return self._distinct_scopes(self.sessions, _mql.stale_session_filter(now, cutoff))
 
-    def _distinct_scopes(self, coll: Any, flt: dict[str, Any]) -> list[tuple[Any, Any, Any, Any]]:
-        group = {"_id": {"a": "$agentWallet", "u": "$userAddress", "m": "$mode", "h": "$haiId"}}
+    def _distinct_scopes(self, coll: Any, flt: dict[str, Any]) -> list[ScopeKey]:
         with self._errors("read"):
-            rows = coll.aggregate([{"$match": flt}, {"$group": group}])
+            rows = coll.aggregate(_mql.scopes_pipeline(flt))
             return [(r["_id"].get("a"), r["_id"].get("u"), r["_id"].get("m"), r["_id"].get("h")) for r in rows]
 
     # -- transcripts --
@@ -1341,7 +1360,7 @@ class MongoStore:
         with self._errors("count"):
             return int(self.transcripts.count_documents({"createdAt": {"$lt": cutoff}}))
 
-    def old_transcript_scopes(self, cutoff: int) -> list[tuple[Any, Any, Any, Any]]:
+    def old_transcript_scopes(self, cutoff: int) -> list[ScopeKey]:
         """Distinct (agent, user, mode, hai) of the transcripts created before ``cutoff``."""
         return self._distinct_scopes(self.transcripts, {"createdAt": {"$lt": cutoff}})
 

@@ -25,8 +25,9 @@ from .._util import STOPWORDS, now_ms, tokens
 from ..errors import StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
+from . import _sql
 from ._vectors import VectorIndex
-from .base import INACTIVE_STATUSES, Hit, MemoryQuery, VectorSearchInfo, is_unique_fact
+from .base import INACTIVE_STATUSES, Hit, MemoryQuery, PageCursor, ScopeKey, VectorSearchInfo, is_unique_fact
 
 __all__ = ["SQLiteStore"]
 
@@ -218,10 +219,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m005_cache_fence", _m005_cache_fence),
 ]
 
-_MEMORY_COLUMNS = (
-    "rowid, id, agent_wallet, user_address, thread_id, mode, hai_id, content, context, source, decay_score, "
-    "access_count, created_at, updated_at, last_accessed_at, metadata, embedding, embedding_model"
-)
+_MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
 
 
 class _VectorIndex(VectorIndex):
@@ -527,41 +525,45 @@ class SQLiteStore:
     }
 
     def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
+        self._check_updatable(changes)
+        if not changes:
+            return self.get_memory(memory_id)
+        with self._write() as conn:
+            if not self._update_row(conn, memory_id, changes):
+                return None
+        return self.get_memory(memory_id)
+
+    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        """Apply ``(id, changes)`` pairs in one transaction; returns how many rows matched."""
+        for _, changes in updates:
+            self._check_updatable(changes)
+        done = 0
+        with self._write() as conn:
+            for memory_id, changes in updates:
+                if changes:
+                    done += self._update_row(conn, memory_id, changes)
+        return done
+
+    def _check_updatable(self, changes: dict[str, Any]) -> None:
         unknown = set(changes) - self._UPDATABLE
         if unknown:
             raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
-        sets: list[str] = []
-        params: list[Any] = []
-        for key, value in changes.items():
-            if key == "metadata":
-                sets += ["metadata = ?", "status = ?", "retention = ?", "fact_hash = ?"]
-                params += [json.dumps(value, ensure_ascii=False), value.get("status"), value.get("retention"),
-                           value.get("factHash")]
-            elif key == "embedding":
-                sets.append("embedding = ?")
-                params.append(np.asarray(value, dtype=np.float32).tobytes() if value is not None else None)
-                if value is None:  # no vector, no model: as on insert
-                    sets.append("embedding_model = NULL")
-            else:
-                sets.append(f"{key} = ?")
-                params.append(value)
-        if not sets:
-            return self.get_memory(memory_id)
-        with self._write() as conn:
-            sets.append("rev = ?")
-            params.append(self._next_rev(conn))
-            try:
-                cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
-            except sqlite3.IntegrityError as exc:
-                if "fact_hash" not in str(exc):
-                    raise StoreError(f"cannot update memory {memory_id}: {exc}") from exc
-                raise StoreError(
-                    f"cannot update memory {memory_id}: the agent already has an active fact with this factHash "
-                    "(supersede or delete that row first)"
-                ) from exc
-            if cur.rowcount == 0:
-                return None
-        return self.get_memory(memory_id)
+
+    def _update_row(self, conn: sqlite3.Connection, memory_id: str, changes: dict[str, Any]) -> int:
+        """Inside a write transaction: set ``changes`` on one row and bump its revision; rows matched."""
+        sets, params = _sql.memory_update(changes)
+        sets.append("rev = ?")
+        params.append(self._next_rev(conn))
+        try:
+            cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
+        except sqlite3.IntegrityError as exc:
+            if "fact_hash" not in str(exc):
+                raise StoreError(f"cannot update memory {memory_id}: {exc}") from exc
+            raise StoreError(
+                f"cannot update memory {memory_id}: the agent already has an active fact with this factHash "
+                "(supersede or delete that row first)"
+            ) from exc
+        return int(cur.rowcount)
 
     def delete_memory(self, memory_id: str) -> bool:
         with self._write() as conn:
@@ -637,6 +639,28 @@ class SQLiteStore:
                 yield self._row_to_record(row, with_embedding=True)
             last = rows[-1]["rowid"]
 
+    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int
+                      ) -> tuple[list[MemoryRecord], PageCursor]:
+        """Up to ``limit`` rows after the rowid ``after`` (every status, no embeddings), rowid order."""
+        sql, params = _sql.memory_page(agent_wallet, int(after or 0), limit)
+        with self._conn() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [self._row_to_record(r) for r in rows], (int(rows[-1]["rowid"]) if rows else after)
+
+    def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:
+        """Rows per user of the agent (None: the user-less rows), every status."""
+        sql, params = _sql.memory_user_counts(agent_wallet)
+        with self._conn() as conn:
+            return {user: int(n) for user, n in conn.execute(sql, params)}
+
+    def iter_user_memories(self, agent_wallet: str, users: Sequence[str | None]) -> Iterator[MemoryRecord]:
+        """The agent's rows of these users, every status, no embeddings, in rowid order."""
+        sql, params = _sql.memory_rows_of_users(agent_wallet, users)
+        with self._conn() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        for row in rows:
+            yield self._row_to_record(row)
+
     def count_memories(self, query: MemoryQuery) -> int:
         where, params = self._memory_where(query)
         with self._conn() as conn:
@@ -687,11 +711,15 @@ class SQLiteStore:
                         index.remove(row["rowid"])  # re-embedded by another model, or embedding dropped
                     continue
                 if index is None:
-                    index = _VectorIndex(len(row["embedding"]) // 4)
+                    index = _VectorIndex(
+                        len(row["embedding"]) // 4,
+                        persist_path=None if self._memory else VectorIndex.persist_file(self.path, model_id),
+                    )
                     self._indexes[model_id] = index
                 index.upsert_row(row)
             if index is not None:
                 index.rev = current
+                index.synced(current)  # restores saved ANN indexes of this revision on first load
             return index
 
     def vector_search(
@@ -772,6 +800,22 @@ class SQLiteStore:
         with self._write() as conn:
             return conn.execute("DELETE FROM sessions WHERE last_accessed_at < ?", (cutoff,)).rowcount
 
+    def count_stale_sessions(self, now: int, cutoff: int) -> int:
+        """Sessions that cleanup would delete: expired at ``now`` or last used before ``cutoff``."""
+        return self._count(*_sql.count_stale_sessions(now, cutoff))
+
+    def stale_session_scopes(self, now: int, cutoff: int) -> list[ScopeKey]:
+        """Distinct (agent, user, mode, hai) of the sessions cleanup would delete."""
+        return self._scopes(*_sql.stale_session_scopes(now, cutoff))
+
+    def _count(self, sql: str, params: list[Any]) -> int:
+        with self._conn() as conn:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+    def _scopes(self, sql: str, params: list[Any]) -> list[ScopeKey]:
+        with self._conn() as conn:
+            return [(r[0], r[1], r[2], r[3]) for r in conn.execute(sql, params).fetchall()]
+
     # -- transcripts --
     def upsert_transcript(self, transcript: Transcript) -> None:
         search_text = "\n".join([transcript.summary or "", *(m.content for m in transcript.messages)])
@@ -820,6 +864,14 @@ class SQLiteStore:
         """Delete transcripts created before ``cutoff`` (cleanup)."""
         with self._write() as conn:
             return conn.execute("DELETE FROM transcripts WHERE created_at < ?", (cutoff,)).rowcount
+
+    def count_transcripts_older_than(self, cutoff: int) -> int:
+        """Transcripts created before ``cutoff`` (a cleanup dry run)."""
+        return self._count(*_sql.count_transcripts_older_than(cutoff))
+
+    def old_transcript_scopes(self, cutoff: int) -> list[ScopeKey]:
+        """Distinct (agent, user, mode, hai) of the transcripts created before ``cutoff``."""
+        return self._scopes(*_sql.transcript_scopes_older_than(cutoff))
 
     def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
         """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""

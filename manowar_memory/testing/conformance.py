@@ -26,6 +26,7 @@ Needs pytest (``pip install "manowar-memory[dev]"``).
 
 from __future__ import annotations
 
+import json
 import math
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
@@ -57,7 +58,17 @@ from ..records import (
 from ..scope import Scope
 from ..stores.base import MemoryQuery, Store
 
-__all__ = ["StoreConformance", "make_record", "unit_vector"]
+__all__ = [
+    "ArtifactsConformance",
+    "CacheFencesConformance",
+    "MaintenanceConformance",
+    "MemoryRowsConformance",
+    "SchedulesConformance",
+    "StoreConformance",
+    "ThreadsConformance",
+    "make_record",
+    "unit_vector",
+]
 
 AGENT = "agent-A"
 OTHER_AGENT = "agent-B"
@@ -173,8 +184,8 @@ SCOPE_CASES: list[tuple[str, dict[str, Any], set[str]]] = [
 ]
 
 
-class StoreConformance:
-    """Behaviour every store must have. Override only the ``store`` fixture."""
+class _RoleConformance:
+    """The fixture and helpers the role suites share. Override only the ``store`` fixture."""
 
     @pytest.fixture
     def store(self) -> Iterator[Store]:
@@ -199,30 +210,46 @@ class StoreConformance:
         by_id = {v: k for k, v in ids.items()}
         return {by_id.get(i, f"?{i}") for i in found}
 
-    # ------------------------------------------------------------------ protocol
-    def test_implements_the_store_protocol(self, store: Store) -> None:
-        assert isinstance(store, Store)
-        assert isinstance(store.name, str) and store.name
+    @staticmethod
+    def _session(sid: str, *, agent: str = AGENT, user: str | None = None, thread: str | None = None,
+                 mode: str | None = None, hai: str | None = None, expires_in: int = DAY_MS,
+                 last: int | None = None, context: list[str] | None = None,
+                 metadata: dict[str, Any] | None = None, state: dict[str, Any] | None = None) -> Session:
+        now = now_ms()
+        return Session(
+            session_id=sid, agent_wallet=agent, user_address=user, thread_id=thread, mode=mode, hai_id=hai,  # type: ignore[arg-type]
+            working_memory=WorkingMemory(context=context or ["user: hello"], entities={"city": "Lisbon"},
+                                         state=state or {}),
+            metadata=metadata or {}, created_at=now - 1000, expires_at=now + expires_in,
+            last_accessed_at=last if last is not None else now,
+        )
 
-    def test_empty_store_answers_every_read(self, store: Store) -> None:
-        q = _q(user="u1", thread="t1")
-        assert store.list_memories(q) == []
-        assert store.count_memories(q) == 0
-        assert store.keyword_search(q, "anything here", 5) == []
-        hits, info = store.vector_search(q, [1.0, 0.0, 0.0, 0.0], MODEL, 5)
-        assert hits == [] and isinstance(info.method, str)
-        assert list(store.iter_memories()) == []
-        assert store.get_memory("vec_nothing") is None
-        assert store.find_fact_by_hash(AGENT, "nope") is None
-        assert store.find_sessions(q, 5) == [] and store.get_session("s", AGENT) is None
-        assert store.search_transcripts(q, None, 5) == [] and store.search_transcripts(q, "hello world", 5) == []
-        assert store.get_transcript("s", AGENT) is None
-        assert store.find_patterns(q, 5) == [] and store.get_pattern("p") is None
-        assert store.find_archives(q, 5) == [] and store.get_archive("a") is None
-        assert store.list_skills(None, None, 5) == [] and store.get_skill("k") is None
-        assert store.get_job("j") is None
-        assert store.purge_expired_sessions(now_ms()) == 0
-        assert store.stats()["totalVectors"] == 0
+    @staticmethod
+    def _transcript(sid: str, *, user: str | None = "u1", thread: str | None = "t1", summary: str | None = None,
+                    messages: list[tuple[str, str]] | None = None, created_at: int = T0,
+                    agent: str = AGENT, metadata: dict[str, Any] | None = None) -> Transcript:
+        msgs = [Message(role=r, content=c, timestamp=created_at + i,  # type: ignore[arg-type]
+                        tool_calls=[{"name": "search", "args": {"q": c}}] if r == "tool" else None)
+                for i, (r, c) in enumerate(messages or [("user", "hello there"), ("assistant", "hi")])]
+        return Transcript(session_id=sid, agent_wallet=agent, user_address=user, thread_id=thread, messages=msgs,
+                          summary=summary, token_count=42, metadata=metadata or {"modelUsed": "m"},
+                          created_at=created_at)
+
+    @staticmethod
+    def _pattern(pid: str, rate: float, *, agent: str = AGENT, user: str | None = None, created_at: int = T0,
+                 summary: str = "search then book", mode: str | None = None, hai: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> Pattern:
+        return Pattern(pattern_id=pid, agent_wallet=agent, user_address=user, mode=mode, hai_id=hai,  # type: ignore[arg-type]
+                       trigger=PatternTrigger(type="intent", value="book travel"),
+                       steps=[PatternStep(action="search", order=0), PatternStep(action="book", order=1,
+                                                                                 params={"x": 1})],
+                       summary=summary, success_rate=rate, execution_count=3, last_executed=created_at,
+                       metadata=metadata or {}, created_at=created_at, updated_at=created_at)
+
+
+
+class MemoryRowsConformance(_RoleConformance):
+    """The :class:`~manowar_memory.stores.base.MemoryRowStore` role: rows, facts, both lanes."""
 
     # ------------------------------------------------------------------ memory rows
     def test_add_and_get_round_trip(self, store: Store) -> None:
@@ -606,21 +633,12 @@ class StoreConformance:
         store.delete_memory(b)
         assert [h.record.id for h in store.vector_search(_q(), q, MODEL, 5)[0]] == [a]
 
-    # ------------------------------------------------------------------ sessions
-    @staticmethod
-    def _session(sid: str, *, agent: str = AGENT, user: str | None = None, thread: str | None = None,
-                 mode: str | None = None, hai: str | None = None, expires_in: int = DAY_MS,
-                 last: int | None = None, context: list[str] | None = None,
-                 metadata: dict[str, Any] | None = None, state: dict[str, Any] | None = None) -> Session:
-        now = now_ms()
-        return Session(
-            session_id=sid, agent_wallet=agent, user_address=user, thread_id=thread, mode=mode, hai_id=hai,  # type: ignore[arg-type]
-            working_memory=WorkingMemory(context=context or ["user: hello"], entities={"city": "Lisbon"},
-                                         state=state or {}),
-            metadata=metadata or {}, created_at=now - 1000, expires_at=now + expires_in,
-            last_accessed_at=last if last is not None else now,
-        )
 
+
+class ThreadsConformance(_RoleConformance):
+    """The :class:`~manowar_memory.stores.base.ThreadStore` role: sessions and transcripts."""
+
+    # ------------------------------------------------------------------ sessions
     def test_session_round_trip_and_replace(self, store: Store) -> None:
         s = self._session("s1", user="u1", thread="t1", metadata={"app_id": "x"}, state={"step": 2})
         store.upsert_session(s)
@@ -670,17 +688,6 @@ class StoreConformance:
         assert names(_q(user="u1", filters={"workingMemory.state.topic": "travel"})) == ["app"]
 
     # ------------------------------------------------------------------ transcripts
-    @staticmethod
-    def _transcript(sid: str, *, user: str | None = "u1", thread: str | None = "t1", summary: str | None = None,
-                    messages: list[tuple[str, str]] | None = None, created_at: int = T0,
-                    agent: str = AGENT, metadata: dict[str, Any] | None = None) -> Transcript:
-        msgs = [Message(role=r, content=c, timestamp=created_at + i,  # type: ignore[arg-type]
-                        tool_calls=[{"name": "search", "args": {"q": c}}] if r == "tool" else None)
-                for i, (r, c) in enumerate(messages or [("user", "hello there"), ("assistant", "hi")])]
-        return Transcript(session_id=sid, agent_wallet=agent, user_address=user, thread_id=thread, messages=msgs,
-                          summary=summary, token_count=42, metadata=metadata or {"modelUsed": "m"},
-                          created_at=created_at)
-
     def test_transcript_round_trip_and_replace(self, store: Store) -> None:
         t = self._transcript("s1", summary="a summary", messages=[("user", "book a flight"), ("tool", "flight found"),
                                                                   ("assistant", "done")])
@@ -743,18 +750,12 @@ class StoreConformance:
         assert store.search_transcripts(_q(user="u1"), "aardvark", 5) == []  # nothing of the old messages is left
         assert store.stats()["totalTranscripts"] == 1
 
-    # ------------------------------------------------------------------ patterns
-    @staticmethod
-    def _pattern(pid: str, rate: float, *, agent: str = AGENT, user: str | None = None, created_at: int = T0,
-                 summary: str = "search then book", mode: str | None = None, hai: str | None = None,
-                 metadata: dict[str, Any] | None = None) -> Pattern:
-        return Pattern(pattern_id=pid, agent_wallet=agent, user_address=user, mode=mode, hai_id=hai,  # type: ignore[arg-type]
-                       trigger=PatternTrigger(type="intent", value="book travel"),
-                       steps=[PatternStep(action="search", order=0), PatternStep(action="book", order=1,
-                                                                                 params={"x": 1})],
-                       summary=summary, success_rate=rate, execution_count=3, last_executed=created_at,
-                       metadata=metadata or {}, created_at=created_at, updated_at=created_at)
 
+
+class ArtifactsConformance(_RoleConformance):
+    """The :class:`~manowar_memory.stores.base.ArtifactStore` role: patterns, archives, skills, jobs."""
+
+    # ------------------------------------------------------------------ patterns
     def test_patterns(self, store: Store) -> None:
         p = self._pattern("p1", 0.5, created_at=T0, metadata={"tags": ["a"]})
         store.upsert_pattern(p)
@@ -829,6 +830,11 @@ class StoreConformance:
         store.put_job(failed)
         assert store.get_job("j2") == failed and store.get_job("j3") is None
 
+
+
+class CacheFencesConformance(_RoleConformance):
+    """The :class:`~manowar_memory.stores.base.CacheFenceStore` role."""
+
     # ------------------------------------------------------------------ cache fences
     def test_cache_fences_start_at_zero_and_count_bumps(self, store: Store) -> None:
         assert store.cache_fences(["*", "a=x"]) == {"*": 0, "a=x": 0}
@@ -840,6 +846,192 @@ class StoreConformance:
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda _: store.bump_cache_fence("a=racy"), range(40)))
         assert store.cache_fences(["a=racy"]) == {"a=racy": 40}
+
+class MaintenanceConformance(_RoleConformance):
+    """The :class:`~manowar_memory.stores.base.MaintenanceStore` role: what the jobs call."""
+
+    @staticmethod
+    def _rows(store: Store) -> list[str]:
+        """Seven rows in a known insertion order: five of agent A (one deleted), two of agent B."""
+        records = [
+            make_record("m0", created_at=T0 + 5),
+            make_record("m1", user="u1", created_at=T0 + 1),
+            make_record("m2", user="u2", created_at=T0 + 9, metadata={"status": "deleted"}),
+            make_record("m3", agent=OTHER_AGENT, user="u1", created_at=T0),
+            make_record("m4", user="u1", created_at=T0 + 3),
+            make_record("m5", created_at=T0 + 2, embedding=None),
+            make_record("m6", agent=OTHER_AGENT, created_at=T0 + 4),
+        ]
+        ids: list[str] = []
+        for rec in records:  # one call each: insertion order is the order of these calls
+            ids += store.add_memories([rec])
+        return ids
+
+    def test_page_memories_walks_every_row_once_in_insertion_order(self, store: Store) -> None:
+        ids = self._rows(store)
+        for agent, expected in ((AGENT, [ids[i] for i in (0, 1, 2, 4, 5)]), (None, ids)):
+            seen: list[str] = []
+            after: Any = None
+            pages = 0
+            while True:
+                rows, nxt = store.page_memories(agent, after, 2)
+                json.dumps(nxt)  # the cursor is JSON-safe (it travels in workflow state)
+                assert all(r.embedding is None for r in rows)
+                seen += [r.id for r in rows]
+                pages += 1
+                if len(rows) < 2:
+                    break
+                after = nxt
+            assert seen == expected and pages == len(expected) // 2 + 1
+            assert store.page_memories(agent, nxt, 2) == ([], nxt)
+
+    def test_memory_user_counts_and_user_rows_cover_every_status(self, store: Store) -> None:
+        ids = self._rows(store)
+        assert store.memory_user_counts(AGENT) == {None: 2, "u1": 2, "u2": 1}
+        assert store.memory_user_counts(OTHER_AGENT) == {"u1": 1, None: 1}
+        assert store.memory_user_counts("agent-none") == {}
+        rows = list(store.iter_user_memories(AGENT, ["u1", None]))
+        assert [r.id for r in rows] == [ids[i] for i in (0, 1, 4, 5)]
+        assert all(r.embedding is None and r.agent_wallet == AGENT for r in rows)
+        assert [r.id for r in store.iter_user_memories(AGENT, ["u2"])] == [ids[2]]  # deleted rows too
+        assert list(store.iter_user_memories(AGENT, [])) == []
+
+    def test_update_memories_in_bulk(self, store: Store) -> None:
+        a, b = store.add_memories([make_record("bulk a", created_at=T0), make_record("bulk b", created_at=T0 + 1)])
+        updated = store.update_memories([
+            (a, {"decay_score": 0.25, "updated_at": T0 + 50}),
+            ("vec_missing", {"decay_score": 0.1}),
+            (b, {"metadata": {"status": "superseded", "supersededBy": a}, "updated_at": T0 + 50}),
+        ])
+        assert updated == 2
+        got_a, got_b = store.get_memory(a), store.get_memory(b)
+        assert got_a is not None and got_a.decay_score == 0.25 and got_a.updated_at == T0 + 50
+        assert got_b is not None and got_b.metadata == {"status": "superseded", "supersededBy": a}
+        assert [r.id for r in store.list_memories(_q())] == [a]
+        assert store.update_memories([]) == 0
+        with pytest.raises(StoreError):
+            store.update_memories([(a, {"decay_score": 0.5}), (a, {"agent_wallet": "x"})])
+        assert store.get_memory(a).decay_score == 0.25  # type: ignore[union-attr]  # nothing was written
+
+    def test_delete_memories(self, store: Store) -> None:
+        a, b, c = store.add_memories([make_record(f"del {i}", created_at=T0 + i) for i in range(3)])
+        assert store.delete_memories([a, "vec_missing", c]) == 2
+        assert store.delete_memories([]) == 0
+        assert [r.id for r in store.iter_memories()] == [b]
+        assert [h.record.id for h in store.vector_search(_q(), [1.0, 0.0, 0.0, 0.0], MODEL, 5)[0]] == [b]
+
+    def test_list_transcripts_in_a_time_range_oldest_first(self, store: Store) -> None:
+        for i, sid in enumerate(("t-late", "t-early", "t-mid", "t-out")):
+            store.upsert_transcript(self._transcript(sid, created_at=T0 + (30, 10, 20, 99)[i]))
+        store.upsert_transcript(self._transcript("t-other", agent=OTHER_AGENT, created_at=T0 + 20))
+        found = store.list_transcripts(AGENT, T0 + 10, T0 + 30)
+        assert [t.session_id for t in found] == ["t-early", "t-mid", "t-late"]
+        assert found[0] == self._transcript("t-early", created_at=T0 + 10)
+        assert store.list_transcripts(AGENT, T0 + 31, T0 + 98) == []
+
+    def test_old_transcripts_are_counted_scoped_and_deleted(self, store: Store) -> None:
+        store.upsert_transcript(self._transcript("old-1", user="u1", created_at=T0))
+        store.upsert_transcript(self._transcript("old-2", user=None, agent=OTHER_AGENT, created_at=T0 + 1))
+        store.upsert_transcript(self._transcript("new", user="u2", created_at=T0 + 100))
+        assert store.count_transcripts_older_than(T0 + 50) == 2
+        assert sorted(store.old_transcript_scopes(T0 + 50), key=str) == sorted(
+            [(AGENT, "u1", None, None), (OTHER_AGENT, None, None, None)], key=str)
+        assert store.delete_transcripts_older_than(T0 + 50) == 2
+        assert store.count_transcripts_older_than(T0 + 50) == 0 and store.old_transcript_scopes(T0 + 50) == []
+        assert store.get_transcript("new", AGENT) is not None and store.get_transcript("old-1", AGENT) is None
+
+    def test_stale_sessions_are_counted_scoped_and_deleted(self, store: Store) -> None:
+        now = now_ms()
+        later = now + 2 * DAY_MS  # "now" for the store: the first session has expired by then
+        store.upsert_session(self._session("expiring", user="u1", expires_in=DAY_MS, last=now))
+        store.upsert_session(self._session("unused", mode="local", hai="h1", expires_in=9 * DAY_MS, last=now - 5000))
+        store.upsert_session(self._session("fresh", user="u2", expires_in=9 * DAY_MS, last=now))
+        cutoff = now - 1000
+        assert store.count_stale_sessions(later, cutoff) == 2
+        assert sorted(store.stale_session_scopes(later, cutoff), key=str) == sorted(
+            [(AGENT, "u1", None, None), (AGENT, None, "local", "h1")], key=str)
+        assert store.count_stale_sessions(now, cutoff) == 1  # nothing has expired yet
+        assert store.delete_sessions_older_than(cutoff) == 1
+        assert store.purge_expired_sessions(later) == 1
+        assert store.count_stale_sessions(later, cutoff) == 0 and store.stale_session_scopes(later, cutoff) == []
+        assert [s.session_id for s in store.find_sessions(_q(user="u2"), 5)] == ["fresh"]
+
+    def test_list_agent_wallets_by_kind_then_name(self, store: Store) -> None:
+        assert store.list_agent_wallets() == []
+        store.add_memories([make_record("m", agent="agent-M2"), make_record("m", agent="agent-M1", created_at=T0 + 1)])
+        store.upsert_transcript(self._transcript("t", agent="agent-T"))
+        store.upsert_transcript(self._transcript("t", agent="agent-M2"))
+        store.upsert_pattern(self._pattern("p", 0.5, agent="agent-P"))
+        store.add_archive(Archive(archive_id="arc", agent_wallet="agent-A1", summary="s", content="x",
+                                  date_range={"start": T0, "end": T0}, created_at=T0))
+        store.upsert_session(self._session("s", agent="agent-S"))
+        assert store.list_agent_wallets() == ["agent-M1", "agent-M2", "agent-T", "agent-P", "agent-A1", "agent-S"]
+        assert store.list_agent_wallets(3) == ["agent-M1", "agent-M2", "agent-T"]
+
+
+class SchedulesConformance(_RoleConformance):
+    """The :class:`~manowar_memory.stores.base.ScheduleStore` role: documents with compare-and-set."""
+
+    def test_schedule_round_trip_replace_and_delete(self, store: Store) -> None:
+        assert store.get_schedule("s1") is None and store.list_schedules() == []
+        assert store.save_schedule({"scheduleId": "s1", "cron": "0 3 * * *", "params": {"x": [1, "ü"]}}) == 1
+        assert store.get_schedule("s1") == {"scheduleId": "s1", "cron": "0 3 * * *", "params": {"x": [1, "ü"]},
+                                            "rev": 1}
+        assert store.save_schedule({"scheduleId": "s1", "cron": "0 4 * * *", "rev": 99}) == 2  # rev is the store's
+        assert store.save_schedule({"scheduleId": "s0", "cron": "x"}) == 1
+        assert [(d["scheduleId"], d["rev"]) for d in store.list_schedules()] == [("s0", 1), ("s1", 2)]
+        assert store.get_schedule("s1")["cron"] == "0 4 * * *"  # type: ignore[index]
+        assert store.delete_schedule("s1") is True and store.delete_schedule("s1") is False
+        assert store.get_schedule("s1") is None
+
+    def test_schedule_compare_and_set(self, store: Store) -> None:
+        assert store.save_schedule({"scheduleId": "gone", "n": 1}, expected_rev=1) is None  # nothing to compare
+        assert store.get_schedule("gone") is None
+        store.save_schedule({"scheduleId": "s", "n": 1})
+        assert store.save_schedule({"scheduleId": "s", "n": 2}, expected_rev=5) is None
+        assert store.get_schedule("s") == {"scheduleId": "s", "n": 1, "rev": 1}
+        assert store.save_schedule({"scheduleId": "s", "n": 2}, expected_rev=1) == 2
+        assert store.get_schedule("s") == {"scheduleId": "s", "n": 2, "rev": 2}
+
+    def test_concurrent_compare_and_set_lets_one_writer_win(self, store: Store) -> None:
+        store.save_schedule({"scheduleId": "race", "owner": None})
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            revs = list(pool.map(lambda i: store.save_schedule({"scheduleId": "race", "owner": i}, expected_rev=1),
+                                 range(8)))
+        winners = [i for i, rev in enumerate(revs) if rev is not None]
+        assert len(winners) == 1 and revs[winners[0]] == 2
+        assert store.get_schedule("race") == {"scheduleId": "race", "owner": winners[0], "rev": 2}
+
+
+class StoreConformance(MemoryRowsConformance, ThreadsConformance, ArtifactsConformance, CacheFencesConformance,
+                       MaintenanceConformance, SchedulesConformance):
+    """Behaviour every store must have: every role suite, plus what spans the roles.
+    Override only the ``store`` fixture."""
+
+    # ------------------------------------------------------------------ protocol
+    def test_implements_the_store_protocol(self, store: Store) -> None:
+        assert isinstance(store, Store)
+        assert isinstance(store.name, str) and store.name
+
+    def test_empty_store_answers_every_read(self, store: Store) -> None:
+        q = _q(user="u1", thread="t1")
+        assert store.list_memories(q) == []
+        assert store.count_memories(q) == 0
+        assert store.keyword_search(q, "anything here", 5) == []
+        hits, info = store.vector_search(q, [1.0, 0.0, 0.0, 0.0], MODEL, 5)
+        assert hits == [] and isinstance(info.method, str)
+        assert list(store.iter_memories()) == []
+        assert store.get_memory("vec_nothing") is None
+        assert store.find_fact_by_hash(AGENT, "nope") is None
+        assert store.find_sessions(q, 5) == [] and store.get_session("s", AGENT) is None
+        assert store.search_transcripts(q, None, 5) == [] and store.search_transcripts(q, "hello world", 5) == []
+        assert store.get_transcript("s", AGENT) is None
+        assert store.find_patterns(q, 5) == [] and store.get_pattern("p") is None
+        assert store.find_archives(q, 5) == [] and store.get_archive("a") is None
+        assert store.list_skills(None, None, 5) == [] and store.get_skill("k") is None
+        assert store.get_job("j") is None
+        assert store.purge_expired_sessions(now_ms()) == 0
+        assert store.stats()["totalVectors"] == 0
 
     # ------------------------------------------------------------------ stats
     def test_stats(self, store: Store) -> None:
@@ -869,11 +1061,12 @@ class StoreConformance:
     # ------------------------------------------------------------------ guard
     def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:
         """Subclasses may only override fixtures: a store that needs another answer does not conform."""
-        base = vars(StoreConformance)
+        suites = set(StoreConformance.__mro__)
+        base = {name: value for klass in reversed(StoreConformance.__mro__) for name, value in vars(klass).items()}
         overridden = []
         for klass in type(self).__mro__:
-            if klass is StoreConformance:
-                break
+            if klass in suites:
+                continue
             for name, value in vars(klass).items():
                 if name.startswith("test") and name in base and value is not base[name]:
                     overridden.append(f"{klass.__name__}.{name}")
