@@ -469,3 +469,30 @@ def test_jobs_on_mongo_store(mongo_db):
     assert restored["restored"] == clean.data["vectorsDeleted"] and s.get_memory(stale.id) is not None
     assert s.get_job(clean.job_id).status == "completed"
     s.close()
+
+
+class _WithoutPaging:
+    """A store that lacks two maintenance methods (everything else is an in-memory SQLite store)."""
+
+    def __init__(self) -> None:
+        self._inner = SQLiteStore(":memory:")
+
+    def __getattr__(self, name):
+        if name in ("page_memories", "memory_user_counts"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_without_the_maintenance_role_is_refused_by_name():
+    from manowar_memory.errors import ConfigurationError
+    from manowar_memory.jobs.batched import run_job_batch
+
+    store = _WithoutPaging()
+    with pytest.raises(ConfigurationError, match=r"MaintenanceStore\.memory_user_counts, MaintenanceStore\.page_memories"):
+        job_store(store)
+    with pytest.raises(ConfigurationError, match="cannot run maintenance jobs"):
+        run_job(store, "decay_update", {"half_life_days": 7})
+    with pytest.raises(ConfigurationError, match="page_memories"):
+        run_job_batch(store, "decay_update", {"half_life_days": 7}, None, None, batch_size=10, now=now_ms())
+    assert job_store(store._inner) is store._inner  # a complete store is used as it is
+    store._inner.close()

@@ -275,7 +275,7 @@ async def test_batches_invalidate_the_engines_query_cache_for_the_changed_user(c
 
 
 class _PlainStore:
-    """A store the batches know nothing special about (no SQLite or MongoDB fast path)."""
+    """A store known to the batches only through its roles: no name, no private members."""
 
     def __init__(self, inner: SQLiteStore) -> None:
         self._inner = inner

@@ -9,7 +9,7 @@ operations (the tools are the catalog in :mod:`manowar_memory.tools`); Temporal 
 
 from __future__ import annotations
 
-from ._store import ChangedScopes, JobStore, StoreAdapter, job_store
+from ._store import ChangedScopes, JobStore, job_store
 from .batched import BATCHED_JOB_TYPES, DEFAULT_BATCH_SIZE, JOB_MARKER_KEY, finish_batched_report, run_job_batch
 from .core import (
     ArchiveCreateParams,
@@ -64,7 +64,7 @@ __all__ = [
     "ArchiveCreateParams", "ArchivePinParams", "ArchiveRestoreParams", "ChangedScopes", "CleanupParams",
     "ConsolidateParams", "DecayUpdateParams", 
     "JOBS", "JOB_TYPES", "JobStore", "ListSkillsParams", "PatternsExtractParams", "PinResult",
-    "PinataClient", "PinataCredentials", "PromotePatternParams", "StoreAdapter", "TimeRange",
+    "PinataClient", "PinataCredentials", "PromotePatternParams", "TimeRange",
     "ValidatePatternParams", "archive_create", "archive_pin", "archive_pin_payload",
     "archive_restore", "cleanup", "consolidate", "decay_update", "decode_archive", "execute_job", "fingerprint",
     "get_skill", "invalidate_changes", "job_store", "list_skills", "parse_params", "patterns_extract",

@@ -27,7 +27,7 @@ The final report has the inline job's keys and values (``consolidated``, ``dupli
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from .._util import DAY_MS
 from ..errors import InvalidInputError
 from ..records import MemoryRecord
-from ._store import ChangedScopes, StoreAdapter, job_store
+from ._store import ChangedScopes, JobStore, job_store
 from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, fingerprint, _keep_newest
 from .runner import parse_params
 
@@ -92,110 +92,18 @@ def finish_batched_report(job_type: str, report: Mapping[str, Any]) -> dict[str,
 
 
 # --------------------------------------------------------------------------- row access
-def _sqlite(s: StoreAdapter) -> Any | None:
-    inner = s.inner
-    return inner if getattr(inner, "name", None) == "sqlite" and hasattr(inner, "_conn") else None
-
-
-def _mongo(s: StoreAdapter) -> Any | None:
-    inner = s.inner
-    return inner if getattr(inner, "name", None) == "mongo" and hasattr(inner, "memory") else None
-
-
-def _sql_columns() -> str:
-    """The SQLite store's memory columns, without reading the embedding blobs."""
-    from ..stores.sqlite import _MEMORY_COLUMNS
-
-    cols = [c.strip() for c in _MEMORY_COLUMNS.split(",")]
-    return ", ".join("NULL AS embedding" if c == "embedding" else c for c in cols)
-
-
 def _user_key(user: str | None) -> list[Any]:
     """Sort key for a user (no user first); JSON-safe so it can sit in a cursor."""
     return [0, ""] if user is None else [1, user]
 
 
-def _user_counts(s: StoreAdapter, wallet: str) -> list[tuple[str | None, int]]:
+def _user_counts(s: JobStore, wallet: str) -> list[tuple[str | None, int]]:
     """Every user of the agent with its row count, in :func:`_user_key` order."""
-    counts: dict[str | None, int] = {}
-    if (db := _sqlite(s)) is not None:
-        with db._conn() as conn:
-            for user, n in conn.execute(
-                    "SELECT user_address, COUNT(*) FROM memory WHERE agent_wallet = ? GROUP BY user_address", (wallet,)):
-                counts[user] = int(n)
-    elif (mg := _mongo(s)) is not None:
-        for doc in mg.memory.aggregate([{"$match": {"agentWallet": wallet}},
-                                        {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]):
-            counts[doc["_id"]] = counts.get(doc["_id"], 0) + int(doc["n"])
-    else:
-        for rec in s.iter_memories(wallet):
-            counts[rec.user_address] = counts.get(rec.user_address, 0) + 1
-    return sorted(counts.items(), key=lambda kv: _user_key(kv[0]))
-
-
-def _group_rows(s: StoreAdapter, wallet: str, users: list[str | None]) -> Iterator[MemoryRecord]:
-    """The agent's rows of these users (every status), in insertion order."""
-    named = [u for u in users if u is not None]
-    if (db := _sqlite(s)) is not None:
-        clauses = []
-        params: list[Any] = [wallet]
-        if named:
-            clauses.append(f"user_address IN ({','.join('?' * len(named))})")
-            params += named
-        if None in users:
-            clauses.append("user_address IS NULL")
-        with db._conn() as conn:
-            rows = conn.execute(f"SELECT {_sql_columns()} FROM memory WHERE agent_wallet = ? AND ({' OR '.join(clauses)}) "
-                                "ORDER BY rowid", params).fetchall()
-        for row in rows:
-            yield db._row_to_record(row)
-    elif (mg := _mongo(s)) is not None:
-        from ..stores.mongo import doc_to_memory
-
-        for doc in mg.memory.find({"agentWallet": wallet, "userAddress": {"$in": users}}, {"embedding": 0}).sort("_id", 1):
-            yield doc_to_memory(doc, with_embedding=False)
-    else:
-        wanted = set(users)
-        for rec in s.iter_memories(wallet):
-            if rec.user_address in wanted:
-                yield rec
-
-
-def _page(s: StoreAdapter, agent_wallet: str | None, after: Any, limit: int) -> tuple[list[MemoryRecord], Any]:
-    """Up to ``limit`` rows after the position ``after`` (None: the start), and the position after them."""
-    if (db := _sqlite(s)) is not None:
-        sql = f"SELECT {_sql_columns()} FROM memory WHERE rowid > ?"
-        params: list[Any] = [int(after or 0)]
-        if agent_wallet is not None:
-            sql += " AND agent_wallet = ?"
-            params.append(agent_wallet)
-        with db._conn() as conn:
-            rows = conn.execute(sql + " ORDER BY rowid LIMIT ?", [*params, limit]).fetchall()
-        return [db._row_to_record(r) for r in rows], (rows[-1]["rowid"] if rows else after)
-    if (mg := _mongo(s)) is not None:
-        from bson import ObjectId
-
-        from ..stores.mongo import doc_to_memory
-
-        flt: dict[str, Any] = {} if agent_wallet is None else {"agentWallet": agent_wallet}
-        if after:
-            flt["_id"] = {"$gt": ObjectId(after)}
-        docs = list(mg.memory.find(flt, {"embedding": 0}).sort("_id", 1).limit(limit))
-        return [doc_to_memory(d, with_embedding=False) for d in docs], (str(docs[-1]["_id"]) if docs else after)
-    # any other store: an offset into its iteration order
-    skip = int(after or 0)
-    out: list[MemoryRecord] = []
-    for i, rec in enumerate(s.iter_memories(agent_wallet)):
-        if i < skip:
-            continue
-        if len(out) >= limit:
-            break
-        out.append(rec)
-    return out, skip + len(out)
+    return sorted(s.memory_user_counts(wallet).items(), key=lambda kv: _user_key(kv[0]))
 
 
 # --------------------------------------------------------------------------- consolidate
-def _consolidate_batch(s: StoreAdapter, params: ConsolidateParams, cursor: dict[str, Any], acc: dict[str, Any],
+def _consolidate_batch(s: JobStore, params: ConsolidateParams, cursor: dict[str, Any], acc: dict[str, Any],
                        batch_size: int, now: int, job_id: str | None, dry_run: bool,
                        progress: Progress | None, changes: ChangedScopes | None) -> dict[str, Any]:
     wallets = list(dict.fromkeys(params.agent_wallets or ([params.agent_wallet] if params.agent_wallet else [])))
@@ -226,7 +134,7 @@ def _consolidate_batch(s: StoreAdapter, params: ConsolidateParams, cursor: dict[
     dupes: dict[str, list[MemoryRecord]] = {}
     done_before: dict[str, list[str]] = {}  # rows this job already superseded (an earlier try of this batch)
     scanned = 0
-    for rec in _group_rows(s, wallet, users):
+    for rec in s.iter_user_memories(wallet, users):
         scanned += 1
         if rec.status in _INACTIVE:
             if job_id and rec.metadata.get(JOB_MARKER_KEY) == job_id:
@@ -270,14 +178,14 @@ def _consolidate_batch(s: StoreAdapter, params: ConsolidateParams, cursor: dict[
 
 
 # --------------------------------------------------------------------------- decay_update
-def _decay_batch(s: StoreAdapter, params: DecayUpdateParams, cursor: dict[str, Any], acc: dict[str, Any],
+def _decay_batch(s: JobStore, params: DecayUpdateParams, cursor: dict[str, Any], acc: dict[str, Any],
                  batch_size: int, now: int, dry_run: bool, progress: Progress | None,
                  changes: ChangedScopes | None) -> dict[str, Any]:
     half_life = params.half_life_days
     if not (isinstance(half_life, (int, float)) and math.isfinite(half_life) and half_life > 0):
         raise InvalidInputError(f"half_life_days must be a finite number > 0, got {half_life!r}")
     rep = {"updated": 0, "skippedInactive": 0, "halfLifeDays": half_life, "_scoreSum": 0.0, **acc}
-    rows, after = _page(s, params.agent_wallet, cursor.get("after"), batch_size)
+    rows, after = s.page_memories(params.agent_wallet, cursor.get("after"), batch_size)
     updates: list[tuple[str, dict[str, Any]]] = []
     for rec in rows:
         if rec.status in _INACTIVE:

@@ -424,19 +424,15 @@ def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
             if changes is not None and not dry_run:
                 changes.add(rec)
     if not dry_run and changes is not None:  # listed before the delete: the rows are gone after it
-        for found in (store.stale_session_scopes(now, cutoff), store.old_transcript_scopes(cutoff)):
-            if found is None:
-                changes.everything = True
-            else:
-                for key in found:
-                    changes.add_key(key)
+        for key in [*store.stale_session_scopes(now, cutoff), *store.old_transcript_scopes(cutoff)]:
+            changes.add_key(key)
     if dry_run:
         vectors, sessions, transcripts = len(victims), store.count_stale_sessions(now, cutoff), store.count_transcripts_older_than(cutoff)
     else:
         vectors = sum(store.delete_memories(victims[i:i + 1000]) for i in range(0, len(victims), 1000))
         sessions = store.purge_expired_sessions(now) + store.delete_sessions_older_than(cutoff)
         transcripts = store.delete_transcripts_older_than(cutoff)
-    deleted = vectors + (sessions or 0) + (transcripts or 0)
+    deleted = vectors + sessions + transcripts
     return {"deleted": deleted, "vectorsDeleted": vectors, "sessionsDeleted": sessions,
             "transcriptsDeleted": transcripts, "freedBytes": freed, "cutoff": cutoff}
 

@@ -60,6 +60,7 @@ from .._util import DAY_MS, now_ms
 from ..errors import ConfigurationError, InvalidInputError, ManowarError, NotFoundError, StoreError
 from ..redaction import install_log_redaction
 from ..records import Job, JobType
+from ..stores import MaintenanceStore, ScheduleStore, missing_role_methods
 from ._store import job_store
 from .runner import parse_params, run_job
 
@@ -337,9 +338,8 @@ def discover_agent_wallets(store: Any, limit: int | None = None) -> list[str]:
     """The agents that have anything stored (memory, transcripts, patterns, archives, sessions),
     exactly as stored, at most ``limit`` (a warning says how many were left out)."""
     inner = getattr(store, "store", store)
-    inner = getattr(inner, "inner", inner)
-    if not hasattr(inner, "list_agent_wallets"):
-        raise ConfigurationError(f"{type(inner).__name__} cannot list its agents (no list_agent_wallets); "
+    if missing := missing_role_methods(inner, MaintenanceStore):
+        raise ConfigurationError(f"{type(inner).__name__} cannot list its agents (it lacks {', '.join(missing)}); "
                                  "pass the agent wallets explicitly")
     wallets = list(inner.list_agent_wallets(None if limit is None else limit + 1))
     if limit is not None and len(wallets) > limit:
@@ -411,9 +411,6 @@ async def ensure_default_schedules(backend: ScheduleBackend, store: Any,
 # --------------------------------------------------------------------------- inline backend
 
 
-_STORE_METHODS = ("get_schedule", "list_schedules", "save_schedule", "delete_schedule", "list_agent_wallets")
-
-
 @dataclass(frozen=True)
 class _Claim:
     schedule: MaintenanceSchedule
@@ -444,9 +441,8 @@ class InlineSchedules:
     def __init__(self, store: Any, *, settings: ScheduleSettings | None = None,
                  clock: Callable[[], int] = now_ms, runner: Callable[..., Job] = run_job) -> None:
         self.target = store  # what run_job gets (an engine keeps its cache invalidation)
-        inner = getattr(store, "store", store)
-        self.store = getattr(inner, "inner", inner)
-        missing = [m for m in _STORE_METHODS if not hasattr(self.store, m)]
+        self.store = getattr(store, "store", store)
+        missing = missing_role_methods(self.store, ScheduleStore, MaintenanceStore)
         if missing:
             raise ConfigurationError(
                 f"{type(self.store).__name__} cannot keep schedules (missing {', '.join(missing)}); use the "

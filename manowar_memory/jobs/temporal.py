@@ -36,18 +36,17 @@ from .._util import now_ms
 from ..errors import ConfigurationError, InvalidInputError, NotFoundError
 from ..records import Job
 from . import core
-from ._store import ChangedScopes, StoreAdapter, job_store
+from ._store import ChangedScopes, JobStore, job_store
 from .batched import DEFAULT_BATCH_SIZE, run_job_batch
 from .runner import _agent_of, execute_job, invalidate_changes, new_job_id, parse_params, query_cache_of
-from .temporal_workflows import MemoryJobWorkflow, SkillPromotionWorkflow
+from .schedules import ensure_default_schedules
+from .temporal_schedules import ScheduleActivities, ScheduledMemoryJobWorkflow, TemporalSchedules
+from .temporal_workflows import DEFAULT_TASK_QUEUE, MemoryJobWorkflow, SkillPromotionWorkflow
 
 __all__ = [
     "DEFAULT_TASK_QUEUE", "MemoryActivities", "connect_temporal", "create_worker", "get_temporal_job",
     "refresh_temporal_job", "run_worker", "start_skill_promotion", "start_temporal_job",
 ]
-
-DEFAULT_TASK_QUEUE = "manowar.memory.activities"
-
 
 def _processed(report: Mapping[str, Any]) -> int:
     for key in ("consolidated", "patterns", "memoriesArchived", "updated", "deleted", "restored"):
@@ -60,7 +59,7 @@ class MemoryActivities:
     """The activities, bound to one store (a Store, a MemoryEngine or a JobStore adapter)."""
 
     def __init__(self, store: Any, *, heartbeat_every: float = 30.0) -> None:
-        self.store: StoreAdapter = job_store(store)
+        self.store: JobStore = job_store(store)
         self.heartbeat_every = heartbeat_every
         self.query_cache = query_cache_of(store)  # an engine's cache: told about the rows a batch changed
 
@@ -171,8 +170,6 @@ def create_worker(client: Client, store: Any, *, task_queue: str = DEFAULT_TASK_
                   heartbeat_every: float = 30.0, **worker_kwargs: Any) -> Worker:
     """A worker serving the memory workflows and activities on ``task_queue``
     (use ``async with`` or ``await worker.run()``), scheduled runs included."""
-    from .temporal_schedules import ScheduleActivities, ScheduledMemoryJobWorkflow  # it imports this module
-
     acts = MemoryActivities(store, heartbeat_every=heartbeat_every)
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("manowar_memory"))
@@ -358,9 +355,6 @@ async def run_worker(store: Any, *, address: str = "127.0.0.1:7233", namespace: 
                                graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown), **worker_kwargs)
         async with worker:
             if schedules:
-                from .schedules import ensure_default_schedules
-                from .temporal_schedules import TemporalSchedules
-
                 backend = TemporalSchedules(client, task_queue=task_queue, id_prefix=schedule_id_prefix, store=store)
                 await ensure_default_schedules(backend, store)
             if on_ready is not None:

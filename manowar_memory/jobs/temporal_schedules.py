@@ -47,6 +47,7 @@ from ..records import Job
 from ._store import job_store
 from .runner import _agent_of, parse_params
 from .schedules import MaintenanceSchedule, ScheduleInfo, ScheduleNotFoundError, ScheduleSettings
+from .temporal_workflows import DEFAULT_TASK_QUEUE
 
 __all__ = [
     "SCHEDULED_WORKFLOW", "ScheduleActivities", "ScheduledMemoryJobWorkflow", "TemporalSchedules",
@@ -116,7 +117,7 @@ class ScheduleActivities:
                    temporal_workflow_id=child, data={"input": dict(sched.params), "dryRun": False, **extra},
                    created_at=now_ms())
         try:
-            params = sched.params_for(fired_at, lambda: self.store.inner.list_agent_wallets(None))
+            params = sched.params_for(fired_at, lambda: self.store.list_agent_wallets(None))
         except InvalidInputError as exc:
             self.store.put_job(base.model_copy(update={"status": "failed", "error": f"InvalidInputError: {exc}",
                                                        "completed_at": now_ms()}))
@@ -151,8 +152,6 @@ class TemporalSchedules:
 
     def __init__(self, client: Client, *, task_queue: str | None = None, id_prefix: str = "",
                  store: Any | None = None, settings: ScheduleSettings | None = None) -> None:
-        from .temporal import DEFAULT_TASK_QUEUE
-
         self.client = client
         self.task_queue = task_queue or DEFAULT_TASK_QUEUE
         self.id_prefix = id_prefix

@@ -24,10 +24,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 __all__ = [
-    "ACTIVITY_OPTIONS", "BATCHES_PER_RUN", "MemoryJobWorkflow", "NON_RETRYABLE",
+    "ACTIVITY_OPTIONS", "BATCHES_PER_RUN", "DEFAULT_TASK_QUEUE", "MemoryJobWorkflow", "NON_RETRYABLE",
     "SkillPromotionWorkflow", "activity_options",
 ]
 
+#: the task queue the worker serves and the schedules start runs on, unless told otherwise
+DEFAULT_TASK_QUEUE = "manowar.memory.activities"
 #: batches a run executes before it continues as new
 BATCHES_PER_RUN = 50
 #: job types that run in batches (mirrors manowar_memory.jobs.batched.BATCHED_JOB_TYPES)
