@@ -1,31 +1,78 @@
-"""The in-process exact vector index both stores keep per embedding model.
+"""The in-process vector index both stores keep per embedding model.
 
 One float32 matrix of normalised vectors plus the columns the scope mask needs (agent, user,
 mode, hai, source as interned integer codes; live and active flags). Rows are keyed by the
 store's own row key (SQLite ``rowid``, MongoDB ``_id``); the store decides when to refresh
 it (SQLite from its revision counter, MongoDB from its sync watermark). Scores are cosine;
 the stores report ``(1 + cos) / 2``.
+
+Rows are grouped by (agent, user): one conversation scope's own rows. A query scans exactly
+the rows its mask allows (only those rows, so other scopes' growth costs it a mask pass and
+nothing more) until a group it reads holds ``ann_threshold`` allowed rows or more; such a group
+gets an approximate index (:class:`~._ann.AnnGroup`, faiss IVF with 8-bit codes) that is kept
+in sync with every upsert and removal, rebuilt when the group has doubled since it was trained,
+and whose candidates are re-scored exactly, so reported scores are always exact cosines.
+With a ``persist_path`` (the SQLite file store) the approximate indexes are saved beside the
+database, keyed to the store's revision, and reused on open only at that same revision.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
 import threading
+import time
 from collections.abc import Hashable, Iterable
+from pathlib import Path
 
 import numpy as np
 
+from ._ann import AnnGroup
 from .base import MemoryQuery
 
-__all__ = ["VectorIndex"]
+__all__ = ["DEFAULT_ANN_THRESHOLD", "VectorIndex"]
 
-_COLUMNS = ("agent", "user", "mode", "hai", "source", "live", "active")
-_ROW_OVERHEAD = 7 * 4 + 120  # code columns, flags and the key's dict/list entries, roughly
+log = logging.getLogger(__name__)
+
+_COLUMNS = ("agent", "user", "mode", "hai", "source", "group", "live", "active", "in_ann")
+_ROW_OVERHEAD = 8 * 4 + 120  # code columns, flags and the key's dict/list entries, roughly
+_PERSIST_VERSION = 1
+
+
+def _threshold_from_env() -> int:
+    raw = os.environ.get("MANOWAR_ANN_THRESHOLD", "").strip()
+    if not raw:
+        return 20_000
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"MANOWAR_ANN_THRESHOLD must be a whole number of rows (0 turns ANN off), got {raw!r}") from None
+    return max(0, value)
+
+
+#: Allowed rows of one (agent, user) group from which a query uses the approximate index
+#: (``MANOWAR_ANN_THRESHOLD``; 0 turns it off). Below it the scan is exact.
+DEFAULT_ANN_THRESHOLD = _threshold_from_env()
 
 
 class VectorIndex:
     """Every vector of one embedding model (optionally one agent), as a matrix."""
 
-    def __init__(self, dims: int, capacity: int = 1024) -> None:
+    #: Allowed rows of one group from which queries use the approximate index (0: never).
+    ann_threshold: int = DEFAULT_ANN_THRESHOLD
+    #: Candidates asked of the approximate index per result, before exact re-scoring.
+    ann_oversample: int = 4
+
+    def __init__(
+        self, dims: int, capacity: int = 1024, *, ann_threshold: int | None = None, persist_path: str | Path | None = None,
+    ) -> None:
+        if ann_threshold is not None:
+            if isinstance(ann_threshold, bool) or not isinstance(ann_threshold, int) or ann_threshold < 0:
+                raise ValueError(f"ann_threshold must be a whole number of rows >= 0 (0 turns ANN off), got {ann_threshold!r}")
+            self.ann_threshold = ann_threshold
+        self.persist_path = Path(persist_path) if persist_path is not None else None
         self.dims = dims
         self.size = 0
         self.live_count = 0
@@ -36,12 +83,22 @@ class VectorIndex:
         self.mode = np.zeros(capacity, dtype=np.int32)
         self.hai = np.zeros(capacity, dtype=np.int32)
         self.source = np.zeros(capacity, dtype=np.int32)
+        self.group = np.zeros(capacity, dtype=np.int32)
         self.live = np.zeros(capacity, dtype=bool)
         self.active = np.zeros(capacity, dtype=bool)
+        self.in_ann = np.zeros(capacity, dtype=bool)  # the row's vector is in its group's ANN index
         self.keys: list[Hashable] = []
         self.position: dict[Hashable, int] = {}
         self.codes: dict[str | None, int] = {None: 0}
+        self.groups: dict[tuple[int, int], int] = {}
+        self.group_sizes: list[int] = []  # live rows per group
         self.lock = threading.Lock()
+        self.ann: dict[int, AnnGroup] = {}
+        self._ann_add: dict[int, set[int]] = {}  # per group: positions to (re)add before the next search
+        self._ann_drop: dict[int, set[int]] = {}  # per group: positions to remove before the next search
+        self._ann_lock = threading.Lock()  # guards the two queues above (writers do not hold ``lock``)
+        self._synced_rev: int | None = None
+        self._saved_rev: int | None = None
 
     @staticmethod
     def row_bytes(dims: int) -> int:
@@ -50,8 +107,25 @@ class VectorIndex:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held, by allocated capacity."""
-        return self.vectors.shape[0] * self.row_bytes(self.dims)
+        """Approximate memory held, by allocated capacity, approximate indexes included."""
+        return self.vectors.shape[0] * self.row_bytes(self.dims) + sum(g.nbytes for g in list(self.ann.values()))
+
+    def _group_of(self, agent: int, user: int) -> int:
+        gid = self.groups.get((agent, user))
+        if gid is None:
+            gid = self.groups[(agent, user)] = len(self.groups)
+            self.group_sizes.append(0)
+        return gid
+
+    def _queue(self, gid: int, pos: int, *, add: bool) -> None:
+        """Schedule an ANN removal of ``pos`` (and a re-add when ``add``) in group ``gid``."""
+        with self._ann_lock:
+            if self.in_ann[pos]:
+                self._ann_drop.setdefault(gid, set()).add(pos)
+            if add:
+                self._ann_add.setdefault(gid, set()).add(pos)
+            else:
+                self._ann_add.get(gid, set()).discard(pos)
 
     def code(self, value: str | None) -> int:
         """Interned integer for a column value (0 is None)."""
@@ -75,7 +149,9 @@ class VectorIndex:
     ) -> None:
         """Add or refresh one row (the vector is normalised here)."""
         norm = float(np.linalg.norm(vector))
+        unit = vector / norm if norm else vector
         pos = self.position.get(key)
+        fresh = pos is None
         if pos is None:
             if self.size == self.vectors.shape[0]:
                 self._grow()
@@ -83,9 +159,20 @@ class VectorIndex:
             self.size += 1
             self.position[key] = pos
             self.keys.append(key)
+        gid = self._group_of(self.code(agent), self.code(user))
+        old_gid = int(self.group[pos])
         if not self.live[pos]:
             self.live_count += 1
-        self.vectors[pos] = vector / norm if norm else vector
+            self.group_sizes[gid] += 1
+        elif old_gid != gid:
+            self.group_sizes[old_gid] -= 1
+            self.group_sizes[gid] += 1
+        if old_gid != gid and not fresh:
+            self._queue(old_gid, pos, add=False)
+        if gid in self.ann and (fresh or old_gid != gid or not self.live[pos] or not np.array_equal(self.vectors[pos], unit)):
+            self._queue(gid, pos, add=True)
+        self.vectors[pos] = unit
+        self.group[pos] = gid
         self.agent[pos] = self.code(agent)
         self.user[pos] = self.code(user)
         self.mode[pos] = self.code(mode)
@@ -100,6 +187,9 @@ class VectorIndex:
         if pos is not None and self.live[pos]:
             self.live[pos] = False
             self.live_count -= 1
+            gid = int(self.group[pos])
+            self.group_sizes[gid] -= 1
+            self._queue(gid, pos, add=False)
 
     def live_keys(self) -> set[Hashable]:
         """Keys of the live rows."""
@@ -113,7 +203,7 @@ class VectorIndex:
         agent = codes.get(s.agent_wallet)
         if agent is None:
             return np.zeros(n, dtype=bool)
-        mask = self.live[:n] & (self.agent[:n] == agent)
+        mask: np.ndarray = self.live[:n] & (self.agent[:n] == agent)
         if query.active_only:
             mask &= self.active[:n]
         user_col = self.user[:n]
@@ -140,13 +230,171 @@ class VectorIndex:
 
     def top(self, q: np.ndarray, mask: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
         """The ``k`` best ``(key, cosine)`` among the masked rows, best first (ties in row order).
-        ``q`` must be normalised."""
+        ``q`` must be normalised. Exact below ``ann_threshold`` allowed rows per group."""
         n = mask.shape[0]
         candidates = int(mask.sum())
         if candidates == 0 or k <= 0:
             return []
-        scores = np.where(mask, self.vectors[:n] @ q, -np.inf)
         k = min(k, candidates)
+        if self.ann_threshold and candidates >= self.ann_threshold:
+            pool = self._ann_pool(q, mask, k)
+            if pool is not None:
+                scores = self.vectors[pool] @ q
+                order = np.lexsort((pool, -scores))[:k]
+                return [(self.keys[int(pool[i])], float(scores[i])) for i in order]
+        if candidates * 2 > n:  # most rows: one product over the whole matrix beats a gather
+            scores = np.where(mask, self.vectors[:n] @ q, -np.inf)
+            best = np.argpartition(-scores, k - 1)[:k]
+            best = best[np.argsort(-scores[best], kind="stable")]
+            return [(self.keys[i], float(scores[i])) for i in best]
+        rows = np.flatnonzero(mask)
+        scores = self.vectors[rows] @ q
         best = np.argpartition(-scores, k - 1)[:k]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(self.keys[i], float(scores[i])) for i in best]
+        best = best[np.lexsort((rows[best], -scores[best]))]
+        return [(self.keys[int(rows[i])], float(scores[i])) for i in best]
+
+    # -- approximate path --
+    def _ann_pool(self, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray | None:
+        """Positions to re-score exactly: the ANN candidates of each large group plus every
+        allowed row of the small ones; None when no group is large enough (scan exactly)."""
+        rows = np.flatnonzero(mask)
+        gids = self.group[rows]
+        counts = np.bincount(gids)
+        large = [int(g) for g in np.flatnonzero(counts >= self.ann_threshold)]
+        if not large:
+            return None
+        parts: list[np.ndarray] = []
+        exact = np.ones(rows.shape[0], dtype=bool)
+        for gid in large:
+            ann = self._ann_ready(gid)
+            share = float(counts[gid]) / max(1, self.group_sizes[gid])
+            found = ann.search(q, max(k * self.ann_oversample, 64), mask, share) if ann is not None else None
+            if found is not None:
+                parts.append(found)
+                exact &= gids != gid
+        if not parts:
+            return None
+        parts.append(rows[exact])
+        return np.unique(np.concatenate(parts))
+
+    def _ann_ready(self, gid: int) -> AnnGroup | None:
+        """Group ``gid``'s ANN index, built, rebuilt or brought up to date first as needed."""
+        live = self.group_sizes[gid]
+        ann = self.ann.get(gid)
+        if ann is None or live > 2 * ann.trained_on or ann.ntotal > 2 * max(live, 1):
+            if live < self.ann_threshold:
+                return None
+            self._build(gid)
+            return self.ann.get(gid)
+        with self._ann_lock:
+            drop = self._ann_drop.pop(gid, set())
+            add = self._ann_add.pop(gid, set())
+        if drop:
+            labels = np.fromiter(drop, dtype=np.int64, count=len(drop))
+            ann.remove(labels)
+            self.in_ann[labels] = False
+        if add:
+            labels = np.fromiter(add, dtype=np.int64, count=len(add))
+            labels = labels[self.live[labels] & (self.group[labels] == gid)]
+            ann.add(self.vectors[labels], labels)
+            self.in_ann[labels] = True
+        return ann
+
+    def _build(self, gid: int) -> None:
+        started = time.perf_counter()
+        with self._ann_lock:
+            self._ann_drop.pop(gid, None)
+            self._ann_add.pop(gid, None)
+            old = self.ann.pop(gid, None)
+            n = self.size
+            if old is not None:
+                self.in_ann[:n][self.group[:n] == gid] = False
+            labels = np.flatnonzero(self.live[:n] & (self.group[:n] == gid)).astype(np.int64)
+            self.ann[gid] = AnnGroup.build(self.vectors[labels], labels)
+            self.in_ann[labels] = True
+        log.info("vector index: ANN index of %d rows built in %.1f s", labels.shape[0], time.perf_counter() - started)
+        if self._synced_rev is not None:
+            self.persist(self._synced_rev)
+
+    # -- persistence (SQLite file store) --
+    @staticmethod
+    def persist_file(db_path: str | Path, model_id: str) -> Path:
+        """Where the ANN indexes of ``model_id``'s vectors are saved beside a database file."""
+        digest = hashlib.sha256(model_id.encode()).hexdigest()[:16]
+        return Path(f"{db_path}.ann-{digest}.npz")
+
+    def synced(self, rev: int) -> None:
+        """The owner refreshed the rows up to revision ``rev``; on the first call, saved ANN
+        indexes of exactly that revision are restored (any other is ignored and rebuilt)."""
+        first = self._synced_rev is None
+        self._synced_rev = rev
+        if first and self.persist_path is not None:
+            self._restore(rev)
+
+    def persist(self, rev: int) -> None:
+        """Save the ANN indexes (if any, and if changed) as of revision ``rev``."""
+        path = self.persist_path
+        if path is None or rev == self._saved_rev:
+            return
+        if not self.ann:
+            path.unlink(missing_ok=True)
+            return
+        if any(not isinstance(k, int) for k in self.keys[:1]):
+            return
+        names = {v: k for k, v in self.codes.items()}
+        by_group = {gid: key for key, gid in self.groups.items()}
+        arrays: dict[str, np.ndarray] = {}
+        meta: dict[str, object] = {"version": _PERSIST_VERSION, "rev": rev, "dims": self.dims, "groups": []}
+        for gid in list(self.ann):
+            ann = self._ann_ready(gid)
+            if ann is None:
+                continue
+            agent, user = by_group[gid]
+            labels = np.flatnonzero(self.in_ann[: self.size] & (self.group[: self.size] == gid))
+            i = len(meta["groups"])  # type: ignore[arg-type]
+            meta["groups"].append({"agent": names[agent], "user": names[user], "trained_on": ann.trained_on})  # type: ignore[attr-defined]
+            arrays[f"index{i}"] = ann.to_bytes()
+            arrays[f"labels{i}"] = labels.astype(np.int64)
+            arrays[f"keys{i}"] = np.asarray([self.keys[int(p)] for p in labels], dtype=np.int64)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
+        os.replace(tmp, path)
+        self._saved_rev = rev
+
+    def _restore(self, rev: int) -> None:
+        path = self.persist_path
+        if path is None or not path.exists():
+            return
+        try:
+            with np.load(path) as data:
+                meta = json.loads(bytes(data["meta"]).decode())
+                if meta.get("version") != _PERSIST_VERSION or meta.get("rev") != rev or meta.get("dims") != self.dims:
+                    log.info("vector index: saved ANN indexes at %s are of another revision; rebuilt when needed", path)
+                    return
+                for i, g in enumerate(meta["groups"]):
+                    self._restore_group(g, data[f"index{i}"], data[f"labels{i}"], data[f"keys{i}"])
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            log.warning("vector index: saved ANN indexes at %s unreadable (%s); rebuilt when needed", path, exc)
+            return
+        self._saved_rev = rev
+
+    def _restore_group(self, meta: dict[str, object], data: np.ndarray, labels: np.ndarray, keys: np.ndarray) -> None:
+        """Adopt one saved group if its rows are exactly this group's live rows, under their new positions."""
+        agent, user = self.codes.get(str(meta["agent"])), self.codes.get(None if meta["user"] is None else str(meta["user"]))
+        gid = self.groups.get((agent, user)) if agent is not None and user is not None else None
+        if gid is None or keys.shape[0] != self.group_sizes[gid]:
+            return
+        positions = [self.position.get(int(k)) for k in keys]
+        if any(p is None or not self.live[p] or self.group[p] != gid for p in positions):
+            return
+        ann = AnnGroup.from_bytes(data, int(meta["trained_on"]))  # type: ignore[call-overload]
+        new = np.asarray(positions, dtype=np.int64)
+        if ann.ntotal != new.shape[0] or not ann.relabel(dict(zip(labels.tolist(), new.tolist()))):
+            return
+        probe = new[:: max(1, new.shape[0] // 16)]
+        if any(float(np.abs(ann.reconstruct(int(p)) - self.vectors[p]).max()) > 0.05 for p in probe):
+            return
+        self.ann[gid] = ann
+        self.in_ann[new] = True

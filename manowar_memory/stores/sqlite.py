@@ -356,6 +356,9 @@ class SQLiteStore:
     def close(self) -> None:
         """Close every connection this store opened."""
         self._closed = True
+        with self._index_lock:
+            for index in self._indexes.values():
+                index.persist(index.rev)  # the ANN indexes, beside the file, for the next open
         for conn in self._all_conns:
             try:
                 conn.close()

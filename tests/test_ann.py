@@ -1,0 +1,238 @@
+"""The approximate path of the vector index: same answers as the exact scan on small sets,
+in sync with upserts and removals, saved beside a SQLite file and reused only at the same
+revision, and never crossing a scope, on both stores (the threshold forced low)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from manowar_memory import Scope, SQLiteStore
+from manowar_memory.stores._ann import AnnGroup
+from manowar_memory.stores._vectors import VectorIndex
+from manowar_memory.stores.base import MemoryQuery
+from manowar_memory.testing.conformance import MODEL, make_record
+
+DIMS = 16
+AGENT = "agent-A"
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal((n, DIMS)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def low_threshold(monkeypatch):
+    """ANN from 50 allowed rows on, every list probed (results must then equal the exact scan)."""
+    monkeypatch.setattr(VectorIndex, "ann_threshold", 50)
+    monkeypatch.setattr(AnnGroup, "min_scan", 10**9)
+    monkeypatch.setattr(AnnGroup, "max_probe_share", 1.0)
+
+
+@pytest.fixture
+def partial_probe(monkeypatch):
+    """ANN from 50 allowed rows on, probing only a few lists (a truly approximate search)."""
+    monkeypatch.setattr(VectorIndex, "ann_threshold", 50)
+    monkeypatch.setattr(AnnGroup, "min_scan", 16)
+    monkeypatch.setattr(AnnGroup, "scan_fraction", 0.0)
+
+
+def _pair(rows: list[tuple[int, np.ndarray, str | None, str, bool]]) -> tuple[VectorIndex, VectorIndex]:
+    ann, exact = VectorIndex(DIMS), VectorIndex(DIMS, ann_threshold=0)
+    for key, vec, user, source, active in rows:
+        for index in (ann, exact):
+            index.upsert(key, vec, agent=AGENT, user=user, mode=None, hai=None, source=source, active=active)
+    return ann, exact
+
+
+def _queries() -> list[MemoryQuery]:
+    return [
+        MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1")),
+        MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u2"), active_only=True),
+        MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"), sources=["chat"]),
+        MemoryQuery(scope=Scope(agent_wallet=AGENT), exclude_sources=["file"]),
+    ]
+
+
+def _same(ann: VectorIndex, exact: VectorIndex, rng: np.random.Generator, k: int = 10) -> None:
+    for query in _queries():
+        for q in _unit(rng, 10):
+            got = ann.top(q, ann.mask(query), k)
+            want = exact.top(q, exact.mask(query), k)
+            assert [key for key, _ in got] == [key for key, _ in want]
+            assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+
+
+def _rows(rng: np.random.Generator, n: int, start: int = 0) -> list[tuple[int, np.ndarray, str | None, str, bool]]:
+    users = ["u1", "u2", None]
+    return [
+        (start + i, v, users[i % 3], ("chat", "file")[i % 5 == 0], i % 7 != 0)
+        for i, v in enumerate(_unit(rng, n))
+    ]
+
+
+def test_ann_equals_exact_on_small_sets(low_threshold) -> None:
+    rng = np.random.default_rng(1)
+    ann, exact = _pair(_rows(rng, 900))
+    _same(ann, exact, rng)
+    assert len(ann.ann) == 3  # every (agent, user) group got its own approximate index
+    assert not exact.ann
+
+
+def test_ann_follows_removals_and_updates(low_threshold) -> None:
+    rng = np.random.default_rng(2)
+    rows = _rows(rng, 900)
+    ann, exact = _pair(rows)
+    _same(ann, exact, rng)
+    for key in range(0, 900, 4):
+        ann.remove(key)
+        exact.remove(key)
+    moved = _unit(rng, 60)
+    for n, key in enumerate(range(1, 900, 15)):  # new vectors, some rows change user
+        for index in (ann, exact):
+            index.upsert(key, moved[n], agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=True)
+    _same(ann, exact, rng)
+    for gid, group in ann.ann.items():
+        assert group.ntotal == ann.group_sizes[gid]  # removed rows left the ANN index too
+    everyone = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"))
+    for key in (0, 4, 8):  # a removed row is never found, even by its own vector
+        assert key not in {k for k, _ in ann.top(rows[key][1], ann.mask(everyone), 5)}
+    for n, key in enumerate(range(1, 900, 15)):
+        assert ann.top(moved[n], ann.mask(everyone), 1)[0][0] == key
+
+
+def test_group_is_rebuilt_when_it_has_doubled(low_threshold) -> None:
+    rng = np.random.default_rng(3)
+    ann, exact = _pair([(i, v, "u1", "chat", True) for i, v in enumerate(_unit(rng, 100))])
+    _same(ann, exact, rng)
+    (group,) = ann.ann.values()
+    assert group.trained_on == 100
+    for index in (ann, exact):
+        for key, v in enumerate(_unit(np.random.default_rng(4), 300), start=100):
+            index.upsert(key, v, agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=True)
+    _same(ann, exact, rng)
+    (group,) = ann.ann.values()
+    assert group.trained_on == 400 and group.ntotal == 400
+
+
+def test_partial_probe_never_leaves_the_mask(partial_probe) -> None:
+    rng = np.random.default_rng(5)
+    ann, _ = _pair(_rows(rng, 3000))
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"), sources=["chat"], active_only=True)
+    mask = ann.mask(query)
+    for q in _unit(rng, 20):
+        got = ann.top(q, mask, 10)
+        assert len(got) == 10
+        assert all(mask[ann.position[key]] for key, _ in got)
+    assert ann.ann
+
+
+def test_ann_threshold_is_validated() -> None:
+    with pytest.raises(ValueError, match="ann_threshold"):
+        VectorIndex(DIMS, ann_threshold=-1)
+
+
+# ----------------------------------------------------------------------------- on the stores
+
+
+def _records(rng: np.random.Generator, n: int, *, user: str, agent: str = AGENT, tag: str = "") -> list:
+    return [
+        make_record(f"{tag}{user}-{agent}-{i}", agent=agent, user=user, embedding=v.tolist(), created_at=1 + i)
+        for i, v in enumerate(_unit(rng, n))
+    ]
+
+
+def _check_isolation(store, vectors_of_others: np.ndarray) -> None:
+    """Alice's queries are the exact vectors of Bob's and of another agent's rows: none come back."""
+    alice = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="alice"))
+    for q in vectors_of_others:
+        hits, info = store.vector_search(alice, q.tolist(), MODEL, 10)
+        assert len(hits) == 10 and info.candidates == 200
+        assert {h.record.user_address for h in hits} == {"alice"}
+        assert {h.record.agent_wallet for h in hits} == {AGENT}
+
+
+def test_sqlite_scope_isolation_under_ann(partial_probe) -> None:
+    rng = np.random.default_rng(6)
+    store = SQLiteStore(":memory:")
+    try:
+        store.add_memories(_records(rng, 200, user="alice"))
+        bob, other = _records(rng, 200, user="bob"), _records(rng, 200, user="alice", agent="agent-B")
+        store.add_memories(bob + other)
+        _check_isolation(store, np.array([r.embedding for r in bob[:10] + other[:10]], dtype=np.float32))
+        assert store._indexes[MODEL].ann  # the approximate path answered
+    finally:
+        store.close()
+
+
+@pytest.mark.mongo
+def test_mongo_scope_isolation_under_ann(partial_probe, mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    rng = np.random.default_rng(7)
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_search="local")
+    try:
+        store.add_memories(_records(rng, 200, user="alice"))
+        bob, other = _records(rng, 200, user="bob"), _records(rng, 200, user="alice", agent="agent-B")
+        store.add_memories(bob + other)
+        _check_isolation(store, np.array([r.embedding for r in bob[:10] + other[:10]], dtype=np.float32))
+        assert store._partitions[(AGENT, MODEL)].ann  # the in-process cache answered through ANN
+        store.delete_memories([r.id for r in bob[:5]])
+        store.add_memories(_records(rng, 30, user="alice", tag="late-"))
+        alice = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="alice"))
+        _, info = store.vector_search(alice, bob[0].embedding, MODEL, 10)
+        assert info.candidates == 230
+    finally:
+        store.close()
+
+
+def _top_ids(store: SQLiteStore, vectors: np.ndarray) -> list[list[str]]:
+    alice = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="alice"))
+    return [[h.record.id for h in store.vector_search(alice, q.tolist(), MODEL, 5)[0]] for q in vectors]
+
+
+def test_sqlite_file_store_saves_and_reuses_ann_only_at_its_revision(low_threshold, tmp_path, monkeypatch) -> None:
+    rng = np.random.default_rng(8)
+    path = tmp_path / "mem.db"
+    saved = VectorIndex.persist_file(path, MODEL)
+    queries = _unit(rng, 5)
+    store = SQLiteStore(path)
+    store.add_memories(_records(rng, 300, user="alice"))
+    first = _top_ids(store, queries)
+    store.close()
+    assert saved.exists()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("rebuilt although a saved index of this revision exists")
+
+    with monkeypatch.context() as m:
+        m.setattr(AnnGroup, "build", no_build)
+        store = SQLiteStore(path)
+        assert _top_ids(store, queries) == first  # restored, relabelled to the new row positions
+        assert store._indexes[MODEL].ann
+        store.close()
+
+    shutil.copy(saved, tmp_path / "old.npz")
+    store = SQLiteStore(path)
+    late = _records(rng, 1, user="alice", tag="late-")
+    store.add_memories(late)
+    store.close()
+    shutil.copy(tmp_path / "old.npz", saved)  # a saved index older than the database
+    builds: list[int] = []
+    real_build = AnnGroup.build.__func__  # type: ignore[attr-defined]
+
+    def counting_build(cls, vectors, labels, **kwargs):
+        builds.append(len(labels))
+        return real_build(cls, vectors, labels, **kwargs)
+
+    monkeypatch.setattr(AnnGroup, "build", classmethod(counting_build))
+    store = SQLiteStore(path)
+    try:
+        hits = _top_ids(store, np.array([late[0].embedding], dtype=np.float32))
+        assert hits[0][0] == late[0].id  # the stale file was ignored: the new row is found
+        assert builds == [301]
+    finally:
+        store.close()
