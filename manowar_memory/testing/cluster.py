@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, ManowarError
 
-__all__ = ["EngineProcess", "ReplicaSet", "find_mongo_binary", "free_port"]
+__all__ = ["EngineProcess", "RemoteError", "ReplicaSet", "bench_turns", "find_mongo_binary", "free_port"]
 
 #: Replica-set settings of :class:`ReplicaSet`: a dead primary is noticed after 2 s (instead
 #: of 10 s), heartbeats every 500 ms, so a test's failover finishes in a few seconds.
@@ -427,7 +427,8 @@ def _serve(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the chil
             elif op == "churn":
                 answer = _churn(engine, req)
             elif op == "bench":
-                answer = _bench(engine, req)
+                answer = bench_turns(engine, agent=req["agent"], tag=req["tag"], n=int(req["n"]),
+                                     start_at=float(req.get("start_at", 0)))
             else:
                 raise ConfigurationError(f"unknown operation {op!r}")
         except Exception as exc:  # noqa: BLE001 - reported to the parent
@@ -437,30 +438,29 @@ def _serve(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the chil
     engine.close()
 
 
-def _bench(engine: Any, req: dict[str, Any]) -> dict[str, Any]:
-    """``n`` post_turns then ``n`` pre_turns in one scope; per-call latencies in ms."""
+def bench_turns(engine: Any, *, agent: str, tag: str, n: int, start_at: float = 0.0) -> dict[str, Any]:
+    """``n`` post_turns then ``n`` pre_turns in one scope (user and thread named by ``tag``),
+    starting at the wall-clock time ``start_at`` (so several processes overlap). Returns each
+    call's latency in ms (``post_ms``, ``pre_ms``) and each phase's [start, end] epoch seconds."""
     from .. import Scope
 
-    tag, n = req["tag"], int(req["n"])
-    scope = Scope(agent_wallet=req["agent"], user_address=f"user-{tag}", thread_id=f"thread-{tag}")
-    # every process starts at the same wall-clock instant so their loads overlap
-    time.sleep(max(0.0, float(req.get("start_at", 0)) - time.time()))
+    scope = Scope(agent_wallet=agent, user_address=f"user-{tag}", thread_id=f"thread-{tag}")
+    time.sleep(max(0.0, start_at - time.time()))
     post: list[float] = []
-    started = time.time()
+    post_started = time.time()
     for i in range(n):
         t = time.perf_counter()
         engine.post_turn(scope, [{"role": "user", "content": f"I moved to city {i % 17} and like dish {i % 5}"},
                                  {"role": "assistant", "content": "noted"}], extract_facts=False)
         post.append((time.perf_counter() - t) * 1000)
-    post_wall = (time.time() - started, started, time.time())
     pre: list[float] = []
-    started = time.time()
-    for i in range(n):
+    pre_started = time.time()
+    for i in range(n):  # every query is new: no query-cache hits, as with real conversations
         t = time.perf_counter()
-        engine.pre_turn(f"where does the user live, city {i % 17}?", scope)
+        engine.pre_turn(f"where does the user live now, city {i % 17}? (turn {i} of {tag})", scope)
         pre.append((time.perf_counter() - t) * 1000)
-    pre_wall = (time.time() - started, started, time.time())
-    return {"post_ms": post, "pre_ms": pre, "post_window": post_wall[1:], "pre_window": pre_wall[1:]}
+    return {"post_ms": post, "pre_ms": pre, "post_window": [post_started, pre_started],
+            "pre_window": [pre_started, time.time()]}
 
 
 if __name__ == "__main__":  # pragma: no cover
