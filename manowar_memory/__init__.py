@@ -56,9 +56,9 @@ from .records import (
 from .rerankers.base import Reranker, RerankResult
 from .scope import Scope
 from .scoped import RESERVED_METADATA_KEYS, ScopedMemory, SearchHits, pack_context
-from .tools import BoundTool, ToolDefinition, memory_tools
 from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
+from .tools import BoundTool, ToolDefinition, memory_tools
 
 __version__ = "0.1.0"
 
@@ -113,16 +113,16 @@ __all__ = [
     "RuleBasedExtractor",
     "SQLiteStore",
     "Scope",
+    "ScopeError",
     "ScopedMemory",
     "SearchHits",
-    "ScopeError",
     "Session",
     "Skill",
     "Store",
-    "ToolCallError",
-    "ToolDefinition",
     "StoreError",
     "StoreUnavailableError",
+    "ToolCallError",
+    "ToolDefinition",
     "Transcript",
     "__version__",
     "memory_tools",

@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from .jobs.schedules_cli import schedules
 from .notes.cli import notes as notes_cli
 from .scope import Scope
 from .stores.base import MemoryQuery
+
+if TYPE_CHECKING:
+    from .server.auth import ApiKeys
 
 __all__ = ["main"]
 
@@ -34,11 +37,12 @@ def _scope(agent: str, user: str | None, thread: str | None) -> Scope:
 def _print_result(result: Any, explain: bool) -> None:
     click.echo(result.prompt or "(no memory matched)")
     u = result.context_usage
+    totals = {k: v for k, v in result.totals.items() if v}
     click.echo(
         click.style(
             f"  {u.items} items, {u.characters}/{u.budget_characters} chars "
             f"(raw {u.raw_characters}, saved {u.saved_characters_vs_raw}); "
-            f"totals {dict((k, v) for k, v in result.totals.items() if v)}; "
+            f"totals {totals}; "
             f"{result.timings_ms.get('total', 0):.1f} ms",
             dim=True,
         )
@@ -128,7 +132,7 @@ def recall(query: str, agent: str, user: str | None, thread: str | None, layers:
     """Run pre_turn from the shell and print the packed context."""
     with _engine(store, embedder) as engine:
         result = engine.pre_turn(
-            query, _scope(agent, user, thread), [l.strip() for l in layers.split(",")] if layers else None,
+            query, _scope(agent, user, thread), [name.strip() for name in layers.split(",")] if layers else None,
             budget_chars=budget, max_items=max_items, explain=explain,
         )
     if as_json:
@@ -210,7 +214,7 @@ def worker(address: str, namespace: str, task_queue: str | None, store: str | No
     try:
         from .jobs.temporal import DEFAULT_TASK_QUEUE, run_worker
     except ImportError as exc:
-        raise click.ClickException(f'the worker needs temporalio: pip install "manowar-memory[temporal]" ({exc})')
+        raise click.ClickException(f'the worker needs temporalio: pip install "manowar-memory[temporal]" ({exc})') from exc
     queue = task_queue or DEFAULT_TASK_QUEUE
     backend = open_store(store)
     target = _worker_target(backend, redis_url)
@@ -252,11 +256,11 @@ def _server_engine(store: str | None, embedder: str, redis_url: str | None) -> M
     return MemoryEngine(store=store, embedder=None if embedder == "none" else embedder, cache=cache)
 
 
-def _server_keys(keys_file: Path | None) -> Any:
+def _server_keys(keys_file: Path | None) -> ApiKeys:
     try:
         from .server.auth import ApiKeys
     except ImportError as exc:  # pragma: no cover - the extra is missing
-        raise click.ClickException(f'serving needs the server extra: pip install "manowar-memory[server]" ({exc})')
+        raise click.ClickException(f'serving needs the server extra: pip install "manowar-memory[server]" ({exc})') from exc
     return ApiKeys.load(keys_file)
 
 
@@ -293,8 +297,12 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
     with _server_engine(store, embedder, redis_url) as engine:
         app = create_app(engine, keys=keys, trust=trust, max_body_bytes=max_body, temporal_address=temporal_address,
                          temporal_namespace=temporal_namespace, temporal_task_queue=temporal_task_queue)
-        click.echo(f"manowar serve: http://{host}:{port} store={engine.store.name} keys={len(keys)}", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        from .server.app import uvicorn_options
+
+        opts = uvicorn_options()
+        click.echo(f"manowar serve: http://{host}:{port} store={engine.store.name} keys={len(keys)} "
+                   f"loop={opts['loop']} http={opts['http']}", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning", **opts)  # type: ignore[arg-type]
 
 
 @cli.command("mcp")
@@ -327,7 +335,7 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
     fields = {k: v for k, v in fields.items() if v is not None}
     if not http and not agent:
         raise click.UsageError("stdio serves one scope: pass --agent (or set MANOWAR_AGENT)")
-    if http:
+    if keys is not None:  # --http
         from .server.app import check_bind
 
         check_bind(host, keys)
@@ -337,7 +345,7 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
         scope = fields if (http and keys) else Scope.from_dict(fields)
         server = build_mcp_server(engine, scope=scope, keys=keys if http else None,
                                   groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust)
-        if not http:
+        if keys is None:  # stdio
             asyncio.run(run_stdio(server))
             return
         import uvicorn

@@ -11,7 +11,7 @@ rejected with a :class:`FilterError` that lists what is allowed. Nothing is drop
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
 from .errors import FilterError
 
@@ -25,8 +25,8 @@ __all__ = [
     "normalize_filters",
 ]
 
-Primitive = Union[str, int, float, bool, None]
-FilterValue = Union[Primitive, tuple[Primitive, ...]]
+Primitive = str | int | float | bool | None
+FilterValue = Primitive | tuple[Primitive, ...]
 
 ALIASES = {
     "appId": "metadata.app_id",
@@ -54,22 +54,22 @@ def _is_primitive(value: Any) -> bool:
 def _normalize_path(path: Any) -> str:
     if not isinstance(path, str) or not path.strip():
         raise FilterError(f"filter key {path!r} is not a non-empty string; {_HELP}")
-    path = ALIASES.get(path.strip(), path.strip())
-    if "$" in path:
-        raise FilterError(f"filter key {path!r} contains an operator; operators are not allowed; {_HELP}")
-    if path in ALLOWED_FIELDS:
-        return path
+    key: str = ALIASES.get(path.strip(), path.strip())
+    if "$" in key:
+        raise FilterError(f"filter key {key!r} contains an operator; operators are not allowed; {_HELP}")
+    if key in ALLOWED_FIELDS:
+        return key
     for prefix in ALLOWED_PREFIXES:
-        if path.startswith(prefix):
-            rest = path[len(prefix) :]
+        if key.startswith(prefix):
+            rest = key[len(prefix) :]
             parts = rest.split(".")
             if not rest or any(not p or not all(ch.isalnum() or ch in "_-" for ch in p) for p in parts):
                 raise FilterError(
-                    f"filter key {path!r} has an empty or invalid segment after {prefix!r}; "
+                    f"filter key {key!r} has an empty or invalid segment after {prefix!r}; "
                     "use letters, digits, '_' or '-' between dots"
                 )
-            return path
-    raise FilterError(f"filter key {path!r} is not allowed; {_HELP}")
+            return key
+    raise FilterError(f"filter key {key!r} is not allowed; {_HELP}")
 
 
 def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:

@@ -17,13 +17,13 @@ from ._util import content_hash, now_ms
 from .scope import Scope
 
 __all__ = [
-    "Archive",
     "FACT_TYPES",
+    "LAYERS",
+    "Archive",
     "FactType",
     "Job",
     "JobStatus",
     "JobType",
-    "LAYERS",
     "Layer",
     "MemoryRecord",
     "MemorySource",

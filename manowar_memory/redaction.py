@@ -38,8 +38,8 @@ __all__ = [
     "SECRET_ENV_VARS",
     "RedactingFilter",
     "install_log_redaction",
-    "redact_library_logs",
     "redact",
+    "redact_library_logs",
     "redact_value",
     "register_secret",
 ]

@@ -164,7 +164,7 @@ def check_metadata(
         return {}
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"{what} must be a mapping of string keys, got {type(metadata).__name__}")
-    out = _json(metadata, what, max_depth, 0)
+    out: dict[str, Any] = _json(metadata, what, max_depth, 0)
     if max_chars is not None:
         size = len(json.dumps(out, ensure_ascii=False, separators=(",", ":")))
         if size > max_chars:

@@ -57,8 +57,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote
 

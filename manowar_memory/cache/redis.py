@@ -106,11 +106,12 @@ class RedisCache:
 
     @staticmethod
     def _ttl_ms(ttl_seconds: float) -> int:
-        return max(1, int(math.ceil(float(ttl_seconds) * 1000)))
+        return max(1, math.ceil(float(ttl_seconds) * 1000))
 
     # -- the Cache protocol --
     def get(self, key: str) -> bytes | None:
-        return self._call("GET", self.client.get, self._k(key))
+        value: bytes | None = self._call("GET", self.client.get, self._k(key))
+        return value
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         if not keys:

@@ -90,7 +90,7 @@ class CohereReranker:
                 request_options={"timeout_in_seconds": seconds, "timeout": seconds, "max_retries": 0},
             )
             pairs = [(r.index, r.relevance_score) for r in (response.results or [])]
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any SDK failure becomes a RerankError
             # not chained: the SDK's error holds the upstream's raw answer and headers
             raise RerankError(f"{self.model_id} failed: {self._describe(exc, seconds)}") from None
         return finish_results(pairs, len(docs), limit, self.model_id)

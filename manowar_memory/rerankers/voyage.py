@@ -85,7 +85,7 @@ class VoyageReranker:
         try:
             response = client.rerank(query, docs, model=self.model, top_k=limit)
             pairs = [(r.index, r.relevance_score) for r in response.results]
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any SDK failure becomes a RerankError
             from ..embeddings.voyage import describe_voyage_error
 
             detail = describe_voyage_error(exc, timeout=seconds, secrets=(self._api_key,))

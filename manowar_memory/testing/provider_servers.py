@@ -35,10 +35,10 @@ import struct
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "CloudflareServer",
@@ -124,8 +124,8 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (timeout) and closed the socket
             pass
 
-    do_POST = _serve
-    do_GET = _serve
+    do_POST = _serve  # noqa: N815 - the names http.server dispatches to
+    do_GET = _serve  # noqa: N815
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -365,7 +365,7 @@ class VoyageServer(ProviderServer):
     @staticmethod
     def vector_for(text: str, dimension: int, input_type: str | None = None) -> list[float]:
         """The deterministic unit vector the server returns (float32-exact values)."""
-        seed = f"{input_type or 'none'}\x00{text}".encode("utf-8")
+        seed = f"{input_type or 'none'}\x00{text}".encode()
         raw = b""
         counter = 0
         while len(raw) < dimension * 2:
@@ -499,7 +499,7 @@ class PinataServer(ProviderServer):
     sha2-256, ``bafkrei...``; CIDv0 ``Qm...`` with ``cidVersion: 0``). Pins are kept in :attr:`pins`.
     """
 
-    _REASONS = {400: "INVALID_REQUEST", 401: "INVALID_CREDENTIALS", 403: "FORBIDDEN", 404: "NOT_FOUND",
+    _REASONS: ClassVar[dict[int, str]] = {400: "INVALID_REQUEST", 401: "INVALID_CREDENTIALS", 403: "FORBIDDEN", 404: "NOT_FOUND",
                 429: "RATE_LIMITED", 500: "INTERNAL_SERVER_ERROR", 502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
 
     def __init__(self, *, jwt: str | None = None, api_key: str | None = None, api_secret: str | None = None) -> None:
@@ -557,7 +557,7 @@ class PinataServer(ProviderServer):
         cid = self.cid_for(content, version)
         duplicate = cid in self.pins
         size = len(json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         with self._lock:
             self.pins[cid] = {"content": content, "metadata": body.get("pinataMetadata") or {}, "timestamp": stamp}
         answer: dict[str, Any] = {"IpfsHash": cid, "PinSize": size, "Timestamp": stamp}

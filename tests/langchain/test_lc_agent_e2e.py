@@ -13,14 +13,14 @@ from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
 from langchain_manowar import (
     ManowarChatMessageHistory,
     ManowarMemoryMiddleware,
     ManowarStore,
 )
 from langchain_manowar.testing import MemoryEchoChatModel, ScriptedToolChatModel
-from langgraph.checkpoint.memory import InMemorySaver
-
 from manowar_memory import MemoryEngine, Scope, ScopeError
 
 USER = Scope(agent_wallet="agent-lg", user_address="user-ana")
@@ -66,8 +66,8 @@ class TestMiddlewareAcrossSessions:
         _ask(agent, "I go running every morning.", "t-b")
         a = ManowarChatMessageHistory(engine=engine, scope=USER.with_thread("t-a")).messages
         b = ManowarChatMessageHistory(engine=engine, scope=USER.with_thread("t-b")).messages
-        assert [m.content for m in a][0] == "I am learning Portuguese."
-        assert [m.content for m in b][0] == "I go running every morning."
+        assert a[0].content == "I am learning Portuguese."
+        assert b[0].content == "I go running every morning."
         assert len(a) == len(b) == 2
 
     def test_tool_loop_is_recorded_once_with_tool_calls(self, engine: MemoryEngine) -> None:

@@ -8,9 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, ChatMessage, FunctionMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
+
 from langchain_manowar import ManowarChatMessageHistory
 from langchain_manowar.testing import MemoryEchoChatModel
-
 from manowar_memory import InvalidInputError, MemoryConfig, MemoryEngine, Scope, ScopeError
 
 SCOPE = Scope(agent_wallet="agent-h", user_address="user-h", thread_id="thread-1")

@@ -13,6 +13,7 @@ from langchain_classic.retrievers.document_compressors import DocumentCompressor
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
+
 from langchain_manowar import (
     ManowarEmbeddings,
     ManowarRetriever,
@@ -23,7 +24,6 @@ from langchain_manowar import (
     pack_documents,
     render_memory_context,
 )
-
 from manowar_memory import MemoryEngine, RerankError, Scope
 from manowar_memory.rerankers import FakeReranker
 

@@ -9,6 +9,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.vectorstores import InMemoryVectorStore
+
 from langchain_manowar import (
     LangChainEmbedder,
     ManowarEmbeddings,
@@ -16,7 +17,6 @@ from langchain_manowar import (
     create_llm_extractor,
 )
 from langchain_manowar.extraction import ChatModelFunction
-
 from manowar_memory import Embedder, EmbeddingError, FakeEmbedder, MemoryEngine, Scope
 
 SCOPE = Scope(agent_wallet="agent-e", user_address="user-e", thread_id="t-e")

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import SystemMessage
+
 from langchain_manowar import ManowarChatMessageHistory, ManowarMemory
 from langchain_manowar.testing import MemoryEchoChatModel
-
 from manowar_memory import MemoryEngine, Scope, ScopeError
 
 with warnings.catch_warnings():

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from langchain_manowar import ManowarRetriever
 from pydantic import ValidationError
 
+from langchain_manowar import ManowarRetriever
 from manowar_memory import FilterError, MemoryEngine, Scope
 from manowar_memory.rerankers import FakeReranker
 from manowar_memory.scoped import DEFAULT_K

@@ -17,12 +17,6 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import BaseTool
-from langchain_manowar import (
-    ManowarEmbeddings,
-    ManowarKVStore,
-    ManowarRetriever,
-    create_manowar_tools,
-)
 from langchain_tests.integration_tests import (
     BaseStoreAsyncTests,
     BaseStoreSyncTests,
@@ -32,6 +26,12 @@ from langchain_tests.integration_tests import (
 )
 from langchain_tests.unit_tests import EmbeddingsUnitTests, ToolsUnitTests
 
+from langchain_manowar import (
+    ManowarEmbeddings,
+    ManowarKVStore,
+    ManowarRetriever,
+    create_manowar_tools,
+)
 from manowar_memory import MemoryEngine, Scope
 
 SCOPE = Scope(agent_wallet="agent-std", user_address="user-std", thread_id="thread-std")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from langchain_manowar import ManowarStore
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -20,6 +19,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
+from langchain_manowar import ManowarStore
 from manowar_memory import MemoryEngine, Scope
 
 SCOPE = Scope(agent_wallet="agent-store", user_address="user-1")
@@ -53,7 +53,7 @@ def _keys(items: list[Any]) -> set[tuple[tuple[str, ...], str]]:
 
 
 class TestAgainstInMemoryStore:
-    LIST_CASES: list[dict[str, Any]] = [
+    LIST_CASES: ClassVar[list[dict[str, Any]]] = [
         {}, {"prefix": ("a", "b")}, {"suffix": ("f",)}, {"prefix": ("a",), "suffix": ("f",)},
         {"prefix": ("a",), "suffix": ("b", "f")}, {"prefix": ("a", "b"), "max_depth": 3},
         {"prefix": ("a", "*", "f")}, {"prefix": ("*", "*", "f")}, {"suffix": ("*", "f")},
@@ -68,7 +68,7 @@ class TestAgainstInMemoryStore:
         _fill(store, reference)
         assert store.list_namespaces(**case) == reference.list_namespaces(**case)
 
-    FILTERS: list[dict[str, Any] | None] = [
+    FILTERS: ClassVar[list[dict[str, Any] | None]] = [
         None, {"data": "value_03"}, {"n": {"$gte": 4}}, {"n": {"$gt": 2, "$lte": 6}}, {"n": {"$ne": 0}},
         {"tags": ["x", "1"]}, {"n": {"$lt": 3}, "tags": ["x", "0"]}, {"data": {"$eq": "value_07"}}, {"missing": "x"},
     ]

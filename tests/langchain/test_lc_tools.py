@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseToolkit, StructuredTool
-from langchain_manowar import TOOL_NAMES, ManowarToolkit, create_manowar_tools
 
+from langchain_manowar import TOOL_NAMES, ManowarToolkit, create_manowar_tools
 from manowar_memory import InvalidInputError, MemoryEngine, NotFoundError, Scope
 from manowar_memory.tools import TOOL_GROUPS, catalog
 
@@ -46,7 +46,7 @@ class TestGeneratedFromTheCatalog:
         """Every tool is the catalog's: same name, description and argument schema; nothing names a scope."""
         tools = _tools(engine, groups=["memory", "items", "jobs"])
         assert tuple(tools) == tuple(d.name for d in catalog(["memory", "items", "jobs"]))
-        assert TOOL_NAMES == tuple(d.name for d in catalog(TOOL_GROUPS))  # every group, notes included
+        assert tuple(d.name for d in catalog(TOOL_GROUPS)) == TOOL_NAMES  # every group, notes included
         for definition in catalog(["memory", "items", "jobs"]):
             tool = tools[definition.name]
             assert isinstance(tool, StructuredTool) and tool.description == definition.description

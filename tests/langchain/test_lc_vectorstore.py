@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_manowar import LangChainEmbedder, ManowarRetriever, ManowarVectorStore
 from langchain_tests.integration_tests import VectorStoreIntegrationTests
 
+from langchain_manowar import LangChainEmbedder, ManowarRetriever, ManowarVectorStore
 from manowar_memory import InvalidInputError, MemoryEngine, Scope
 
 

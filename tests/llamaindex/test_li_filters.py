@@ -89,7 +89,7 @@ def test_or_over_several_filters_and_not_are_rejected() -> None:
 
 def test_eq_with_a_list_and_bad_keys_are_rejected() -> None:
     """EQ with a list is ambiguous, and keys outside [A-Za-z0-9_-.] cannot be paths."""
-    with pytest.raises(UnsupportedFilterError, match="use FilterOperator.IN"):
+    with pytest.raises(UnsupportedFilterError, match=r"use FilterOperator\.IN"):
         translate_filters(_f(MetadataFilter(key="k", value=["a", "b"])))
     with pytest.raises(UnsupportedFilterError, match="cannot be expressed"):
         translate_filters(_f(MetadataFilter(key="has space", value="a")))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.chat_engine import SimpleChatEngine

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
@@ -18,9 +17,9 @@ from llama_index_manowar import (
     UnsupportedFilterError,
 )
 from manowar_memory import InvalidInputError, MemoryEngine, Scope
+from manowar_memory.rerankers.fake import FakeReranker
 from manowar_memory.scoped import DEFAULT_K
 from manowar_memory.tools import memory_view
-from manowar_memory.rerankers.fake import FakeReranker
 
 DAY_MS = 86_400_000
 

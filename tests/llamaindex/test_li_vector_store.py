@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding

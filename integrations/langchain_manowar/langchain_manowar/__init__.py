@@ -44,6 +44,7 @@ from .vectorstores import ManowarVectorStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "TOOL_NAMES",
     "ChatModelFunction",
     "LangChainEmbedder",
     "MMRCompressor",
@@ -58,7 +59,6 @@ __all__ = [
     "ManowarVectorStore",
     "PackerCompressor",
     "RerankCompressor",
-    "TOOL_NAMES",
     "TemporalDecayCompressor",
     "__version__",
     "create_llm_extractor",

@@ -17,6 +17,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+
 from manowar_memory import LAYERS, Candidate, MemoryRecord, Message, Scope
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import chat_role

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
+
 from manowar_memory import MemoryEngine, ScopedMemory
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import TrustLevel

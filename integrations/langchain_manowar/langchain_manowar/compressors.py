@@ -21,14 +21,15 @@ import numpy as np
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict, Field, field_validator
+
 from manowar_memory import Candidate
 from manowar_memory.packing import PackResult
 from manowar_memory.ranking import apply_decay, mmr_order, rerank_candidates
 from manowar_memory.ranking.trust import TRUST_LEVELS, wrap_untrusted
-from manowar_memory.scoped import pack_context
 from manowar_memory.rerankers import resolve_reranker
 from manowar_memory.rerankers.base import Reranker
-from pydantic import ConfigDict, Field, field_validator
+from manowar_memory.scoped import pack_context
 
 from ._convert import DEFAULT_TIME_KEYS, documents_to_candidates
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+
 from manowar_memory import MemoryEngine, Scope
 from manowar_memory.embeddings import BaseEmbedder, Embedder, EmbedderSpec, InputType, resolve_embedder
 

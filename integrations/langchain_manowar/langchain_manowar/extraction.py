@@ -6,6 +6,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
 from manowar_memory.extraction import LLMExtractor
 
 __all__ = ["ChatModelFunction", "create_llm_extractor"]

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.messages import BaseMessage, SystemMessage
+from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr
+
 from manowar_memory import MemoryEngine, PreTurnResult, Scope, ScopedMemory
 from manowar_memory.scoped import TrustLevel
-from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr
 
 from ._convert import coerce_scope
 

@@ -8,6 +8,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
+
 from manowar_memory import MemoryEngine, PreTurnResult, Scope, ScopedMemory, ScopeError
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import TrustLevel

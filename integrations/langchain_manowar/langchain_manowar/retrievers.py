@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr, field_validator, model_validator
+
 from manowar_memory import MemoryEngine, Scope, ScopedMemory, SearchHits
 from manowar_memory.layers import normalize_layers
 from manowar_memory.scoped import DEFAULT_K
-from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr, field_validator, model_validator
 
 from ._convert import coerce_scope, memory_document
 

@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool, ToolException
+from pydantic import BeforeValidator, ConfigDict, InstanceOf
+
 from manowar_memory import BoundTool, MemoryEngine, Scope, memory_tools
 from manowar_memory.errors import ToolCallError
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import TrustLevel
 from manowar_memory.tools import TOOL_GROUPS, catalog, tool_error_payload
-from pydantic import BeforeValidator, ConfigDict, InstanceOf, ValidationError
 
 from ._convert import coerce_scope
 
@@ -60,7 +61,7 @@ def langchain_tool(bound: BoundTool, *, name_prefix: str = "") -> StructuredTool
             raise ToolException(err.to_json()) from err
         return _text(result), result
 
-    def invalid(exc: ValidationError) -> str:
+    def invalid(exc: Exception) -> str:  # a pydantic (v2 or v1) ValidationError
         return _text(tool_error_payload(bound.name, exc))
 
     return StructuredTool(

@@ -11,6 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
 from manowar_memory import InvalidInputError, MemoryEngine, MemoryRecord, ScopedMemory
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import DEFAULT_K, DOC_KEY, RESERVED_METADATA_KEYS, TrustLevel, check_metadata

@@ -98,7 +98,8 @@ def _allowed(flt: MetadataFilter) -> list[Primitive]:
 
 def _collect(filters: MetadataFilters, into: dict[str, list[Primitive]]) -> None:
     condition = filters.condition or FilterCondition.AND
-    items = list(filters.filters)
+    # Any: filters built with model_construct() skip validation and may hold legacy filter objects
+    items: list[Any] = list(filters.filters)
     if condition == FilterCondition.NOT:
         raise UnsupportedFilterError(f"FilterCondition.NOT cannot be expressed; {_SUPPORTED}")
     if condition == FilterCondition.OR and len(items) > 1:

@@ -346,11 +346,11 @@ class ManowarMemory(BaseMemory):
             window = window[first_user:]  # start at a user message, as chat APIs expect
         return pinned + window
 
-    def _query(self, input: str | ChatMessage | None) -> str:
-        if isinstance(input, ChatMessage):
-            return message_text(input)
-        if isinstance(input, str) and input.strip():
-            return input.strip()
+    def _query(self, value: str | ChatMessage | None) -> str:
+        if isinstance(value, ChatMessage):
+            return message_text(value)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
         return _query_from(self._history, 1)
 
     def _with_context(self, messages: list[ChatMessage], result: PreTurnResult | None) -> list[ChatMessage]:
@@ -362,7 +362,7 @@ class ManowarMemory(BaseMemory):
             return [merged, *messages[1:]]
         return [ChatMessage(role=MessageRole.SYSTEM, content=result.prompt), *messages]
 
-    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:  # noqa: A002 - LlamaIndex's parameter name
         """Recent messages with the recalled context in front (extra keyword arguments, such
         as ``initial_token_count`` from chat engines, are accepted and ignored, as
         LlamaIndex's own memories do)."""
@@ -371,7 +371,7 @@ class ManowarMemory(BaseMemory):
         self._last_result = result
         return self._with_context(self._window(), result)
 
-    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:  # noqa: A002 - LlamaIndex's parameter name
         """Async twin of :meth:`get`."""
         query = self._query(input)
         result = await self._memory.acontext(query, **_context_kwargs(self)) if query else None

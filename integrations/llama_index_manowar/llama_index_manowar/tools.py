@@ -135,7 +135,7 @@ class ManowarToolSpec(BaseToolSpec):
             tools = memory_tools(self._memory, groups=self.groups if groups is None else groups)
         return [t for t in tools if not (read_only and t.definition.writes)]
 
-    def to_tool_list(  # type: ignore[override]
+    def to_tool_list(
         self,
         spec_functions: Sequence[str | tuple[str, str]] | None = None,
         func_to_metadata_mapping: dict[str, ToolMetadata] | None = None,
