@@ -13,6 +13,7 @@ combining marks stripped (so ``CAFÉ`` and ``Cafe`` are one entity), the Comis r
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
 
@@ -38,12 +39,22 @@ _NOT_NAMES = frozenset(
 _STOP = STOPWORDS | _NOT_NAMES
 
 
+_CACHED_CHARS = 2000  # texts up to this long are memoised (the lane reads the same stored rows query after query)
+
+
 def canonical_key(name: str) -> str:
     """Trim, lower-case, NFKD, strip combining marks: ``"CAFÉ"`` → ``"cafe"``."""
+    return _canonical_cached(name) if len(name) <= _CACHED_CHARS else _canonical(name)
+
+
+def _canonical(name: str) -> str:
     if name.isascii():
         return name.strip().lower()
     decomposed = unicodedata.normalize("NFKD", name.strip().lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+_canonical_cached = functools.lru_cache(maxsize=8192)(_canonical)
 
 
 def _strip_possessive(word: str) -> str:
@@ -55,6 +66,12 @@ def _strip_possessive(word: str) -> str:
 
 def extract_entities(text: str, *, max_entities: int = 32) -> dict[str, str]:
     """``{canonical key: display name}`` of the named entities in ``text``, in order of appearance."""
+    if len(text) <= _CACHED_CHARS:
+        return dict(_entities_cached(text, max_entities))
+    return dict(_entities(text, max_entities))
+
+
+def _entities(text: str, max_entities: int) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     run: list[str] = []
     sentence_start = True
@@ -87,7 +104,10 @@ def extract_entities(text: str, *, max_entities: int = 32) -> dict[str, str]:
             flush()
         sentence_start = False
     flush()
-    return out
+    return tuple(out.items())
+
+
+_entities_cached = functools.lru_cache(maxsize=8192)(_entities)
 
 
 def shared_entities(a: Iterable[str], b: Iterable[str]) -> int:

@@ -1,3 +1,30 @@
+"""Hybrid retrieval over memory rows: the lanes, their fusion, then the ranking stages.
+
+:func:`hybrid_search` reads top to bottom as the search runs:
+
+1. **lanes** (:func:`run_lanes`), each with its own hits and scores in 0–1:
+
+   * **keyword**: the store's full-text search (SQLite FTS5, Porter stemming, BM25) over an
+     OR of the query's content terms; scores are BM25 relative to the lane's best hit;
+   * **vector**: the store's vector search, score ``(1 + cosine) / 2``; vector-only hits below
+     ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane;
+   * **entity**: memories sharing named entities with the top fused hits of the first two
+     (:mod:`manowar_memory.retrieval.entity_lane`).
+
+   Trust is enforced on the raw lanes, before fusion (fusion turns ranks into scores, so a
+   filtered-out item must never get the chance to be rank 1). When the vector lane fails or
+   returns nothing usable, keyword results stand in and the lane report and the result's
+   degradations say so.
+2. **fusion** (:func:`fuse`): weighted RRF (:func:`~manowar_memory.retrieval.fusion.rrf`; a
+   single lane passes its own scores through), one :class:`Candidate` per memory;
+3. **ranking stages** (:func:`~manowar_memory.retrieval.pipeline.ranking_stages`): decay,
+   rerank, boosts, MMR, and any stage the user inserted.
+
+The whole search runs with numpy's BLAS held to one thread
+(:func:`~manowar_memory.threads.blas_limit`). The result (:class:`HybridResult`) carries the
+candidates, the lane report, the degradations and a ``timings_ms`` entry per lane and per stage.
+"""
+
 from __future__ import annotations
 
 import time
@@ -115,13 +142,14 @@ def hybrid_search(
     ctx = RankContext(text=text, limit=limit, now=now_ms() if now is None else now, config=config,
                       report=LaneReport(), reranker=reranker, threads=threads)
     timings: dict[str, float] = {}
-    hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
-                     timings=timings)
-    with _timed(timings, "fusion"):
-        candidates = fuse(hits, layer, config)
-    for stage in ranking_stages(config, options, inserts):
-        with _timed(timings, stage.name):
-            candidates = stage(candidates, ctx)
+    with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
+        hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
+                         timings=timings)
+        with _timed(timings, "fusion"):
+            candidates = fuse(hits, layer, config)
+        for stage in ranking_stages(config, options, inserts):
+            with _timed(timings, stage.name):
+                candidates = stage(candidates, ctx)
     return HybridResult(candidates[:limit], ctx.report, ctx.degradations, timings)
 
 
@@ -151,7 +179,7 @@ def run_lanes(
     vector_error: Exception | None = None
     if run_vector:
         try:
-            with _timed(timings, "vector"), blas_limit():
+            with _timed(timings, "vector"):
                 vector_hits, info = store.vector_search(query, vector, model_id, depth("vector"))  # type: ignore[arg-type]
             report.vector_method = info.method
             for note in info.notes:

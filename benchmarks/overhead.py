@@ -1,0 +1,138 @@
+"""The engine's own cost of ``pre_turn`` (everything but the query embedding) on a LoCoMo-sized scope.
+
+    python benchmarks/overhead.py --data PATH/locomo10.json [--conversation conv-43] [--embedder local]
+        [--layers vectors] [--rounds 3] [--other-scopes 0] [--profile]
+
+One conversation's turns (about 700) are ingested into one scope of an in-memory SQLite store,
+as ``benchmarks/locomo.py`` does; ``--other-scopes N`` also ingests the next N conversations
+into scopes of their own (the same store), to show that other users' rows do not slow this
+scope down. Every question of the conversation is asked once to warm the query-embedding
+cache, then ``--rounds`` more times, timed. The figures, p50 and p95 over those calls:
+
+* ``wall``: ``pre_turn`` end to end (the query embedding is a cache hit here);
+* ``overhead``: ``timings_ms["total"] - timings_ms["embed"]``, the engine's own work;
+* ``cpu``: the process's CPU time per call (all its threads), which other programs on a
+  busy machine do not inflate;
+* each entry of ``timings_ms`` (lanes, fusion, ranking stages, packing).
+
+The data is not part of this project: pass the path of LoCoMo's ``locomo10.json`` (or a
+subset of it). ``--embedder fake:384`` gives vectors of the real model's dimension without
+loading it. ``--profile`` prints a pyinstrument profile of the timed calls (``pip install
+pyinstrument``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from locomo import Conversation, load_conversations, memory_texts  # type: ignore[import-not-found]  # noqa: E402
+
+from manowar_memory import MemoryEngine, Scope  # noqa: E402
+
+
+def _ingest(engine: MemoryEngine, conv: Conversation) -> Scope:
+    scope = Scope(agent_wallet="locomo", user_address=conv.sample_id)
+    items = [
+        {
+            "content": text,
+            "created_at": int(turn.at.replace(tzinfo=dt.timezone.utc).timestamp() * 1000) + 1000 * turn.index,
+            "thread_id": f"{conv.sample_id}:session_{turn.session}",
+            "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session},
+        }
+        for turn, text in zip(conv.turns, memory_texts(conv))
+    ]
+    engine.ingest(scope, items)
+    return scope
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    convs, _, _ = load_conversations(args.data, None)
+    names = [c.sample_id for c in convs]
+    if args.conversation not in names:
+        raise SystemExit(f"conversation {args.conversation!r} not in the data; choose from {names}")
+    start = names.index(args.conversation)
+    target = convs[start]
+    others = (convs[start + 1:] + convs[:start])[: args.other_scopes]
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None)
+    t0 = time.perf_counter()
+    scope = _ingest(engine, target)
+    for conv in others:
+        _ingest(engine, conv)
+    print(f"{target.sample_id}: {len(target.turns)} turns, {len(target.questions)} questions; "
+          f"{len(others)} other scopes; ingested in {time.perf_counter() - t0:.1f} s ({engine.model_id})", flush=True)
+    layers = tuple(args.layers)
+    questions = [q.text for q in target.questions][: args.questions]
+    for q in questions:  # warm the query-embedding cache: the figures below leave the model out
+        engine.pre_turn(q, scope, layers)
+    wall: list[float] = []
+    cpu: list[float] = []
+    overhead: list[float] = []
+    parts: dict[str, list[float]] = {}
+    profiler: Any = None
+    if args.profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0002)
+        profiler.start()
+    for _ in range(args.rounds):
+        for q in questions:
+            t, c = time.perf_counter(), time.process_time()
+            result = engine.pre_turn(q, scope, layers)
+            wall.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+            timings = result.timings_ms
+            overhead.append(timings["total"] - timings.get("embed", 0.0))
+            for name, value in timings.items():
+                parts.setdefault(name, []).append(value)
+    if profiler is not None:
+        profiler.stop()
+        print(profiler.output_text(unicode=True, color=False, show_all=False))
+    engine.close()
+    out: dict[str, Any] = {
+        "calls": len(wall),
+        "wall_p50": statistics.median(wall), "wall_p95": _pct(wall, 0.95),
+        "overhead_p50": statistics.median(overhead), "overhead_p95": _pct(overhead, 0.95),
+        "cpu_p50": statistics.median(cpu), "cpu_mean": statistics.fmean(cpu),
+        "timings_p50": {k: round(statistics.median(v), 3) for k, v in parts.items()},
+    }
+    print(f"pre_turn over {', '.join(layers)}: {out['calls']} calls")
+    print(f"  wall (query embedding cached): p50 {out['wall_p50']:.2f} ms, p95 {out['wall_p95']:.2f} ms")
+    print(f"  engine overhead (total - embed): p50 {out['overhead_p50']:.2f} ms, p95 {out['overhead_p95']:.2f} ms")
+    print(f"  process CPU per call: p50 {out['cpu_p50']:.2f} ms, mean {out['cpu_mean']:.2f} ms")
+    print("  timings_ms p50: " + ", ".join(f"{k} {v:.3f}" for k, v in out["timings_p50"].items()))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (locomo10.json or a subset)")
+    parser.add_argument("--conversation", default="conv-43", help="sample_id of the conversation to query")
+    parser.add_argument("--embedder", default="local", help="engine embedder spec (default: local MiniLM)")
+    parser.add_argument("--layers", nargs="+", default=["vectors"], help="layers searched (default: vectors)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed passes over the questions")
+    parser.add_argument("--questions", type=int, default=200, help="most questions asked per pass")
+    parser.add_argument("--other-scopes", type=int, default=0, help="other conversations ingested beside it")
+    parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile of the timed calls")
+    run(parser.parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
