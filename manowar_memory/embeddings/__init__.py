@@ -1,7 +1,8 @@
 """Embedders: the protocol, providers named by string, the cache wrapper and a fake.
 
 ``resolve_embedder("voyage:voyage-4-large")``, ``"local"`` / ``"local:/path/to/model"``,
-``"fake"`` / ``"fake:384"``, an :class:`Embedder` instance, or None (keyword-only).
+``"onnx"`` / ``"onnx:all-MiniLM-L6-v2"`` (the local model on ONNX Runtime; ``"onnx-int8"`` for
+its int8 graph), ``"fake"`` / ``"fake:384"``, an :class:`Embedder` instance, or None (keyword-only).
 Providers are imported lazily and say which extra to install when missing.
 """
 
@@ -46,7 +47,14 @@ def resolve_embedder(spec: EmbedderSpec, **options: Any) -> Embedder | None:
         from .local import LocalEmbedder
 
         return LocalEmbedder(model=model or "all-MiniLM-L6-v2", **options)
+    if provider in ("onnx", "onnx-int8"):
+        from .onnx import OnnxEmbedder
+
+        if provider == "onnx-int8":
+            options["quantize"] = "int8"
+        return OnnxEmbedder(model=model or "all-MiniLM-L6-v2", **options)
     raise ConfigurationError(
-        f"unknown embedder {spec!r}; use 'voyage[:model]', 'local[:model or path]', 'fake[:dimensions]', "
+        f"unknown embedder {spec!r}; use 'voyage[:model]', 'local[:model or path]', 'onnx[:model or path]', "
+        "'onnx-int8[:model or path]', 'fake[:dimensions]', "
         "an Embedder instance, or None for keyword-only memory"
     )

