@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import builtins
 
     from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
+    from .jobs.schedules import InlineSchedules, ScheduleInfo
+    from .records import Job
 
 __all__ = [
     "DEFAULT_K",
@@ -285,18 +287,18 @@ class ScopedMemory:
         return self._engine.get_item(self._scope, _require_id(memory_id))
 
     def list(self, *, filters: Mapping[str, Any] | None = None, sources: Sequence[str] | None = None,
-             limit: int = 50) -> list[MemoryRecord]:
+             limit: int = 50) -> builtins.list[MemoryRecord]:
         """Active rows visible in the scope, newest first."""
         return self._engine.list_items(self._scope, filters=filters, sources=sources, limit=_positive(limit, "limit"))
 
     def owned(self, *, filters: Mapping[str, Any] | None = None, sources: Sequence[str] | None = None,
-              limit: int | None = None) -> list[MemoryRecord]:
+              limit: int | None = None) -> builtins.list[MemoryRecord]:
         """Active rows this scope owns (not the agent's shared ones), newest first."""
         rows = self._engine.list_items(self._scope, filters=filters, sources=sources, limit=self._max_scan)
         mine = [r for r in rows if owns(self._scope, r)]
         return mine[: _positive(limit, "limit")] if limit is not None else mine
 
-    def messages(self) -> list[Message]:
+    def messages(self) -> builtins.list[Message]:
         """The thread's messages, oldest first: its transcript, or what the working buffer
         still holds when the transcript is gone."""
         return self._engine.thread_messages(self._require_thread())
@@ -364,11 +366,11 @@ class ScopedMemory:
         return out
 
     def upsert(self, items: Iterable[Mapping[str, Any]], *, source: str = "knowledge",
-               key_filters: Mapping[str, Any] | None = None) -> list[str]:
+               key_filters: Mapping[str, Any] | None = None) -> builtins.list[str]:
         """Write keyed rows: ``{"key", "content", "metadata"?, "context"?}`` each. The row this
         scope owns under that key is replaced; a shared row under the same key is shadowed by a
         new own copy, never changed. Returns the keys in order."""
-        batch: list[tuple[str, dict[str, Any]]] = []
+        batch: builtins.list[tuple[str, dict[str, Any]]] = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise InvalidInputError(f"item {i} must be a mapping with 'key' and 'content'")
@@ -376,7 +378,7 @@ class ScopedMemory:
             if not isinstance(key, str) or not key:
                 raise InvalidInputError(f"item {i} needs a non-empty string 'key'")
             batch.append((key, dict(item)))
-        last = {key: item for key, item in batch}  # the last write of a key wins
+        last = dict(batch)  # the last write of a key wins
         self.delete_keys(list(last), filters=key_filters)
         rows = []
         for key, item in last.items():
@@ -405,7 +407,7 @@ class ScopedMemory:
                                      importance=importance, retention=retention, metadata=self._write_meta(metadata))
 
     def add(self, texts: Sequence[str], *, metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-            source: str = "knowledge") -> list[str]:
+            source: str = "knowledge") -> builtins.list[str]:
         """Add unkeyed rows (vectors layer); returns the new row ids."""
         if isinstance(texts, str):
             raise InvalidInputError("texts must be a list of strings, not one string")
@@ -489,7 +491,7 @@ class ScopedMemory:
                             user=self._scope.user_address)
 
     def patterns(self, *, limit: int = 20, pattern_type: str | None = None,
-                 min_success_rate: float | None = None) -> list[Any]:
+                 min_success_rate: float | None = None) -> builtins.list[Any]:
         """Patterns visible in the scope, best success rate first (optionally of one type and
         at least a success rate)."""
         from .stores.base import MemoryQuery
@@ -588,7 +590,7 @@ class ScopedMemory:
         if not msgs:
             raise NotFoundError(f"thread {scope.thread_id!r} has no messages in this scope")
         lines = [f"{m.role}: {collapse_ws(m.content)}" for m in msgs if m.role in ("user", "assistant")]
-        picked: list[str] = []
+        picked: builtins.list[str] = []
         for line in reversed(lines):  # newest lines first, as many as fit
             if sum(len(x) + 1 for x in picked) + len(line) > max_chars:
                 if not picked:
@@ -608,25 +610,25 @@ class ScopedMemory:
                 "entitiesExtracted": len(facts)}
 
     # ---------------------------------------------------------------- schedules of this agent (inline backend)
-    def _schedules(self) -> Any:
+    def _schedules(self) -> InlineSchedules:
         from .jobs.schedules import InlineSchedules
 
         return InlineSchedules(self._engine)
 
-    def _is_mine(self, info: Any) -> bool:
+    def _is_mine(self, info: ScheduleInfo) -> bool:
         """A schedule acts for this agent only: its parameters name the agent (or a one-agent list)."""
         s = info.schedule
         agent = self._scope.agent_wallet
         return not s.all_agents and s.job_type != "cleanup" and (
             s.params.get("agent_wallet") == agent or s.params.get("agent_wallets") == [agent])
 
-    def agent_schedules(self) -> list[Any]:
+    def agent_schedules(self) -> builtins.list[ScheduleInfo]:
         """The inline maintenance schedules of this scope's agent
         (:class:`~manowar_memory.jobs.schedules.ScheduleInfo`), by id. Store-wide schedules
         (consolidation of every agent, decay of every agent, cleanup) are the application's."""
         return [i for i in self._schedules().list() if self._is_mine(i)]
 
-    def agent_schedule(self, schedule_id: str) -> Any:
+    def agent_schedule(self, schedule_id: str) -> ScheduleInfo:
         """One schedule of this agent; :class:`NotFoundError` when missing or another's."""
         from .jobs.schedules import ScheduleNotFoundError
 
@@ -638,7 +640,7 @@ class ScopedMemory:
             raise NotFoundError(f"schedule {schedule_id!r} does not exist for this agent")
         return info
 
-    def create_agent_schedules(self, job_types: Sequence[str] | None = None) -> list[Any]:
+    def create_agent_schedules(self, job_types: Sequence[str] | None = None) -> builtins.list[ScheduleInfo]:
         """Create (or replace, keeping a pause) this agent's schedules: daily consolidation
         (``memory-daily-consolidation:{agent}``), hourly decay (``memory-hourly-decay:{agent}``),
         daily pattern extraction and the weekly archive, with the crons and windows of
@@ -664,22 +666,22 @@ class ScopedMemory:
             table = [s for s in table if s.job_type in set(job_types)]
         return self._schedules().install(table)
 
-    def delete_agent_schedules(self) -> list[str]:
+    def delete_agent_schedules(self) -> builtins.list[str]:
         """Delete every schedule of this agent; the ids deleted."""
         backend = self._schedules()
         return [i.schedule_id for i in self.agent_schedules() if backend.delete(i.schedule_id)]
 
-    def pause_agent_schedule(self, schedule_id: str, note: str | None = None) -> Any:
+    def pause_agent_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleInfo:
         """Pause one of this agent's schedules (a run in progress finishes)."""
         self.agent_schedule(schedule_id)
         return self._schedules().pause(schedule_id, note)
 
-    def resume_agent_schedule(self, schedule_id: str, note: str | None = None) -> Any:
+    def resume_agent_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleInfo:
         """Resume one of this agent's schedules from its next fire time."""
         self.agent_schedule(schedule_id)
         return self._schedules().resume(schedule_id, note)
 
-    def trigger_agent_schedule(self, schedule_id: str) -> Any:
+    def trigger_agent_schedule(self, schedule_id: str) -> Job | None:
         """Run one of this agent's schedules now (inline, under its overlap policy): the job
         record, or None when a run of it is still going."""
         self.agent_schedule(schedule_id)
@@ -729,15 +731,15 @@ class ScopedMemory:
         """Async twin of :meth:`get`."""
         return await asyncio.to_thread(self.get, memory_id)
 
-    async def alist(self, **kwargs: Any) -> list[MemoryRecord]:
+    async def alist(self, **kwargs: Any) -> builtins.list[MemoryRecord]:
         """Async twin of :meth:`list`."""
         return await asyncio.to_thread(lambda: self.list(**kwargs))
 
-    async def amessages(self) -> list[Message]:
+    async def amessages(self) -> builtins.list[Message]:
         """Async twin of :meth:`messages`."""
         return await asyncio.to_thread(self.messages)
 
-    async def asimilar(self, query: str, **kwargs: Any) -> list[tuple[MemoryRecord, float]]:
+    async def asimilar(self, query: str, **kwargs: Any) -> builtins.list[tuple[MemoryRecord, float]]:
         """Async twin of :meth:`similar`."""
         return await asyncio.to_thread(lambda: self.similar(query, **kwargs))
 
@@ -745,7 +747,7 @@ class ScopedMemory:
         """Async twin of :meth:`get_keys`."""
         return await asyncio.to_thread(self.get_keys, keys, **kwargs)
 
-    async def aupsert(self, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> list[str]:
+    async def aupsert(self, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> builtins.list[str]:
         """Async twin of :meth:`upsert`."""
         return await asyncio.to_thread(self.upsert, list(items), **kwargs)
 
@@ -757,7 +759,7 @@ class ScopedMemory:
         """Async twin of :meth:`remember`."""
         return await asyncio.to_thread(self.remember, content, **kwargs)
 
-    async def aadd(self, texts: Sequence[str], **kwargs: Any) -> list[str]:
+    async def aadd(self, texts: Sequence[str], **kwargs: Any) -> builtins.list[str]:
         """Async twin of :meth:`add`."""
         return await asyncio.to_thread(self.add, texts, **kwargs)
 
