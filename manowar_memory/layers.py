@@ -84,7 +84,7 @@ def normalize_layers(layers: object) -> list[Layer]:
         layers = [layers]
     if not isinstance(layers, (list, tuple)):
         raise InvalidInputError(f"layers must be a list of layer names from {list(LAYERS)}")
-    unknown = [l for l in layers if l not in LAYERS]
+    unknown = [name for name in layers if name not in LAYERS]
     if unknown:
         raise InvalidInputError(f"unknown layer(s) {unknown}; choose from {list(LAYERS)}")
     return list(dict.fromkeys(layers)) or list(LAYERS)
