@@ -134,7 +134,8 @@ def main() -> None:
     parser.add_argument("--election-timeout-ms", type=int, default=2000)
     args = parser.parse_args()
 
-    print(f"{args.turns} post_turns then {args.turns} pre_turns per process; os.cpu_count()={os.cpu_count()}")
+    print(f"{args.turns} post_turns then {args.turns} pre_turns per process; os.cpu_count()={os.cpu_count()}, "
+          f"load average before: {os.getloadavg()[0]:.1f}")
     print("| configuration                      | post/s  | p50 ms | p95 ms | pre/s   | p50 ms | p95 ms |")
     print("|------------------------------------|---------|--------|--------|---------|--------|--------|")
     print_row(embedded(args.turns))
