@@ -59,6 +59,12 @@ def boost_factors(
     proof_alpha: float = 0.1, trust_alpha: float = 0.1, default_trust: str = "learned",
 ) -> dict[str, float]:
     """The four factors for one candidate."""
+    return _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha,
+                    trust_level(cand.metadata or {}, default_trust))
+
+
+def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: float, proof_alpha: float,
+             trust_alpha: float, level: str) -> dict[str, float]:
     meta = cand.metadata or {}
     recency = factor(recency_alpha, _age_signal(cand.created_at, now))
     occurred = _occurred_at(meta)
@@ -72,7 +78,7 @@ def boost_factors(
         age = max(0.0, (now - stamp) / DAY_MS) if stamp else 0.0
         conf_factor = (confidence if confidence is not None else 1.0) * 0.5 ** (age / 30.0)
         proof = factor(proof_alpha, 0.5 + (norm - 0.5) * conf_factor)
-    trust = factor(trust_alpha, TRUST_WEIGHT[trust_level(meta, default_trust)])
+    trust = factor(trust_alpha, TRUST_WEIGHT[level])
     return {"recency": recency, "temporal": temporal, "proof": proof, "trust": trust}
 
 
@@ -86,17 +92,15 @@ def apply_boosts(
     now = now_ms() if now is None else now
     weights: dict[int, float] = {}
     for cand in candidates:
-        factors = boost_factors(
-            cand, now=now, recency_alpha=recency_alpha, temporal_alpha=temporal_alpha, proof_alpha=proof_alpha,
-            trust_alpha=trust_alpha, default_trust=default_trust,
-        )
+        level = trust_level(cand.metadata, default_trust)
+        factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha, level)
         total = math.prod(factors.values())
         for name, value in factors.items():
             if value != 1.0:
                 cand.trace[f"boost_{name}"] = value
         cand.trace["boost"] = total
         cand.score *= total
-        weights[id(cand)] = TRUST_WEIGHT[trust_level(cand.metadata, default_trust)]
+        weights[id(cand)] = TRUST_WEIGHT[level]
 
     ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
     out: list[Candidate] = []

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -106,6 +107,10 @@ def neutralize_markers(text: str) -> str:
     separators and delimiter."""
     if not text or not _MAYBE_MARKER.search(text):  # fast path: plain ASCII with no bracket
         return text
+    return _neutralize_cached(text) if len(text) <= 2000 else _neutralize(text)
+
+
+def _neutralize(text: str) -> str:
     folded, origin = _folded_view(text)
     if "<" not in folded:
         return text
@@ -122,6 +127,9 @@ def neutralize_markers(text: str) -> str:
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+_neutralize_cached = functools.lru_cache(maxsize=4096)(_neutralize)  # stored rows come back query after query
 
 
 def content_delimiter(session_key: str | None = None) -> str:
