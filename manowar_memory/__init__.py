@@ -54,6 +54,7 @@ from .records import (
     Transcript,
 )
 from .rerankers.base import Reranker, RerankResult
+from .retrieval.pipeline import RankContext, RankingStage, StageInsert
 from .scope import Scope
 from .scoped import RESERVED_METADATA_KEYS, ScopedMemory, SearchHits, pack_context
 from .stores.base import MemoryQuery, Store
@@ -105,6 +106,8 @@ __all__ = [
     "PinningError",
     "PostTurnResult",
     "PreTurnResult",
+    "RankContext",
+    "RankingStage",
     "RememberResult",
     "RerankError",
     "RerankResult",
@@ -118,6 +121,7 @@ __all__ = [
     "SearchHits",
     "Session",
     "Skill",
+    "StageInsert",
     "Store",
     "StoreError",
     "StoreUnavailableError",
