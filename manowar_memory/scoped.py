@@ -189,7 +189,7 @@ class ScopedMemory:
         self._scope = Scope.coerce(scope)
         if trust is not None and trust not in TRUST_LEVELS:
             raise ConfigurationError(f"trust must be one of {list(TRUST_LEVELS)} or None, got {trust!r}")
-        self._trust: str | None = trust
+        self._trust: TrustLevel | None = trust
         if require_thread and self._scope.thread_id is None:
             raise ScopeError("this needs a thread: pass Scope(..., thread_id='...') (for example the session id)")
         if not isinstance(max_scan, int) or isinstance(max_scan, bool) or max_scan < 1:
@@ -237,7 +237,7 @@ class ScopedMemory:
 
     def with_thread(self, thread_id: str | None) -> ScopedMemory:
         """The same surface on another thread of the scope."""
-        return ScopedMemory(self._engine, self._scope.with_thread(thread_id), trust=self._trust,  # type: ignore[arg-type]
+        return ScopedMemory(self._engine, self._scope.with_thread(thread_id), trust=self._trust,
                             max_scan=self._max_scan)
 
     def owns(self, record: Any) -> bool:

@@ -199,7 +199,7 @@ def document_to_candidate(
     imp = meta.get("importance")
     access = meta.get("access_count")
     return Candidate(
-        layer=layer,  # type: ignore[arg-type]
+        layer=layer,  # type: ignore[arg-type]  # default_layer is the caller's str, passed through unchecked
         id=str(doc.id or meta.get("id") or f"doc-{index}"),
         text=doc.page_content,
         score=score,
@@ -229,12 +229,13 @@ def documents_to_candidates(
     """
     n = len(documents)
     raw = [_score(d, score_key) for d in documents]
-    scored = n > 0 and all(s is not None for s in raw)
+    given = [s for s in raw if s is not None]
+    scored = n > 0 and len(given) == n
     out: list[Candidate] = []
     seen: dict[str, int] = {}
     for i, doc in enumerate(documents):
         if scored:
-            score = float(raw[i])  # type: ignore[arg-type]
+            score = given[i]
         elif unscored == "equal":
             score = 1.0
         else:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
-from manowar_memory import MemoryEngine, ScopedMemory
+from manowar_memory import MemoryEngine, Scope, ScopedMemory
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import TrustLevel
 
@@ -52,12 +52,12 @@ class ManowarChatMessageHistory(BaseChatMessageHistory):
         self.wait_for_facts = wait_for_facts
 
     @property
-    def scope(self):  # type: ignore[no-untyped-def]
+    def scope(self) -> Scope:
         """The thread's scope."""
         return self.memory.scope
 
     @property
-    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]  # a property over LangChain's plain attribute
         """The thread's messages, oldest first."""
         out = [stored_to_message(m) for m in self.memory.messages()]
         return out[-self.max_messages:] if self.max_messages else out

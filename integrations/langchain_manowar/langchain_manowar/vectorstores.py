@@ -139,7 +139,7 @@ class ManowarVectorStore(VectorStore):
         return items
 
     # ---------------------------------------------------------------- writes
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,  # type: ignore[type-arg]
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict[str, Any]] | None = None, *,
                   ids: list[str] | None = None, **kwargs: Any) -> list[str]:
         """Add (or replace, by id) texts with their metadata; returns their ids."""
         _check_kwargs(kwargs)
@@ -154,7 +154,7 @@ class ManowarVectorStore(VectorStore):
             ids = [d.id for d in documents]
         return self.add_texts([d.page_content for d in documents], [d.metadata for d in documents], ids=ids)
 
-    async def aadd_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,  # type: ignore[type-arg]
+    async def aadd_texts(self, texts: Iterable[str], metadatas: list[dict[str, Any]] | None = None, *,
                          ids: list[str] | None = None, **kwargs: Any) -> list[str]:
         """Async twin of :meth:`add_texts`."""
         _check_kwargs(kwargs)
@@ -259,7 +259,7 @@ class ManowarVectorStore(VectorStore):
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings | None = None,
-                   metadatas: list[dict] | None = None, *, ids: list[str] | None = None,  # type: ignore[type-arg]
+                   metadatas: list[dict[str, Any]] | None = None, *, ids: list[str] | None = None,
                    engine: MemoryEngine | None = None, scope: ScopeLike | None = None,
                    trust: TrustLevel | None = None, collection: str = "default", store: str = "sqlite:///:memory:",
                    **kwargs: Any) -> ManowarVectorStore:
@@ -281,7 +281,7 @@ class ManowarVectorStore(VectorStore):
 
     @classmethod
     async def afrom_texts(cls, texts: list[str], embedding: Embeddings | None = None,
-                          metadatas: list[dict] | None = None, **kwargs: Any) -> ManowarVectorStore:  # type: ignore[type-arg]
+                          metadatas: list[dict[str, Any]] | None = None, **kwargs: Any) -> ManowarVectorStore:
         """Async twin of :meth:`from_texts`."""
         import asyncio
 

@@ -317,7 +317,7 @@ class ManowarMemory(BaseMemory):
         return "ManowarMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(  # type: ignore[override]  # BaseMemory.from_defaults takes no engine or scope
         cls, *, engine: Any, scope: Any, chat_history: list[ChatMessage] | None = None, **kwargs: Any
     ) -> ManowarMemory:
         """A memory for ``engine`` and ``scope``; ``chat_history`` seeds the session (not recorded)."""
