@@ -269,7 +269,7 @@ class VectorIndex:
             ann = self._ann_ready(gid)
             share = float(counts[gid]) / max(1, self.group_sizes[gid])
             found = ann.search(q, max(k * self.ann_oversample, 64), mask, share) if ann is not None else None
-            if found is not None:
+            if found is not None and found.shape[0] >= min(k, int(counts[gid])):  # else: too few, scan exactly
                 parts.append(found)
                 exact &= gids != gid
         if not parts:

@@ -1,0 +1,346 @@
+"""Vector search at scale: the approximate index (faiss IVF, 8-bit codes) against the exact scan.
+
+    python benchmarks/scale.py index [--sizes 10000 100000 1000000] [--queries 200]
+    python benchmarks/scale.py lane [--sizes 10000 100000] [--queries 200]
+    python benchmarks/scale.py pre-turn [--sizes 10000 100000] [--queries 100]
+    python benchmarks/scale.py others --locomo /path/to/locomo-dev.json [--others 1 50]
+    python benchmarks/scale.py recall --locomo /path/to/locomo-dev.json [--embedder local]
+
+``index``: the in-process :class:`VectorIndex` alone (mask + top 48), approximate and exact in
+the same run, recall@10 of the approximate top 10 against the exact one; no SQLite, so a
+million rows load in minutes.
+
+``lane``: ``SQLiteStore.vector_search`` (48 results, as the engine asks) over N rows in one
+agent/user scope of a SQLite file, with the approximate path (default threshold) and with the
+exact scan in the same run, plus the first query's build time, the recall@10 of the approximate
+top 10 against the exact one, the time to save the index and to reopen the store with it, and
+memory per vector. Vectors are synthetic (384 dimensions, topic centres plus low-rank and
+isotropic noise, so neighbourhoods exist as with text embeddings); queries are perturbed rows.
+
+``pre-turn``: ``MemoryEngine.pre_turn`` over all six layers on the same kind of scope, query
+embeddings cached (FakeEmbedder model id; the rows carry the synthetic vectors and
+Zipf-distributed text from benchmarks/latency.py), approximate and exact in the same run.
+
+``others``: one user's ``pre_turn`` p50 (and vector lane p50) with 1 and then 50 other users'
+LoCoMo conversations in the same store (FakeEmbedder, 384 dimensions, query embeddings cached).
+
+``recall``: LoCoMo evidence recall@10 of the exact scan and of the approximate path, turns and
+questions embedded by the real embedder; the approximate path is forced on these small groups
+(threshold 100) with the scan share it uses at a million rows (3 %), so the figure is the one
+the default settings give at scale, not an exact scan in disguise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from latency import _sentence, measure  # type: ignore[import-not-found]
+
+from manowar_memory import MemoryEngine, MemoryRecord, Scope, SQLiteStore
+from manowar_memory.stores._ann import AnnGroup
+from manowar_memory.stores._vectors import VectorIndex
+from manowar_memory.stores.base import MemoryQuery
+
+AGENT, USER = "scale-agent", "scale-user"
+MODEL = "fake:384"
+
+
+def p50_p95(samples: list[float]) -> tuple[float, float]:
+    samples = sorted(samples)
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+def timed(fn: Callable[[Any], Any], items: list[Any]) -> tuple[float, float]:
+    out = []
+    for item in items:
+        t0 = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - t0) * 1000)
+    return p50_p95(out)
+
+
+class Synthetic:
+    """Embedding-like unit vectors: a topic centre, low-rank noise and a little isotropic noise."""
+
+    def __init__(self, dims: int = 384, topics: int = 2000, rank: int = 48, seed: int = 5) -> None:
+        rng = np.random.default_rng(seed)
+        self.dims = dims
+        self.centres = rng.standard_normal((topics, dims)).astype(np.float32) / np.sqrt(dims)
+        self.basis = rng.standard_normal((rank, dims)).astype(np.float32) / np.sqrt(dims)
+        self.rng = rng
+
+    def batch(self, n: int) -> np.ndarray:
+        rng = self.rng
+        x = self.centres[rng.integers(0, len(self.centres), n)]
+        x = x + 0.6 * rng.standard_normal((n, self.basis.shape[0])).astype(np.float32) @ self.basis
+        x = x + 0.25 * rng.standard_normal((n, self.dims)).astype(np.float32) / np.sqrt(self.dims)
+        out: np.ndarray = x / np.linalg.norm(x, axis=1, keepdims=True)
+        return out
+
+    def near(self, rows: np.ndarray) -> np.ndarray:
+        q = rows + 0.5 * self.rng.standard_normal(rows.shape).astype(np.float32) / np.sqrt(self.dims)
+        out: np.ndarray = q / np.linalg.norm(q, axis=1, keepdims=True)
+        return out
+
+
+def fill(store: SQLiteStore, size: int, gen: Synthetic, *, text: bool, batch: int = 5000) -> np.ndarray:
+    """``size`` rows in one scope; returns a sample of their vectors (for queries)."""
+    import random
+
+    words = random.Random(3)
+    now = int(time.time() * 1000)
+    sample: list[np.ndarray] = []
+    t0 = time.perf_counter()
+    for start in range(0, size, batch):
+        vecs = gen.batch(min(batch, size - start))
+        sample.append(vecs[:: max(1, size // 2000)][:50])
+        records = [
+            MemoryRecord(
+                id=f"m{start + i}", agent_wallet=AGENT, user_address=USER,
+                content=_sentence(words, words.randint(8, 24)) if text else f"row {start + i}",
+                source="knowledge", embedding=v.tolist(), embedding_model=MODEL,
+                created_at=now - i, updated_at=now - i,
+            )
+            for i, v in enumerate(vecs)
+        ]
+        store.add_memories(records)
+    print(f"  filled {size} rows in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    return np.concatenate(sample)
+
+
+def _exact(on: bool) -> None:
+    VectorIndex.ann_threshold = 0 if on else DEFAULT_THRESHOLD
+
+
+DEFAULT_THRESHOLD = VectorIndex.ann_threshold
+
+
+def lane(args: argparse.Namespace) -> None:
+    print(f"{'rows':>9} {'path':<7} {'p50 ms':>8} {'p95 ms':>8}  notes")
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+            path = Path(tmp) / "scale.db"
+            gen = Synthetic()
+            store = SQLiteStore(path)
+            rows = fill(store, size, gen, text=False)
+            queries = gen.near(rows[np.random.default_rng(1).choice(len(rows), args.queries)])
+            query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=USER))
+
+            def search(q: np.ndarray, s: SQLiteStore = store, query: MemoryQuery = query) -> list[str]:
+                return [h.record.id for h in s.vector_search(query, q.tolist(), MODEL, 48)[0]]
+
+            _exact(True)
+            t0 = time.perf_counter()
+            search(queries[0])
+            load_s = time.perf_counter() - t0
+            exact_top = [search(q)[:10] for q in queries]
+            e50, e95 = timed(search, list(queries))
+            _exact(False)
+            t0 = time.perf_counter()
+            search(queries[0])
+            build_s = time.perf_counter() - t0
+            ann_top = [search(q)[:10] for q in queries]
+            a50, a95 = timed(search, list(queries))
+            recall = statistics.fmean(len(set(a) & set(e)) / 10 for a, e in zip(ann_top, exact_top))
+            index = store._indexes[MODEL]
+            groups = list(index.ann.values())
+            ann_bytes = sum(g.nbytes for g in groups)
+            print(f"{size:>9} {'exact':<7} {e50:>8.2f} {e95:>8.2f}  first query (rows loaded) {load_s:.1f}s")
+            note = (f"build {build_s:.1f}s, recall@10 vs exact {recall:.3f}, "
+                    f"{'no ANN index (below threshold)' if not groups else f'{groups[0].nlist} lists'}")
+            print(f"{size:>9} {'ann':<7} {a50:>8.2f} {a95:>8.2f}  {note}", flush=True)
+            if groups:
+                t0 = time.perf_counter()
+                store.close()
+                save_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                store = SQLiteStore(path)
+                search(queries[0], store)
+                reopen_s = time.perf_counter() - t0
+                print(f"{'':>9} {'':<7} {'':>8} {'':>8}  saved in {save_s:.1f}s, reopened and first query "
+                      f"{reopen_s:.1f}s ({'restored' if store._indexes[MODEL].ann else 'REBUILT'}); "
+                      f"per vector: {4 * gen.dims} B float32 matrix + {ann_bytes / size:.0f} B ANN "
+                      f"+ {VectorIndex.row_bytes(gen.dims) - 4 * gen.dims} B columns", flush=True)
+            store.close()
+
+
+def index_only(args: argparse.Namespace) -> None:
+    """The in-process index alone (what both stores call), without SQLite: fits a million rows in minutes."""
+    print(f"{'rows':>9} {'path':<7} {'p50 ms':>8} {'p95 ms':>8}  notes")
+    for size in args.sizes:
+        gen = Synthetic()
+        t0 = time.perf_counter()
+        ann, exact = VectorIndex(gen.dims, size), VectorIndex(gen.dims, size, ann_threshold=0)
+        sample = []
+        for rows in _chunks(size, 50_000):
+            vecs = gen.batch(len(rows))
+            sample.append(vecs[:50])
+            for key, v in zip(rows, vecs):
+                for index in (ann, exact):
+                    index.upsert(key, v, agent=AGENT, user=USER, mode=None, hai=None, source="knowledge", active=True)
+        fill_s = time.perf_counter() - t0
+        pool = np.concatenate(sample)
+        queries = gen.near(pool[np.random.default_rng(1).choice(len(pool), args.queries)])
+        query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=USER))
+        t0 = time.perf_counter()
+        ann.top(queries[0], ann.mask(query), 48)
+        build_s = time.perf_counter() - t0
+        results = {}
+        for name, index in (("exact", exact), ("ann", ann)):
+            results[name] = [[k for k, _ in index.top(q, index.mask(query), 48)][:10] for q in queries]
+            def run(q: np.ndarray, i: VectorIndex = index, qq: MemoryQuery = query) -> None:
+                i.top(q, i.mask(qq), 48)
+
+            p50, p95 = timed(run, list(queries))
+            rec = statistics.fmean(len(set(a) & set(e)) / 10 for a, e in zip(results[name], results["exact"]))
+            groups = list(index.ann.values())
+            note = (f"filled in {fill_s:.0f}s (both)" if name == "exact" else
+                    f"build {build_s:.1f}s, recall@10 vs exact {rec:.3f}, "
+                    + (f"{groups[0].nlist} lists, {groups[0].nbytes / size:.0f} B/vector" if groups else "no ANN index"))
+            print(f"{size:>9} {name:<7} {p50:>8.2f} {p95:>8.2f}  {note}", flush=True)
+        del ann, exact
+
+
+def pre_turn(args: argparse.Namespace) -> None:
+    import random
+
+    rng = random.Random(11)
+    texts = [_sentence(rng, rng.randint(4, 10)).rstrip(".") + "?" for _ in range(args.queries)]
+    print(f"{'rows':>9} {'path':<7} {'p50 ms':>8} {'p95 ms':>8}")
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+            path = Path(tmp) / "scale.db"
+            store = SQLiteStore(path)
+            fill(store, size, Synthetic(), text=True)
+            engine = MemoryEngine(store=store, embedder=MODEL, extractor=None)
+            scope = Scope(agent_wallet=AGENT, user_address=USER, thread_id="t")
+            for exact in (True, False):
+                _exact(exact)
+                p50, p95, _ = measure(engine, scope, texts)
+                print(f"{size:>9} {'exact' if exact else 'ann':<7} {p50:>8.2f} {p95:>8.2f}", flush=True)
+            engine.close()
+    _exact(False)
+
+
+def _conversations(path: Path) -> list[Any]:
+    from locomo import load_conversations  # type: ignore[import-not-found]
+
+    convs, _, _ = load_conversations(path, None)
+    return list(convs)
+
+
+def others(args: argparse.Namespace) -> None:
+    from locomo import memory_texts
+
+    convs = _conversations(args.locomo)
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        engine = MemoryEngine(store=f"sqlite:///{tmp}/others.db", embedder=MODEL, extractor=None)
+        me = Scope(agent_wallet=AGENT, user_address="user-0", thread_id="t")
+        engine.ingest(me, [{"content": t} for t in memory_texts(convs[0])], batch_size=2000)
+        questions = [q.text for q in convs[0].questions][: args.queries]
+        query = MemoryQuery(scope=me)
+        vectors = [engine.embedder.embed([q], input_type="query")[0] for q in questions]  # type: ignore[union-attr]
+        present = 0
+        print(f"{'other users':>11} {'rows':>7} {'pre_turn p50':>12} {'p95':>7} {'vector lane p50':>15}")
+        for target in args.others:
+            while present < target:
+                present += 1
+                conv = convs[present % len(convs)]
+                engine.ingest(Scope(agent_wallet=AGENT, user_address=f"user-{present}"),
+                              [{"content": t} for t in memory_texts(conv)], batch_size=2000)
+            rows = sum(len(convs[i % len(convs)].turns) for i in range(present + 1))
+            p50, p95, _ = measure(engine, me, questions)
+            l50, _ = timed(lambda v: engine.store.vector_search(query, v, str(engine.model_id), 48), vectors)
+            print(f"{target:>11} {rows:>7} {p50:>12.2f} {p95:>7.2f} {l50:>15.2f}", flush=True)
+        engine.close()
+
+
+def _embed(engine: MemoryEngine, texts: list[str], kind: str) -> np.ndarray:
+    out: list[list[float]] = []
+    for i in range(0, len(texts), 256):
+        out += engine.embedder.embed(texts[i : i + 256], input_type=kind)  # type: ignore[union-attr,arg-type]
+    arr = np.asarray(out, dtype=np.float32)
+    normed: np.ndarray = arr / np.linalg.norm(arr, axis=1, keepdims=True)
+    return normed
+
+
+def _chunks(n: int, size: int) -> Iterator[range]:
+    for i in range(0, n, size):
+        yield range(i, min(n, i + size))
+
+
+def recall(args: argparse.Namespace) -> None:
+    from locomo import memory_texts
+
+    convs = _conversations(args.locomo)
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None)
+    AnnGroup.min_scan, AnnGroup.scan_fraction = 1, 0.03  # the share of the group scanned at 1M rows
+    t0 = time.perf_counter()
+    found: dict[str, list[float]] = {"exact": [], "ann": []}
+    overlap: list[float] = []
+    dims = len(engine.embedder.embed(["dimension probe"], input_type="query")[0])  # type: ignore[union-attr]
+    exact, ann, pooled_exact, pooled_ann = (VectorIndex(dims, ann_threshold=t) for t in (0, 100, 0, 100))
+    everything: list[tuple[Any, np.ndarray, np.ndarray]] = []
+    for ci, conv in enumerate(convs):
+        turns = _embed(engine, memory_texts(conv), "document")
+        qs = _embed(engine, [q.text for q in conv.questions], "query")
+        everything.append((conv, turns, qs))
+        for index_set, user in (((exact, ann), f"u{ci}"), ((pooled_exact, pooled_ann), "all")):
+            for index in index_set:
+                for t, v in zip(conv.turns, turns):
+                    index.upsert(f"{ci}|{t.dia_id}", v, agent=AGENT, user=user, mode=None, hai=None, source="k", active=True)
+    print(f"embedded {sum(len(c.turns) + len(c.questions) for c in convs)} texts in {time.perf_counter() - t0:.0f}s",
+          file=sys.stderr)
+    pooled: dict[str, list[float]] = {"exact": [], "ann": []}
+    for ci, (conv, _, qs) in enumerate(everything):
+        for scope_user, pair, sink in ((f"u{ci}", (exact, ann), found), ("all", (pooled_exact, pooled_ann), pooled)):
+            query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=scope_user))
+            for question, q in zip(conv.questions, qs):
+                tops = []
+                for name, index in zip(("exact", "ann"), pair):
+                    top = [key for key, _ in index.top(q, index.mask(query), 10)]
+                    hit = {str(key).split("|", 1)[1] for key in top if str(key).startswith(f"{ci}|")}
+                    sink[name].append(len(hit & set(question.evidence)) / len(question.evidence))
+                    tops.append(set(top))
+                if sink is found:
+                    overlap.append(len(tops[0] & tops[1]) / 10)
+    assert ann.ann and pooled_ann.ann, "the approximate path was not used"
+    n = len(found["exact"])
+    print(f"LoCoMo, {n} questions, {args.embedder}; evidence recall@10")
+    print(f"  per conversation (~{statistics.fmean(len(c.turns) for c in convs):.0f} turns):  "
+          f"exact {100 * statistics.fmean(found['exact']):.2f}  ann {100 * statistics.fmean(found['ann']):.2f}  "
+          f"(top-10 overlap {statistics.fmean(overlap):.3f})")
+    print(f"  all conversations in one group ({sum(len(c.turns) for c in convs)} turns):  "
+          f"exact {100 * statistics.fmean(pooled['exact']):.2f}  ann {100 * statistics.fmean(pooled['ann']):.2f}")
+    engine.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("index", "lane", "pre-turn", "others", "recall"))
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--others", type=int, nargs="+", default=[1, 50])
+    parser.add_argument("--locomo", type=Path, help="locomo-dev.json (others, recall)")
+    parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
+    parser.add_argument("--workdir", default=None, help="where the scratch SQLite files go (default: the temp dir)")
+    args = parser.parse_args(argv)
+    if args.what in ("others", "recall") and args.locomo is None:
+        parser.error(f"{args.what} needs --locomo PATH")
+    {"index": index_only, "lane": lane, "pre-turn": pre_turn, "others": others, "recall": recall}[args.what](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
