@@ -25,6 +25,7 @@ cost, not a model's.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -116,7 +117,7 @@ def failover(election_timeout_ms: int) -> None:
     print(f"\nfailover (electionTimeoutMillis={election_timeout_ms}): new primary {elected:.1f} s after SIGKILL")
     for n, result in enumerate(results):
         reads = result["reads"]
-        gap = max(b - a for a, b in zip(reads, reads[1:]))
+        gap = max(b - a for a, b in itertools.pairwise(reads))
         resumed = min(t for t in reads if t > killed) - killed
         errors = sorted({e["type"] for e in result["errors"]})
         writes = sum(len(v) for v in result["acked"].values())

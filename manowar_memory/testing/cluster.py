@@ -142,7 +142,7 @@ class ReplicaSet:
         try:
             for i in range(len(self.ports)):
                 self._wait_port(i)
-            client = pymongo.MongoClient(self.member_uri(0), serverSelectionTimeoutMS=10_000)
+            client: Any = pymongo.MongoClient(self.member_uri(0), serverSelectionTimeoutMS=10_000)
             try:
                 client.admin.command("replSetInitiate", {
                     "_id": self.name, "settings": self.settings,
@@ -160,9 +160,10 @@ class ReplicaSet:
     def _hello(self, index: int) -> dict[str, Any] | None:
         import pymongo
 
-        client = pymongo.MongoClient(self.member_uri(index), serverSelectionTimeoutMS=1000, connectTimeoutMS=1000)
+        client: Any = pymongo.MongoClient(self.member_uri(index), serverSelectionTimeoutMS=1000,
+                                          connectTimeoutMS=1000)
         try:
-            return client.admin.command("hello")
+            return dict(client.admin.command("hello"))
         except pymongo.errors.PyMongoError:
             return None
         finally:
@@ -280,7 +281,7 @@ class EngineProcess:
         line = self.proc.stdout.readline()
         if not line:
             raise ConfigurationError(f"engine process exited ({self.proc.poll()})")
-        answer = json.loads(line)
+        answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
             raise RemoteError(answer["error"]["type"], answer["error"]["message"], answer["error"].get("retryable"))
         return answer
@@ -338,7 +339,7 @@ def _churn(engine: Any, req: dict[str, Any]) -> dict[str, Any]:
                     if done is not None:
                         return done
                 return fn()
-            except Exception as exc:  # noqa: BLE001 - every error is reported to the parent
+            except Exception as exc:
                 payload = {**_error_payload(exc), "at": time.time()}
                 errors.append(payload)
                 if not (payload["library"] and payload["retryable"]):
@@ -355,15 +356,15 @@ def _churn(engine: Any, req: dict[str, Any]) -> dict[str, Any]:
     i = 0
     while time.time() < until:
         text = f"{tag} fact number {i}: the user keeps {i} notebooks"
-        res = attempt(lambda: engine.remember(scope, text))
+        res = attempt(lambda text=text: engine.remember(scope, text))
         acked["remember"].append([res.id, res.fact_hash])
         key = f"{tag}-doc-{i}"
-        ids = attempt(lambda: engine.ingest(scope, [{"content": f"{tag} document {i}", "key": key}]))
+        ids = attempt(lambda i=i, key=key: engine.ingest(scope, [{"content": f"{tag} document {i}", "key": key}]))
         acked["ingest"].append([ids[0], key])
         turn = f"{tag}-turn-{i}"
-        res = attempt(lambda: engine.post_turn(
+        res = attempt(lambda turn=turn: engine.post_turn(
             scope, [{"role": "user", "content": f"{turn} asks"}, {"role": "assistant", "content": "ok"}],
-            turn_id=turn, extract_facts=False), before_retry=lambda: turn_stored(turn))
+            turn_id=turn, extract_facts=False), before_retry=lambda turn=turn: turn_stored(turn))
         acked["post_turn"].append([getattr(res, "vector_id", None), turn])
         try:
             engine.pre_turn(f"notebooks {i}", scope)
@@ -400,7 +401,7 @@ def _serve(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the chil
         if op == "exit":
             break
         try:
-            scope = Scope.coerce(req["scope"]) if "scope" in req else None
+            scope = Scope.coerce(req.get("scope") or {"agent_wallet": "none"})
             if op == "remember":
                 answer: dict[str, Any] = {"id": engine.remember(scope, req["text"]).id}
             elif op == "ingest":

@@ -6,6 +6,7 @@ or ``CI`` is set, like every other server-backed test."""
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -14,22 +15,25 @@ from manowar_memory.errors import ConfigurationError
 
 
 @pytest.fixture(scope="session")
-def replica_set(request: pytest.FixtureRequest):
+def replica_set():
     """A running 3-member :class:`~manowar_memory.testing.cluster.ReplicaSet` (fast elections)."""
     from manowar_memory.testing.cluster import ReplicaSet
 
     try:
         rs = ReplicaSet(members=3, name="rsc").start()
     except ConfigurationError as exc:
-        # the parent conftest decides between skip and fail, as for the other servers
-        unavailable = request.config.pluginmanager.get_plugin(
-            f"{request.config.rootpath}/tests/conftest.py")
-        message = f"a local replica set could not start ({exc})"
-        if unavailable is not None and unavailable.services_required():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    yield rs
-    rs.stop()
+        error = exc
+    else:
+        yield rs
+        rs.stop()
+        return
+    # the same rule as the other servers (tests/conftest.py): fail in CI, skip elsewhere
+    message = f"a local replica set could not start ({error})"
+    required = os.environ.get("MANOWAR_REQUIRE_SERVICES", "").strip() == "1" or (
+        os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"))
+    if required:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
 
 
 @pytest.fixture
