@@ -11,7 +11,7 @@ from ._util import as_str
 from .errors import ScopeError
 from .filters import FilterValue, normalize_filters
 
-__all__ = ["Scope", "ScopeLike"]
+__all__ = ["SCOPE_FIELDS", "Scope", "ScopeLike"]
 
 Mode = Literal["global", "local"]
 
@@ -23,6 +23,11 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "hai_id": ("hai_id", "haiId"),
     "filters": ("filters",),
     "metadata": ("metadata",),
+}
+#: each scope field by its reference (camelCase) name, as stored rows and filters spell it
+SCOPE_FIELDS: dict[str, str] = {
+    "agentWallet": "agent_wallet", "userAddress": "user_address", "threadId": "thread_id", "mode": "mode",
+    "haiId": "hai_id",
 }
 _ACCEPTED = sorted({alias for names in _ALIASES.values() for alias in names})
 
@@ -151,16 +156,8 @@ class Scope:
 
     def as_dict(self) -> dict[str, Any]:
         """The scope as plain data (reference field names), omitting absent values."""
-        out: dict[str, Any] = {"agentWallet": self.agent_wallet}
-        for key, value in (
-            ("userAddress", self.user_address),
-            ("threadId", self.thread_id),
-            ("mode", self.mode),
-            ("haiId", self.hai_id),
-        ):
-            if value is not None:
-                out[key] = value
-        return out
+        values = {camel: getattr(self, name) for camel, name in SCOPE_FIELDS.items()}
+        return {camel: value for camel, value in values.items() if value is not None}
 
 
 ScopeLike = Scope | Mapping[str, Any]

@@ -67,9 +67,8 @@ def test_cleanup_counts_and_scopes() -> None:
         "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM transcripts WHERE created_at < ?", [7])
     assert _sql.count_stale_sessions(9, 7) == (
         "SELECT COUNT(*) FROM sessions WHERE expires_at <= ? OR last_accessed_at < ?", [9, 7])
-    assert _sql.stale_session_scopes(9, 7) == (
-        "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM sessions "
-        "WHERE expires_at <= ? OR last_accessed_at < ?", [9, 7])
+    scopes = "SELECT DISTINCT agent_wallet, user_address, mode, hai_id FROM sessions "
+    assert _sql.stale_session_scopes(9, 7) == (scopes + "WHERE expires_at <= ? OR last_accessed_at < ?", [9, 7])
 
 
 def test_every_read_statement_parses() -> None:

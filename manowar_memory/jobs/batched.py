@@ -36,7 +36,7 @@ from .._util import DAY_MS
 from ..errors import InvalidInputError
 from ..records import MemoryRecord
 from ._store import ChangedScopes, JobStore, job_store
-from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, fingerprint, _keep_newest
+from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, _keep_newest, fingerprint
 from .runner import parse_params
 
 __all__ = ["BATCHED_JOB_TYPES", "DEFAULT_BATCH_SIZE", "JOB_MARKER_KEY", "finish_batched_report", "run_job_batch"]

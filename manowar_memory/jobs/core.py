@@ -36,11 +36,29 @@ from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigge
 from ._store import ChangedScopes, JobStore
 
 __all__ = [
-    "ArchiveCreateParams", "ArchiveRestoreParams", "CleanupParams", "ConsolidateParams", "DecayUpdateParams",
-    "PatternsExtractParams", "PromotePatternParams", "ValidatePatternParams", "ListSkillsParams", "TimeRange",
-    "archive_create", "archive_restore", "cleanup", "consolidate", "decay_update", "patterns_extract",
-    "promote_pattern", "validate_pattern", "list_skills", "get_skill", "fingerprint",
-    "SUPERSEDED_DECAY_CAP", "STALE_DECAY_THRESHOLD",
+    "STALE_DECAY_THRESHOLD",
+    "SUPERSEDED_DECAY_CAP",
+    "ArchiveCreateParams",
+    "ArchiveRestoreParams",
+    "CleanupParams",
+    "ConsolidateParams",
+    "DecayUpdateParams",
+    "ListSkillsParams",
+    "PatternsExtractParams",
+    "PromotePatternParams",
+    "TimeRange",
+    "ValidatePatternParams",
+    "archive_create",
+    "archive_restore",
+    "cleanup",
+    "consolidate",
+    "decay_update",
+    "fingerprint",
+    "get_skill",
+    "list_skills",
+    "patterns_extract",
+    "promote_pattern",
+    "validate_pattern",
 ]
 
 SUPERSEDED_DECAY_CAP = 0.05

@@ -36,14 +36,14 @@ from tenacity import (
 
 from .._util import now_ms
 from ..errors import ConfigurationError, NotFoundError, PinningError, StoreError
-from ..redaction import redact, redact_library_logs, register_secret
 from ..records import Archive
+from ..redaction import redact, redact_library_logs, register_secret
 from ._store import JobStore
 
 __all__ = [
-    "ArchivePinParams",
     "DEFAULT_PINATA_API_URL",
     "NO_CREDENTIALS",
+    "ArchivePinParams",
     "PinResult",
     "PinataClient",
     "PinataCredentials",

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ValidationError
 
 from .._util import content_hash, now_ms
 from ..errors import InvalidInputError
-from ..redaction import redact
 from ..records import Job
+from ..redaction import redact
 from . import core
 from ._store import ChangedScopes, JobStore, job_store
 

@@ -58,17 +58,32 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .._util import DAY_MS, now_ms
 from ..errors import ConfigurationError, InvalidInputError, ManowarError, NotFoundError, StoreError
-from ..redaction import install_log_redaction
 from ..records import Job, JobType
+from ..redaction import install_log_redaction
 from ..stores import MaintenanceStore, ScheduleStore, missing_role_methods
 from ._store import job_store
 from .runner import parse_params, run_job
 
 __all__ = [
-    "CRON_EXAMPLE", "InlineSchedules", "InvalidCronError", "LEGACY_SCHEDULE_IDS", "MaintenanceSchedule",
-    "OverlapPolicy", "SCHEDULE_ENV", "ScheduleBackend", "ScheduleInfo", "ScheduleNotFoundError",
-    "ScheduleSettings", "discover_agent_wallets", "ensure_default_schedules", "install_schedules",
-    "next_fire_times", "normalize_wallets", "remove_schedules", "schedule_table", "validate_cron",
+    "CRON_EXAMPLE",
+    "LEGACY_SCHEDULE_IDS",
+    "SCHEDULE_ENV",
+    "InlineSchedules",
+    "InvalidCronError",
+    "MaintenanceSchedule",
+    "OverlapPolicy",
+    "ScheduleBackend",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
+    "ScheduleSettings",
+    "discover_agent_wallets",
+    "ensure_default_schedules",
+    "install_schedules",
+    "next_fire_times",
+    "normalize_wallets",
+    "remove_schedules",
+    "schedule_table",
+    "validate_cron",
 ]
 
 log = logging.getLogger("manowar_memory.schedules")

@@ -24,9 +24,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import activity, workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ApplicationError
-
 from temporalio.client import (
     Client,
     Schedule,
@@ -39,6 +36,8 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._util import now_ms

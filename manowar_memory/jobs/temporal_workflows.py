@@ -24,8 +24,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 __all__ = [
-    "ACTIVITY_OPTIONS", "BATCHES_PER_RUN", "DEFAULT_TASK_QUEUE", "MemoryJobWorkflow", "NON_RETRYABLE",
-    "SkillPromotionWorkflow", "activity_options",
+    "ACTIVITY_OPTIONS",
+    "BATCHES_PER_RUN",
+    "DEFAULT_TASK_QUEUE",
+    "NON_RETRYABLE",
+    "MemoryJobWorkflow",
+    "SkillPromotionWorkflow",
+    "activity_options",
 ]
 
 #: the task queue the worker serves and the schedules start runs on, unless told otherwise

@@ -94,8 +94,9 @@ def memory_rows_of_users(agent_wallet: str, users: Sequence[str | None]) -> Stat
         clauses.append("user_address IS NULL")
     if not clauses:
         clauses.append("0")
-    return (f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE agent_wallet = ? "
-            f"AND ({' OR '.join(clauses)}) ORDER BY rowid", [agent_wallet, *named])
+    sql = (f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE agent_wallet = ? "
+           f"AND ({' OR '.join(clauses)}) ORDER BY rowid")
+    return sql, [agent_wallet, *named]
 
 
 def count_transcripts_older_than(cutoff: int) -> Statement:

@@ -7,16 +7,20 @@ SQL or MQL, so scope and filters are enforced inside the store query.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, runtime_checkable
 
+from ..errors import StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..scope import Scope
 
 __all__ = [
+    "MAX_INSERT_ATTEMPTS",
     "ROLES",
+    "STATS_COUNTED",
+    "UPDATABLE_MEMORY_FIELDS",
     "ArtifactStore",
     "CacheFenceStore",
     "Hit",
@@ -29,8 +33,13 @@ __all__ = [
     "Store",
     "ThreadStore",
     "VectorSearchInfo",
+    "check_memory_changes",
+    "insert_gave_up",
     "is_unique_fact",
     "missing_role_methods",
+    "require_unique_fact",
+    "stats_report",
+    "suffixed_id",
 ]
 
 INACTIVE_STATUSES = ("deleted", "superseded")
@@ -38,6 +47,71 @@ INACTIVE_STATUSES = ("deleted", "superseded")
 ScopeKey = tuple[str, "str | None", "str | None", "str | None"]
 #: a position in :meth:`MaintenanceStore.page_memories` (JSON-safe; None: the start)
 PageCursor = str | int | None
+
+
+#: the snake_case record fields :meth:`MemoryRowStore.update_memory` may set
+UPDATABLE_MEMORY_FIELDS = frozenset({
+    "content", "context", "source", "decay_score", "access_count", "updated_at", "last_accessed_at",
+    "metadata", "embedding", "embedding_model", "user_address", "thread_id", "created_at",
+})
+#: how often an insert tries before it gives up: a colliding id takes the next suffix
+#: (``id_1``, ``id_2``, ...), a fact hash freed by a writer that bypassed the store is retried
+MAX_INSERT_ATTEMPTS = 1000
+
+
+def check_memory_changes(changes: Mapping[str, Any]) -> None:
+    """Raise :class:`StoreError` when ``changes`` names a field outside :data:`UPDATABLE_MEMORY_FIELDS`."""
+    unknown = set(changes) - UPDATABLE_MEMORY_FIELDS
+    if unknown:
+        raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
+
+
+def require_unique_fact(record: MemoryRecord) -> None:
+    """Raise :class:`StoreError` unless ``record`` is an active fact row (what ``add_fact_if_absent`` takes)."""
+    if not is_unique_fact(record.source, record.metadata):
+        raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")
+
+
+def suffixed_id(record_id: str, n: int) -> str:
+    """The id an insert tries after ``n`` id collisions."""
+    return record_id if n == 0 else f"{record_id}_{n}"
+
+
+def insert_gave_up(record_id: str) -> StoreError:
+    """The error of an insert that found no free id (or fact hash) in :data:`MAX_INSERT_ATTEMPTS` tries."""
+    return StoreError(f"could not insert {record_id} after {MAX_INSERT_ATTEMPTS} attempts (id or fact collisions)")
+
+
+def stats_report(*, total: int, avg_decay: float | None, oldest: int | None, newest: int | None,
+                 by_source: Iterable[tuple[Any, int]], by_status: Iterable[tuple[Any, int]],
+                 counts: Mapping[str, int]) -> dict[str, Any]:
+    """The :meth:`Store.stats` answer: memory totals and age range, rows by source (None:
+    ``unknown``) and by status (None: ``active``), and the counts of ``transcripts``,
+    ``sessions``, ``patterns`` and ``archives``."""
+
+    def tally(pairs: Iterable[tuple[Any, int]], missing: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for key, n in pairs:
+            name = str(key) if key else missing
+            out[name] = out.get(name, 0) + int(n)
+        return out
+
+    return {
+        "totalVectors": int(total),
+        "avgDecayScore": float(avg_decay or 0.0),
+        "oldestVector": int(oldest or 0),
+        "newestVector": int(newest or 0),
+        "bySource": tally(by_source, "unknown"),
+        "byStatus": tally(by_status, "active"),
+        "totalTranscripts": int(counts["transcripts"]),
+        "totalSessions": int(counts["sessions"]),
+        "totalPatterns": int(counts["patterns"]),
+        "totalArchives": int(counts["archives"]),
+    }
+
+
+#: the tables / collections :meth:`Store.stats` counts besides memory
+STATS_COUNTED = ("transcripts", "sessions", "patterns", "archives")
 
 
 def is_unique_fact(source: str | None, metadata: Any) -> bool:

@@ -80,9 +80,10 @@ import numpy as np
 
 from .._util import now_ms, query_terms
 from ..errors import ConfigurationError, MissingDependencyError, StoreError, StoreUnavailableError
-from ..redaction import install_log_redaction
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
+from ..redaction import install_log_redaction
 from . import _mql
+from . import base as _base
 from ._mql import (
     ACTIVE_FACT_FIELD,
     ARCHIVES,
@@ -117,7 +118,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("pymongo", "mongo", "The MongoDB store") from exc
 
-__all__ = ["MongoStore", "VECTOR_SEARCH_MODES"]
+__all__ = ["VECTOR_SEARCH_MODES", "MongoStore"]
 
 log = logging.getLogger("manowar_memory.mongo")
 install_log_redaction(log)  # no credential reaches a log line
@@ -131,10 +132,6 @@ _ATLAS_READY_RECHECK_S = 30.0
 T = TypeVar("T")
 
 _MEMORY_ALIASES = {name: (f.alias or name) for name, f in MemoryRecord.model_fields.items()}
-_UPDATABLE = {
-    "content", "context", "source", "decay_score", "access_count", "updated_at", "last_accessed_at", "metadata",
-    "embedding", "embedding_model", "user_address", "thread_id", "created_at",
-}
 #: On a transcript document: the sealed chunks (``seq``, ``digest``) that hold its older messages.
 CHUNKS_FIELD = "messageChunks"
 _DERIVED = ("_id", "scopeKind", "scopeId", "_score", ACTIVE_FACT_FIELD, SYNC_FIELD, CHUNKS_FIELD)
@@ -600,7 +597,7 @@ class MongoStore:
     def _insert_keyed(self, doc: dict[str, Any], record: MemoryRecord) -> tuple[str, bool]:
         """Insert one row whose id is its identity: a taken id means it is already stored; a
         taken active-fact hash reinforces the row holding it."""
-        for _ in range(100):
+        for _ in range(_base.MAX_INSERT_ATTEMPTS):
             try:
                 self.memory.insert_one({k: v for k, v in doc.items() if k != "_id"})
                 return record.id, True
@@ -612,7 +609,7 @@ class MongoStore:
                 holder = self._reinforce_fact(record.agent_wallet, doc[ACTIVE_FACT_FIELD], record.last_accessed_at)
                 if holder is not None:
                     return str(holder["vectorId"]), False
-        raise StoreError(f"could not insert {record.id} after 100 attempts (fact collisions)")
+        raise _base.insert_gave_up(record.id)
 
     def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
         ids = list(dict.fromkeys(memory_ids))
@@ -624,8 +621,7 @@ class MongoStore:
         return found
 
     def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
-        if not is_unique_fact(record.source, record.metadata):
-            raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")
+        _base.require_unique_fact(record)
         with self._errors("insert"):
             memory_id, holder = self._insert_one({**memory_to_doc(record), SYNC_FIELD: now_ms()}, record)
         if holder is not None:
@@ -636,7 +632,7 @@ class MongoStore:
         """Insert one row: a colliding id gets a suffix; an active fact whose hash is taken
         reinforces the row holding it. Returns the id and, when reinforced, that row."""
         candidate, suffix = record.id, 0
-        for _ in range(1000):
+        for _ in range(_base.MAX_INSERT_ATTEMPTS):
             fresh = {k: v for k, v in doc.items() if k != "_id"}
             fresh["vectorId"] = candidate
             try:
@@ -645,13 +641,13 @@ class MongoStore:
             except DuplicateKeyError as exc:
                 if ACTIVE_FACT_FIELD not in str(exc.details or exc):
                     suffix += 1
-                    candidate = f"{record.id}_{suffix}"
+                    candidate = _base.suffixed_id(record.id, suffix)
                     continue
                 holder = self._reinforce_fact(record.agent_wallet, doc[ACTIVE_FACT_FIELD], record.last_accessed_at)
                 if holder is not None:
                     return str(holder["vectorId"]), holder
                 # the hash was held by a row made inactive by a writer that bypassed this store: retry
-        raise StoreError(f"could not insert {record.id} after 1000 attempts (id or fact collisions)")
+        raise _base.insert_gave_up(record.id)
 
     def _reinforce_fact(self, agent_wallet: str, fact_hash: Any, at: int) -> dict[str, Any] | None:
         """accessCount += 1 on the active fact holding ``fact_hash``; None (after freeing the
@@ -678,9 +674,7 @@ class MongoStore:
         return doc_to_memory(doc) if doc else None
 
     def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
-        unknown = set(changes) - _UPDATABLE
-        if unknown:
-            raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
+        _base.check_memory_changes(changes)
         if not changes:
             return self.get_memory(memory_id)
         with self._errors("update"), self._fact_conflict(memory_id):
@@ -719,9 +713,7 @@ class MongoStore:
         """Apply ``(id, changes)`` pairs in one bulk write (maintenance jobs); returns rows matched."""
         ops = []
         for memory_id, changes in updates:
-            unknown = set(changes) - _UPDATABLE
-            if unknown:
-                raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
+            _base.check_memory_changes(changes)
             if changes:
                 ops.append(pymongo.UpdateOne(
                     {"vectorId": memory_id}, _mql.memory_update_pipeline(self._memory_sets(changes), now_ms())
@@ -1533,30 +1525,12 @@ class MongoStore:
         flt = {"agentWallet": agent_wallet} if agent_wallet else {}
         with self._errors("stats"):
             (facets,) = list(self.memory.aggregate(_mql.stats_pipeline(agent_wallet)))
-            counts = {
-                name: int(coll.count_documents(flt))
-                for name, coll in (
-                    ("transcripts", self.transcripts), ("sessions", self.sessions),
-                    ("patterns", self.patterns), ("archives", self.archives),
-                )
-            }
+            colls = {"transcripts": self.transcripts, "sessions": self.sessions, "patterns": self.patterns,
+                     "archives": self.archives}
+            counts = {name: int(colls[name].count_documents(flt)) for name in _base.STATS_COUNTED}
         totals = facets["totals"][0] if facets["totals"] else {}
-        return {
-            "totalVectors": int(totals.get("count", 0)),
-            "avgDecayScore": float(totals.get("avgDecay") or 0.0),
-            "oldestVector": int(totals.get("oldest") or 0),
-            "newestVector": int(totals.get("newest") or 0),
-            "bySource": _tally((r["_id"] or "unknown", r["n"]) for r in facets["bySource"]),
-            "byStatus": _tally((r["_id"] or "active", r["n"]) for r in facets["byStatus"]),
-            "totalTranscripts": counts["transcripts"],
-            "totalSessions": counts["sessions"],
-            "totalPatterns": counts["patterns"],
-            "totalArchives": counts["archives"],
-        }
+        return _base.stats_report(total=totals.get("count", 0), avg_decay=totals.get("avgDecay"),
+                            oldest=totals.get("oldest"), newest=totals.get("newest"),
+                            by_source=[(r["_id"], r["n"]) for r in facets["bySource"]],
+                            by_status=[(r["_id"], r["n"]) for r in facets["byStatus"]], counts=counts)
 
-
-def _tally(pairs: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for key, n in pairs:
-        out[str(key)] = out.get(str(key), 0) + int(n)
-    return out

@@ -25,21 +25,29 @@ from .._util import STOPWORDS, now_ms, tokens
 from ..errors import StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
+from ..scope import SCOPE_FIELDS
 from . import _sql
 from ._vectors import VectorIndex
-from .base import INACTIVE_STATUSES, Hit, MemoryQuery, PageCursor, ScopeKey, VectorSearchInfo, is_unique_fact
+from .base import (
+    INACTIVE_STATUSES,
+    MAX_INSERT_ATTEMPTS,
+    STATS_COUNTED,
+    Hit,
+    MemoryQuery,
+    PageCursor,
+    ScopeKey,
+    VectorSearchInfo,
+    check_memory_changes,
+    insert_gave_up,
+    is_unique_fact,
+    require_unique_fact,
+    stats_report,
+    suffixed_id,
+)
 
 __all__ = ["SQLiteStore"]
 
-_SCOPE_COLUMNS = {
-    "agentWallet": "agent_wallet",
-    "userAddress": "user_address",
-    "threadId": "thread_id",
-    "mode": "mode",
-    "haiId": "hai_id",
-    "scopeKind": "mode",
-    "scopeId": "COALESCE(hai_id, agent_wallet)",
-}
+_SCOPE_COLUMNS = {**SCOPE_FIELDS, "scopeKind": "mode", "scopeId": "COALESCE(hai_id, agent_wallet)"}
 
 
 def _json_path(path: str) -> str:
@@ -451,8 +459,7 @@ class SQLiteStore:
         return found
 
     def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
-        if not is_unique_fact(record.source, record.metadata):
-            raise StoreError("add_fact_if_absent takes an active fact row (source 'fact' with metadata.factHash)")
+        require_unique_fact(record)
         with self._write() as conn:  # BEGIN IMMEDIATE: the check and the insert are one transaction
             holder = self._reinforce_fact(conn, record)
             if holder is not None:
@@ -473,8 +480,8 @@ class SQLiteStore:
         """Inside a write transaction: insert one row; a colliding id gets a suffix."""
         rev = self._next_rev(conn)
         emb = np.asarray(rec.embedding, dtype=np.float32).tobytes() if rec.embedding is not None else None
-        memory_id = rec.id
-        for attempt in range(100):
+        for attempt in range(MAX_INSERT_ATTEMPTS):
+            memory_id = suffixed_id(rec.id, attempt)
             try:
                 conn.execute(
                     "INSERT INTO memory (id, agent_wallet, user_address, thread_id, mode, hai_id, content, "
@@ -493,8 +500,7 @@ class SQLiteStore:
             except sqlite3.IntegrityError as exc:
                 if "memory.id" not in str(exc):
                     raise StoreError(f"cannot insert memory row {rec.id}: {exc}") from exc
-                memory_id = f"{rec.id}_{attempt + 1}"
-        raise StoreError(f"could not find a free id for {rec.id} after 100 attempts")
+        raise insert_gave_up(rec.id)
 
     def _row_to_record(self, row: sqlite3.Row, with_embedding: bool = False) -> MemoryRecord:
         emb = row["embedding"]
@@ -522,13 +528,8 @@ class SQLiteStore:
             row = conn.execute(sql, params).fetchone()
         return self._row_to_record(row, with_embedding=True) if row else None
 
-    _UPDATABLE = {
-        "content", "context", "source", "decay_score", "access_count", "updated_at", "last_accessed_at",
-        "metadata", "embedding", "embedding_model", "user_address", "thread_id", "created_at",
-    }
-
     def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
-        self._check_updatable(changes)
+        check_memory_changes(changes)
         if not changes:
             return self.get_memory(memory_id)
         with self._write() as conn:
@@ -539,18 +540,13 @@ class SQLiteStore:
     def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
         """Apply ``(id, changes)`` pairs in one transaction; returns how many rows matched."""
         for _, changes in updates:
-            self._check_updatable(changes)
+            check_memory_changes(changes)
         done = 0
         with self._write() as conn:
             for memory_id, changes in updates:
                 if changes:
                     done += self._update_row(conn, memory_id, changes)
         return done
-
-    def _check_updatable(self, changes: dict[str, Any]) -> None:
-        unknown = set(changes) - self._UPDATABLE
-        if unknown:
-            raise StoreError(f"cannot update memory field(s) {sorted(unknown)}")
 
     def _update_row(self, conn: sqlite3.Connection, memory_id: str, changes: dict[str, Any]) -> int:
         """Inside a write transaction: set ``changes`` on one row and bump its revision; rows matched."""
@@ -1055,30 +1051,15 @@ class SQLiteStore:
             row = conn.execute(
                 f"SELECT COUNT(*), AVG(decay_score), MIN(created_at), MAX(created_at) FROM memory {where}", params
             ).fetchone()
-            by_source = {
-                r[0] or "unknown": r[1]
-                for r in conn.execute(f"SELECT source, COUNT(*) FROM memory {where} GROUP BY source", params)
-            }
-            by_status = {
-                r[0] or "active": r[1]
-                for r in conn.execute(f"SELECT status, COUNT(*) FROM memory {where} GROUP BY status", params)
-            }
+            by_source = conn.execute(f"SELECT source, COUNT(*) FROM memory {where} GROUP BY source", params).fetchall()
+            by_status = conn.execute(f"SELECT status, COUNT(*) FROM memory {where} GROUP BY status", params).fetchall()
             counts = {
                 table: int(conn.execute(f"SELECT COUNT(*) FROM {table} {where}", params).fetchone()[0])
-                for table in ("transcripts", "sessions", "patterns", "archives")
+                for table in STATS_COUNTED
             }
-        return {
-            "totalVectors": int(row[0]),
-            "avgDecayScore": float(row[1] or 0.0),
-            "oldestVector": int(row[2] or 0),
-            "newestVector": int(row[3] or 0),
-            "bySource": by_source,
-            "byStatus": by_status,
-            "totalTranscripts": counts["transcripts"],
-            "totalSessions": counts["sessions"],
-            "totalPatterns": counts["patterns"],
-            "totalArchives": counts["archives"],
-        }
+        return stats_report(total=row[0], avg_decay=row[1], oldest=row[2], newest=row[3],
+                            by_source=[(r[0], r[1]) for r in by_source], by_status=[(r[0], r[1]) for r in by_status],
+                            counts=counts)
 
 
 def _split_script(migrate: Callable[[sqlite3.Connection], None]) -> list[str]:

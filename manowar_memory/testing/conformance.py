@@ -21,6 +21,12 @@ rows and the agent's user-less rows, no user sees only user-less rows; the threa
 non-durable reads; mode and hai when set; ``active_only`` hides deleted and superseded rows;
 allowlisted filters (equality, lists, null, nested ``metadata.*`` paths); sources.
 
+``StoreConformance`` is the union of one class per role of :mod:`manowar_memory.stores.base`:
+:class:`MemoryRowsConformance`, :class:`ThreadsConformance`, :class:`ArtifactsConformance`,
+:class:`CacheFencesConformance`, :class:`MaintenanceConformance` (what the jobs call) and
+:class:`SchedulesConformance` (compare-and-set). A store must pass all of them; while you
+build one, subclass a single role class the same way to check that role alone.
+
 Needs pytest (``pip install "manowar-memory[dev]"``).
 """
 
@@ -28,8 +34,8 @@ from __future__ import annotations
 
 import json
 import math
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 try:
