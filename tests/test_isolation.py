@@ -13,6 +13,7 @@ every scope must find its own secret again (no lost writes).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -32,8 +33,12 @@ from manowar_memory.scoped import visible
 pytest.importorskip("langchain_manowar")
 pytest.importorskip("llama_index_manowar")
 
-from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
-from langchain_manowar import (  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery
+
+from langchain_manowar import (
     ManowarChatMessageHistory,
     ManowarMemoryMiddleware,
     ManowarRetriever,
@@ -41,14 +46,11 @@ from langchain_manowar import (  # noqa: E402
     ManowarVectorStore,
     create_manowar_tools,
 )
-from langchain_manowar import ManowarMemory as LCMemory  # noqa: E402
-from llama_index.core.base.llms.types import ChatMessage  # noqa: E402
-from llama_index.core.schema import TextNode  # noqa: E402
-from llama_index.core.vector_stores.types import VectorStoreQuery  # noqa: E402
-from llama_index_manowar import ManowarMemory as LIMemory  # noqa: E402
-from llama_index_manowar import ManowarMemoryBlock, ManowarToolSpec  # noqa: E402
-from llama_index_manowar import ManowarRetriever as LIRetriever  # noqa: E402
-from llama_index_manowar import ManowarVectorStore as LIVectorStore  # noqa: E402
+from langchain_manowar import ManowarMemory as LCMemory
+from llama_index_manowar import ManowarMemory as LIMemory
+from llama_index_manowar import ManowarMemoryBlock, ManowarToolSpec
+from llama_index_manowar import ManowarRetriever as LIRetriever
+from llama_index_manowar import ManowarVectorStore as LIVectorStore
 
 SCOPES_PER_STORE = int(os.environ.get("MANOWAR_ISOLATION_SCOPES", "10000"))
 PER_EXAMPLE = 50
@@ -200,10 +202,8 @@ def r_engine_items(e: MemoryEngine, s: Scope, w: list[Written]) -> list[str]:
     for item in w:
         for kind, value in item.keys.items():
             if kind == "row":
-                try:
+                with contextlib.suppress(KeyError):
                     out.append(e.get_item(s, value).content)
-                except KeyError:
-                    pass
     return out
 
 

@@ -7,6 +7,7 @@ the engine must keep answering, bypass the cache and say so.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -352,10 +353,8 @@ def private_redis(tmp_path):
     server.start()
     yield server
     if server.proc is not None and server.proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             server.resume()
-        except ProcessLookupError:
-            pass
     server.kill()
 
 

@@ -3,8 +3,8 @@ the local cross-encoder's configuration errors, the fake, and resolve_reranker."
 
 from __future__ import annotations
 
-import json
 import importlib.util
+import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -18,19 +18,18 @@ from manowar_memory.rerankers import (
     CloudflareReranker,
     CrossEncoderReranker,
     FakeReranker,
-    RerankResult,
     Reranker,
+    RerankResult,
     resolve_reranker,
 )
+from manowar_memory.rerankers.cohere import CohereReranker
+from manowar_memory.rerankers.voyage import VoyageReranker
 from manowar_memory.testing.provider_servers import (
     CloudflareServer,
     CohereServer,
     ProviderServer,
     VoyageServer,
 )
-
-from manowar_memory.rerankers.cohere import CohereReranker
-from manowar_memory.rerankers.voyage import VoyageReranker
 
 KEY = "test-rerank-key"
 
@@ -162,7 +161,7 @@ def test_hosted_rerank_uses_provider_scores(provider: tuple[str, ProviderServer,
 
 @pytest.mark.parametrize("status", [401, 429, 500])
 def test_hosted_http_errors_raise_rerank_error(provider: tuple[str, ProviderServer, Factory], status: int) -> None:
-    name, server, factory = provider
+    _, server, factory = provider
     server.fail(status)
     reranker = factory(server, 0.8)
     with pytest.raises(RerankError) as info:
@@ -176,7 +175,7 @@ def test_hosted_timeout_raises_within_the_timeout(provider: tuple[str, ProviderS
     _, server, factory = provider
     server.delay(60.0)  # cut short when the fixture stops the server
     reranker = factory(server, 0.8)
-    with pytest.raises(RerankError, match="timed out after 0.3 s"):
+    with pytest.raises(RerankError, match=r"timed out after 0\.3 s"):
         reranker.rerank(QUERY, DOCS, timeout=0.3)  # the call's timeout overrides the default
     assert len(server.requests) == 1 and server.delays_finished == 0  # gave up while the server still waited
 
@@ -186,7 +185,7 @@ def test_hosted_default_timeout_is_enforced(provider: tuple[str, ProviderServer,
     server.delay(60.0)
     reranker = factory(server, 0.8)
     assert reranker.timeout == 0.8  # type: ignore[attr-defined]
-    with pytest.raises(RerankError, match="timed out after 0.8 s"):
+    with pytest.raises(RerankError, match=r"timed out after 0\.8 s"):
         reranker.rerank(QUERY, DOCS)
     assert len(server.requests) == 1 and server.delays_finished == 0
 
@@ -363,7 +362,7 @@ def test_fake_reranker_fail_options() -> None:
 
 
 def test_fake_reranker_delay_and_timeout() -> None:
-    with pytest.raises(RerankError, match="timed out after 0.1 s"):
+    with pytest.raises(RerankError, match=r"timed out after 0\.1 s"):
         FakeReranker(delay=1.0).rerank(QUERY, DOCS, timeout=0.1)
     # a hung reranker ignores its timeout: it answers once released, however long that takes
     release = threading.Event()

@@ -498,7 +498,7 @@ def test_a_forged_thread_id_neither_reads_nor_joins_another_users_working_buffer
     engine.close()
 
 
-def test_a_fact_of_alice_is_not_a_duplicate_of_the_same_fact_of_Alice() -> None:
+def test_a_fact_of_alice_is_not_a_duplicate_of_the_same_fact_of_Alice() -> None:  # noqa: N802 - names are the point
     from manowar_memory import MemoryEngine
 
     engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")

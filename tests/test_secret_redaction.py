@@ -97,7 +97,7 @@ def test_every_library_error_redacts_its_message() -> None:
 
 
 def test_library_log_lines_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
-    import manowar_memory.jobs.schedules  # noqa: F401 - defines its logger
+    import manowar_memory.jobs.schedules
     import manowar_memory.stores.mongo  # noqa: F401
 
     register_secret(COHERE_KEY)
@@ -205,7 +205,7 @@ def test_reranker_error_echoing_headers_is_redacted_in_errors_degradations_and_l
                          "The user buys tea leaves."):
                 engine.remember(SCOPE, fact)
             result = engine.pre_turn("tea", SCOPE, rerank=True)
-            hits, notes = engine.search("tea", SCOPE, rerank=True)
+            _, notes = engine.search("tea", SCOPE, rerank=True)
         failed = [n for n in result.degradations if n.startswith("rerank skipped") and "failed" in n]
         assert failed and REDACTED in failed[0], result.degradations
         assert_clean(result.degradations, notes, result.model_dump(mode="json"), library_logs(caplog))
