@@ -9,6 +9,8 @@ repository's own Markdown: Turbo Quant Memory's published measurement, re-run on
   ``semantic_search(scope="project", limit=5)``; the time includes the freshness check of the
   Markdown, the query embedding (the first run of each query, uncached) and the engine's search.
   Then ``hydrate(top Markdown hit, mode="default")`` is timed.
+* **Lanes:** ``vector`` when the vector-first gate held (top cosine >= 0.82, keyword lane skipped),
+  ``vector+keyword`` when the candidates came from the weighted RRF of both lanes.
 * **Savings,** in UTF-8 bytes and whitespace-separated words, of JSON serialised with indent 2 and
   sorted keys: the **baseline** is the full text of every unique file among the top 5 hits; the
   **compact** strategy is the search response alone; **guided** is the search response plus the
@@ -96,16 +98,17 @@ def main() -> None:
             "search_savings": 1 - cb / bb if bb else 0.0, "guided_savings": 1 - gb / bb if bb else 0.0,
             "search_word_savings": 1 - cw / bw if bw else 0.0, "guided_word_savings": 1 - gw / bw if bw else 0.0,
             "search_ms": search_ms, "search_warm_ms": warm_ms, "hydrate_ms": hydrate_ms,
+            "lanes": found.get("lanes", {}).get("project"),
             "top": {"state": found["confidence_state"], "score": top["score"] if top else None,
                     "title": top["title"] if top else None, "path": top["source_path"] if top else None},
         })
 
     print(f"\n{'query':<58} {'files':>5} {'base B':>8} {'search B':>8} {'save':>6} {'guided':>6} "
-          f"{'search':>8} {'hydrate':>8}  top hit")
+          f"{'search':>8} {'hydrate':>8} {'lanes':>14}  top hit")
     for r in rows:
         print(f"{r['query'][:58]:<58} {r['files']:>5} {r['baseline_bytes']:>8} {r['search_bytes']:>8} "
               f"{r['search_savings']:>6.1%} {r['guided_savings']:>6.1%} {r['search_ms']:>6.1f}ms "
-              f"{r['hydrate_ms']:>6.1f}ms  {r['top']['state']} {r['top']['score']} {r['top']['path']}#{r['top']['title']}")
+              f"{r['hydrate_ms']:>6.1f}ms {r['lanes']:>14}  {r['top']['state']} {r['top']['score']} {r['top']['path']}#{r['top']['title']}")
 
     def avg(key: str) -> float:
         return statistics.fmean(r[key] for r in rows)

@@ -1,33 +1,50 @@
 """`context/assemble` over HTTP against the same call in process.
 
-Fills one LoCoMo-sized scope (default 2,000 memories of 20 threads), serves the REST API with
-uvicorn on a free local port (a real socket, an API key), then drives
-``POST /api/memory/context/assemble`` with concurrent clients and reports p50/p95 latency and
-requests per second, next to ``engine.scoped(scope).context(query)`` run in process with the same
-concurrency. The difference at p50 is what the HTTP layer adds.
+Fills one LoCoMo-sized scope (default 2,000 memories of 20 threads plus 100 facts) in a SQLite
+file, starts ``manowar serve`` on it as its own process (a real socket, an API key, uvicorn with
+the loop and HTTP parser ``manowar serve`` picks), and drives
+``POST /api/memory/context/assemble`` with concurrent clients (keep-alive connections, one per
+client). The same call runs in this process, ``engine.scoped(scope).context(query)``, on an
+engine opened on the same file.
 
-    python benchmarks/server.py [--memories 2000] [--clients 1,8] [--requests 400] [--embedder fake]
+Each round has two phases, so that a change of machine load hits both paths alike:
+
+* **paired latency:** every client alternates the two paths query by query (in-process then
+  HTTP, then HTTP then in-process, ...); the round's "HTTP adds" is the median of the per-query
+  differences, and its p50/p95 per path are over the same queries;
+* **throughput:** each path alone for ``--requests`` requests (the order alternating by round),
+  giving requests per second.
+
+The report gives the median over the rounds, and each round's "HTTP adds" to show the spread.
+
+    python benchmarks/server.py [--memories 2000] [--clients 1,8] [--requests 300] [--rounds 7]
+                                [--client http.client|httpx] [--embedder fake]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
+import os
 import random
 import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-
-import httpx
-import uvicorn
+from pathlib import Path
 
 from manowar_memory import MemoryEngine, Scope
-from manowar_memory.server import ApiKeys, create_app, hash_key
+from manowar_memory.server import hash_key
 
 WORDS = ("trip lisbon tea garden python concert sister budget marathon piano recipe flight hotel museum "
          "project deadline review bicycle coffee novel painting hiking camera birthday").split()
+KEY = "bench-key"
 
 
 def fill(engine: MemoryEngine, scope: Scope, n: int) -> list[str]:
@@ -41,8 +58,6 @@ def fill(engine: MemoryEngine, scope: Scope, n: int) -> list[str]:
 
 
 def measure(call: Callable[[str], None], queries: list[str], clients: int, requests: int) -> dict[str, float]:
-    for q in queries[:10]:
-        call(q)  # warm up (caches, connections)
     latencies: list[float] = []
     lock = threading.Lock()
 
@@ -61,54 +76,144 @@ def measure(call: Callable[[str], None], queries: list[str], clients: int, reque
             "rps": requests / wall}
 
 
+def measure_paired(paths: dict[str, Callable[[str], None]], queries: list[str], clients: int,
+                   requests: int) -> dict[str, float]:
+    """Each client alternates the two paths on the same query; p50/p95 per path, median difference."""
+    (a, call_a), (b, call_b) = paths.items()
+    lat: dict[str, list[float]] = {a: [], b: []}
+    diffs: list[float] = []
+    lock = threading.Lock()
+
+    def timed(call: Callable[[str], None], q: str) -> float:
+        t = time.perf_counter()
+        call(q)
+        return (time.perf_counter() - t) * 1000
+
+    def one(i: int) -> None:
+        q = queries[i % len(queries)]
+        if i % 2:
+            tb, ta = timed(call_b, q), timed(call_a, q)
+        else:
+            ta, tb = timed(call_a, q), timed(call_b, q)
+        with lock:
+            lat[a].append(ta)
+            lat[b].append(tb)
+            diffs.append(tb - ta)
+
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(one, range(requests)))
+    out = {"diff": statistics.median(diffs)}
+    for name, values in lat.items():
+        values.sort()
+        out[f"{name} p50"] = statistics.median(values)
+        out[f"{name} p95"] = values[int(0.95 * (len(values) - 1))]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(store: str, embedder: str, port: int) -> subprocess.Popen[bytes]:
+    keys = [{"sha256": hash_key(KEY), "agentWallet": "bench-agent", "userAddress": "bench-user"}]
+    env = {**os.environ, "MANOWAR_API_KEYS": json.dumps(keys)}
+    proc = subprocess.Popen([sys.executable, "-m", "manowar_memory.cli", "serve", "--port", str(port), "--store", store,
+                             "--embedder", embedder], env=env, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"manowar serve did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+
+
+def http_caller(port: int, kind: str) -> Callable[[str], None]:
+    local = threading.local()
+    headers = {"X-API-Key": KEY, "Content-Type": "application/json"}
+    if kind == "httpx":
+        import httpx
+
+        def httpx_call(query: str) -> None:
+            if not hasattr(local, "client"):
+                local.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers)
+            local.client.post("/api/memory/context/assemble", json={"query": query}).raise_for_status()
+
+        return httpx_call
+
+    def stdlib_call(query: str) -> None:
+        for attempt in (1, 2):  # the server closes a connection idle past its keep-alive timeout: reconnect once
+            if not hasattr(local, "conn"):
+                local.conn = http.client.HTTPConnection("127.0.0.1", port)
+            try:
+                local.conn.request("POST", "/api/memory/context/assemble", body=json.dumps({"query": query}),
+                                   headers=headers)
+                r = local.conn.getresponse()
+                body = r.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionError):
+                local.conn.close()
+                del local.conn
+                if attempt == 2:
+                    raise
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}: {body[:300]!r}")
+
+    return stdlib_call
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memories", type=int, default=2000)
     ap.add_argument("--clients", default="1,8")
-    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--requests", type=int, default=300, help="requests per path and round")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--client", choices=("http.client", "httpx"), default="http.client")
     ap.add_argument("--embedder", default="fake")
-    ap.add_argument("--store", default="sqlite:///:memory:")
     args = ap.parse_args()
 
-    engine = MemoryEngine(store=args.store, embedder=None if args.embedder == "none" else args.embedder)
+    tmp = tempfile.TemporaryDirectory()
+    store = f"sqlite:///{Path(tmp.name) / 'bench.db'}"
     scope = Scope(agent_wallet="bench-agent", user_address="bench-user")
-    queries = fill(engine, scope, args.memories)
-    app = create_app(engine, keys=ApiKeys([{"sha256": hash_key("bench"), "agentWallet": "bench-agent",
-                                            "userAddress": "bench-user"}]))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-
-    local = threading.local()
-
-    def http_call(query: str) -> None:
-        if not hasattr(local, "client"):
-            local.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": "bench"})
-        r = local.client.post("/api/memory/context/assemble", json={"query": query})
-        r.raise_for_status()
-
+    embedder = None if args.embedder == "none" else args.embedder
+    with MemoryEngine(store=store, embedder=embedder) as filler:
+        queries = fill(filler, scope, args.memories)
+    port = free_port()
+    server = start_server(store, args.embedder, port)
+    engine = MemoryEngine(store=store, embedder=embedder)
     memory = engine.scoped(scope)
-
-    def inproc_call(query: str) -> None:
-        memory.context(query)
-
-    print(f"context/assemble, {args.memories} memories + facts in one scope, store={args.store}, "
-          f"embedder={args.embedder}, {args.requests} requests")
-    print(f"{'clients':>7} {'path':<11} {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8}")
-    for clients in (int(c) for c in args.clients.split(",")):
-        inproc = measure(inproc_call, queries, clients, args.requests)
-        http = measure(http_call, queries, clients, args.requests)
-        for name, r in (("in-process", inproc), ("http", http)):
-            print(f"{clients:>7} {name:<11} {r['p50']:>8.2f} {r['p95']:>8.2f} {r['rps']:>8.0f}")
-        print(f"{clients:>7} {'http adds':<11} {http['p50'] - inproc['p50']:>8.2f} {'':>8} {'':>8}")
-    server.should_exit = True
-    thread.join(10)
-    engine.close()
+    paths = {"in-process": lambda q: memory.context(q), "http": http_caller(port, args.client)}
+    try:
+        print(f"context/assemble, {args.memories} memories + facts in one scope (SQLite file), embedder={args.embedder}, "
+              f"client={args.client}, {args.rounds} interleaved rounds of {args.requests} requests per path")
+        for clients in (int(c) for c in args.clients.split(",")):
+            for call in paths.values():
+                for q in queries[:20]:
+                    call(q)  # warm up: caches, connections
+            paired: list[dict[str, float]] = []
+            rps: dict[str, list[float]] = {name: [] for name in paths}
+            for r in range(args.rounds):
+                paired.append(measure_paired(paths, queries, clients, args.requests))
+                for name in (list(paths) if r % 2 == 0 else list(reversed(paths))):
+                    rps[name].append(measure(paths[name], queries, clients, args.requests)["rps"])
+            print(f"\nclients={clients}   {'p50 ms':>8} {'p95 ms':>8} {'req/s':>8}   (median of {args.rounds} rounds)")
+            for name in paths:
+                print(f"  {name:<11} {statistics.median(x[f'{name} p50'] for x in paired):>8.2f} "
+                      f"{statistics.median(x[f'{name} p95'] for x in paired):>8.2f} {statistics.median(rps[name]):>8.0f}")
+            diffs = [x["diff"] for x in paired]
+            print(f"  http adds   {statistics.median(diffs):>8.2f} ms at p50 (median of the paired per-query "
+                  f"differences; per round: {', '.join(f'{d:.2f}' for d in diffs)})")
+    finally:
+        server.terminate()
+        server.wait(10)
+        engine.close()
+        tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -552,7 +552,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     Q = Annotated[ScopeQuery, Query()]
 
     def mem(binding: KeyBinding | None, data: Mapping[str, Any]) -> ScopedMemory:
-        return engine.scoped(scope_for(data, binding), trust=trust)  # type: ignore[arg-type]
+        return engine.scoped(scope_for(data, binding), trust=trust)
 
     def tool(memory: ScopedMemory, name: str, **arguments: Any) -> dict[str, Any]:
         return memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
@@ -569,8 +569,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
             try:
                 from ..jobs.temporal import connect_temporal
             except ImportError as exc:
-                raise errors.MissingDependencyError(
-                    f'Temporal jobs need temporalio: pip install "manowar-memory[temporal]" ({exc})') from exc
+                raise errors.MissingDependencyError("temporalio", "temporal", "Temporal jobs") from exc
             temporal["client"] = await connect_temporal(temporal_address, temporal_namespace)
         return temporal["client"]
 
@@ -738,24 +737,28 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def eval_run(body: EvalBody, key: Tenant) -> dict[str, Any]:
         m = mem(key, body.scope_data())
         layers = tuple(body.layers) if body.layers else ("graph", "vectors")
-        results = []
+        results: list[dict[str, Any]] = []
+        hit_rate, recall, mrr = 0, 0.0, 0.0
         for case in body.test_cases:
             if not case.expected_ids and not case.expected_contents:
                 raise errors.InvalidInputError("every test case needs expectedIds or expectedContents")
             hits = m.search(case.query, k=body.k, layers=layers)
             wanted = [("id", x) for x in case.expected_ids] + [("text", x.lower()) for x in case.expected_contents]
-            found, first = set(), None
+            found: set[int] = set()
+            first: int | None = None
             for rank, hit in enumerate(hits, start=1):
                 for i, (kind, value) in enumerate(wanted):
                     if (hit.id == value) if kind == "id" else (value in (hit.text or "").lower()):
                         found.add(i)
                         first = first or rank
+            hit_rate += first is not None
+            recall += len(found) / len(wanted)
+            mrr += 1 / first if first else 0.0
             results.append({"query": case.query, "hit": first is not None, "recall": len(found) / len(wanted),
                             "rank": first, "retrievedIds": [h.id for h in hits]})
         n = len(results)
-        return {"cases": n, "k": body.k, "hitRate": sum(x["hit"] for x in results) / n,
-                "recall": sum(x["recall"] for x in results) / n,
-                "mrr": sum(1 / x["rank"] for x in results if x["rank"]) / n, "results": results}
+        return {"cases": n, "k": body.k, "hitRate": hit_rate / n, "recall": recall / n, "mrr": mrr / n,
+                "results": results}
 
     # ------------------------------------------------------------ workflows, patterns and skills
     @r.get("/workflows", tags=["workflows"], summary="The workflow manifests")
@@ -871,10 +874,11 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     @app.get("/readyz", tags=["operations"], summary="Readiness of the store, cache and embedder",
              responses={503: {"description": "A dependency is down"}})
     def readyz() -> JSONResponse:
+        embedder = engine.embedder
         checks = {"store": _check(lambda: engine.store.get_memory("readyz-probe")),
                   "cache": _check(lambda: _ping_cache(engine.cache)),
-                  "embedder": "none" if engine.embedder is None else _check(
-                      lambda: engine.embedder.embed(["readyz"], input_type="query"))}
+                  "embedder": "none" if embedder is None else _check(
+                      lambda: embedder.embed(["readyz"], input_type="query"))}
         ok = all(v in ("ok", "none") for v in checks.values())
         return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
 

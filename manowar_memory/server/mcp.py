@@ -78,7 +78,7 @@ def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] |
             return failure({"error": {"type": "InvalidInputError", "tool": name,
                                       "message": f"unknown tool {name!r}; this server has {sorted(definitions)}"}})
         try:
-            memory = engine.scoped(scope_of(ctx), trust=trust)  # type: ignore[arg-type]
+            memory = engine.scoped(scope_of(ctx), trust=trust)
             result = await BoundTool(definition, memory).acall(**dict(params.arguments or {}))
         except ManowarError as exc:
             payload = getattr(exc, "payload", None) or tool_error_payload(name, exc)
@@ -104,7 +104,7 @@ def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] |
             query = unquote(uri[len("memory://context/"):])
         else:
             raise ValueError(f"unknown resource {uri!r}")
-        memory = engine.scoped(scope_of(ctx), trust=trust)  # type: ignore[arg-type]
+        memory = engine.scoped(scope_of(ctx), trust=trust)
         result = await memory.acontext(query)
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type="text/plain",
                                                                             text=result.prompt)])
