@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from manowar_memory import MemoryEngine, Scope
-from manowar_memory.embeddings import resolve_embedder
 from manowar_memory.embeddings import onnx as onnx_module
+from manowar_memory.embeddings import resolve_embedder
 from manowar_memory.embeddings.onnx import OnnxEmbedder, export_model
 from manowar_memory.errors import ConfigurationError, EmbeddingError, MissingDependencyError
 
@@ -174,7 +174,7 @@ def test_bad_arguments_and_inputs(onnx_embedder: OnnxEmbedder, tmp_path: Path) -
         OnnxEmbedder(threads=0)
     with pytest.raises(ConfigurationError, match="never downloads"):
         OnnxEmbedder("sentence-transformers/all-mpnet-base-v2")
-    with pytest.raises(ConfigurationError, match="tokenizer.json"):
+    with pytest.raises(ConfigurationError, match=r"tokenizer\.json"):
         OnnxEmbedder(str(tmp_path)).load()
     (tmp_path / "tokenizer.json").write_text("{}")
     (tmp_path / "1_Pooling").mkdir()

@@ -319,7 +319,7 @@ def _main(argv: list[str]) -> int:
     """``python -m manowar_memory.embeddings.onnx [MODEL] [--int8]``: prepare the cache ahead."""
     args = [a for a in argv if a != "--int8"]
     files = export_model(args[0] if args else BUNDLED_MODEL, quantize="int8" if "--int8" in argv else None)
-    print(files.onnx)
+    sys.stdout.write(f"{files.onnx}\n")
     return 0
 
 
