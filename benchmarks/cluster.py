@@ -51,6 +51,11 @@ def summarize(label: str, results: list[dict[str, Any]]) -> dict[str, Any]:
         start = min(r[f"{phase}_window"][0] for r in results)
         end = max(r[f"{phase}_window"][1] for r in results)
         row[phase] = {"per_s": len(lat) / (end - start), "p50": statistics.median(lat), "p95": pct(lat, 0.95)}
+    stages: dict[str, list[float]] = {}
+    for r in results:
+        for stage, values in r["pre_stage_ms"].items():
+            stages.setdefault(stage, []).extend(values)
+    row["stages"] = {k: statistics.median(v) for k, v in stages.items()}
     return row
 
 
@@ -58,6 +63,16 @@ def print_row(row: dict[str, Any]) -> None:
     post, pre = row["post"], row["pre"]
     print(f"| {row['config']:<34} | {post['per_s']:7.1f} | {post['p50']:6.1f} | {post['p95']:6.1f} "
           f"| {pre['per_s']:7.1f} | {pre['p50']:6.1f} | {pre['p95']:6.1f} |", flush=True)
+
+
+def print_stages(rows: list[dict[str, Any]]) -> None:
+    """The median of each pre_turn stage (``PreTurnResult.timings_ms``) per configuration."""
+    print("\npre_turn stages, median ms (embed, lane work inside layers, layers in all, pack):")
+    for row in rows:
+        st = row["stages"]
+        lanes = ", ".join(f"{k.split('.', 1)[1]} {v:.1f}" for k, v in st.items() if k.startswith("graph+vectors."))
+        print(f"  {row['config']:<34} embed {st.get('embed', 0):.1f}, {lanes}, layers {st.get('layers', 0):.1f}, "
+              f"pack {st.get('pack', 0):.1f}")
 
 
 def embedded(turns: int) -> dict[str, Any]:
@@ -139,16 +154,19 @@ def main() -> None:
           f"load average before: {os.getloadavg()[0]:.1f}")
     print("| configuration                      | post/s  | p50 ms | p95 ms | pre/s   | p50 ms | p95 ms |")
     print("|------------------------------------|---------|--------|--------|---------|--------|--------|")
-    print_row(embedded(args.turns))
+    rows = [embedded(args.turns)]
+    print_row(rows[0])
     rs = None if args.uri else ReplicaSet(3).start()
     try:
         uri = args.uri or rs.uri
         for redis_url in [None] + ([args.redis] if args.redis else []):
             for procs in args.procs:
-                print_row(on_replica_set(uri, procs, args.turns, redis_url))
+                rows.append(on_replica_set(uri, procs, args.turns, redis_url))
+                print_row(rows[-1])
     finally:
         if rs is not None:
             rs.stop()
+    print_stages(rows)
     if args.failover:
         failover(args.election_timeout_ms)
 

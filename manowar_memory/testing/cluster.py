@@ -12,6 +12,7 @@ Used by ``tests/cluster`` and ``benchmarks/cluster.py``; not imported by the lib
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -137,6 +138,7 @@ class ReplicaSet:
         """Start every member, initiate the set, wait for a primary. Returns self."""
         import pymongo
 
+        atexit.register(self.stop)  # no mongod outlives the process that started it
         for i in range(len(self.ports)):
             self._spawn(i)
         try:
@@ -234,6 +236,7 @@ class ReplicaSet:
             self.procs[i] = None
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+        atexit.unregister(self.stop)
 
     def __enter__(self) -> ReplicaSet:
         return self.start()
@@ -442,7 +445,8 @@ def _serve(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the chil
 def bench_turns(engine: Any, *, agent: str, tag: str, n: int, start_at: float = 0.0) -> dict[str, Any]:
     """``n`` post_turns then ``n`` pre_turns in one scope (user and thread named by ``tag``),
     starting at the wall-clock time ``start_at`` (so several processes overlap). Returns each
-    call's latency in ms (``post_ms``, ``pre_ms``) and each phase's [start, end] epoch seconds."""
+    call's latency in ms (``post_ms``, ``pre_ms``), each phase's [start, end] epoch seconds and
+    the pre_turns' ``timings_ms`` per stage (``pre_stage_ms``)."""
     from .. import Scope
 
     scope = Scope(agent_wallet=agent, user_address=f"user-{tag}", thread_id=f"thread-{tag}")
@@ -455,13 +459,16 @@ def bench_turns(engine: Any, *, agent: str, tag: str, n: int, start_at: float = 
                                  {"role": "assistant", "content": "noted"}], extract_facts=False)
         post.append((time.perf_counter() - t) * 1000)
     pre: list[float] = []
+    stages: dict[str, list[float]] = {}
     pre_started = time.time()
     for i in range(n):  # every query is new: no query-cache hits, as with real conversations
         t = time.perf_counter()
-        engine.pre_turn(f"where does the user live now, city {i % 17}? (turn {i} of {tag})", scope)
+        result = engine.pre_turn(f"where does the user live now, city {i % 17}? (turn {i} of {tag})", scope)
         pre.append((time.perf_counter() - t) * 1000)
+        for stage, ms in result.timings_ms.items():
+            stages.setdefault(stage, []).append(ms)
     return {"post_ms": post, "pre_ms": pre, "post_window": [post_started, pre_started],
-            "pre_window": [pre_started, time.time()]}
+            "pre_window": [pre_started, time.time()], "pre_stage_ms": stages}
 
 
 if __name__ == "__main__":  # pragma: no cover
