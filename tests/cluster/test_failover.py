@@ -80,3 +80,20 @@ def test_primary_killed_and_restarted_mid_loop_loses_and_duplicates_nothing(repl
             assert error["library"], f"a driver error reached the caller: {error}"
             assert error["type"] == "StoreUnavailableError" and error["retryable"] is True, error
             assert "retry" in error["message"], error
+
+
+def test_no_reachable_server_is_a_retryable_library_error():
+    from manowar_memory import MemoryEngine, StoreError, StoreUnavailableError
+    from manowar_memory.stores.mongo import MongoStore
+    from manowar_memory.testing.cluster import free_port
+
+    store = MongoStore(f"mongodb://127.0.0.1:{free_port()}/db", create_indexes=False, serverSelectionTimeoutMS=300)
+    engine = MemoryEngine(store=store, embedder="fake")
+    try:
+        with pytest.raises(StoreUnavailableError) as caught:
+            engine.remember({"agent_wallet": "a1", "user_address": "u1"}, "The user likes tea.")
+    finally:
+        engine.close()
+    error = caught.value
+    assert isinstance(error, StoreError) and error.retryable is True and error.operation
+    assert "retry the same call" in str(error)
