@@ -4,6 +4,9 @@ engine's threads owned and shut down in one place."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+
 import pytest
 
 from manowar_memory import MemoryEngine, Scope
@@ -11,6 +14,7 @@ from manowar_memory.candidates import Candidate
 from manowar_memory.config import RetrievalConfig
 from manowar_memory.errors import ConfigurationError
 from manowar_memory.layers import LAYER_SEARCHERS, LayerHits, LayerRequest
+from manowar_memory.rerankers.base import RerankResult
 from manowar_memory.retrieval import RankContext, RankOptions, StageInsert, ranking_stages
 from manowar_memory.retrieval.pipeline import RankingStage
 
@@ -95,3 +99,27 @@ def test_close_shuts_every_engine_thread_down() -> None:
     for pool in (threads.layers, threads.lanes, threads.rerank, threads.background):
         with pytest.raises(RuntimeError):
             pool.submit(lambda: None)
+
+
+class ThreadNamingReranker:
+    """Reverses the order and remembers which thread it ran on."""
+
+    model_id = "thread-naming"
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def rerank(self, query: str, documents: Sequence[str], *, top_k: int | None = None,
+               timeout: float | None = None) -> list[RerankResult]:
+        self.threads.append(threading.current_thread().name)
+        return [RerankResult(i, float(i)) for i in range(len(documents))]
+
+
+def test_the_rerank_stage_runs_on_the_engines_rerank_threads() -> None:
+    reranker = ThreadNamingReranker()
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None, reranker=reranker)
+    engine.ingest(SCOPE, [f"Lisbon trip note {i}: tram, river and hotel" for i in range(8)])
+    result = engine.search_layers("Lisbon trip tram river hotel", SCOPE, ["vectors"], rerank=True)
+    engine.close()
+    assert reranker.threads and all(name.startswith("manowar-rerank") for name in reranker.threads)
+    assert result.lanes["vectors"]["rerank"] == "reranked" and "vectors.rerank" in result.timings_ms
