@@ -553,6 +553,9 @@ def test_cli_notes_group(tmp_path: Path) -> None:
     assert run("hydrate", card["item_id"])["item"]["content"].startswith("# Alpha")
     assert run("recent", "--scope", "global")["result_count"] == 1
     assert run("deprecate", note["item_id"], "--reason", "old")["action"] == "archived"
+    assert run("lint")["summary"]["file_count"] == 1
+    info = run("info")
+    assert info["index_status"]["project"]["state"] == "fresh" and info["health"]["status"] == "ok"
     refused = runner.invoke(cli, [*base, "remember", "t", "c", "--scope", "global"], env={"MANOWAR_PROJECT_ID": "cli-proj"})
     assert refused.exit_code != 0 and "Direct global writes are disabled" in refused.output
 

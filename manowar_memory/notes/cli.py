@@ -1,5 +1,5 @@
 """``manowar notes``: project notes from the command line (remember, promote, deprecate, search,
-hydrate, index, recent). Every command prints its result as JSON."""
+hydrate, index, recent, lint, info). Every command prints its result as JSON."""
 
 from __future__ import annotations
 
@@ -127,3 +127,19 @@ def index(ctx: click.Context, paths: tuple[str, ...], full: bool) -> None:
 def recent(ctx: click.Context, scope: str, limit: int) -> None:
     """The newest notes, handoffs included."""
     _run(ctx, lambda n: n.recent_context(scope, limit))
+
+
+@notes.command()
+@click.argument("paths", nargs=-1)
+@click.option("--max-issues", default=200, show_default=True, type=click.IntRange(1, 100_000))
+@click.pass_context
+def lint(ctx: click.Context, paths: tuple[str, ...], max_issues: int) -> None:
+    """Check the Markdown under PATHS (default: the registered roots) and the notes."""
+    _run(ctx, lambda n: n.lint_knowledge_base(list(paths) or None, max_issues))
+
+
+@notes.command()
+@click.pass_context
+def info(ctx: click.Context) -> None:
+    """The current project, counts per scope, index freshness and health."""
+    _run(ctx, lambda n: {**n.server_info(), "health": n.health()})
