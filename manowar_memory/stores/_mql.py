@@ -36,6 +36,7 @@ __all__ = [
     "ARCHIVES",
     "ATLAS_MAX_CANDIDATES",
     "DEFAULT_PREFILTER_FIELDS",
+    "INACTIVE_STATUSES",
     "INDEXES",
     "JOBS",
     "MEMORY",
@@ -240,7 +241,7 @@ def date_to_ms(value: Any) -> int:
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=_dt.timezone.utc)
-        delta = value - _EPOCH
+        delta: _dt.timedelta = value - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     return int(value)
 

@@ -74,7 +74,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -168,7 +168,7 @@ def decode_vector(value: Any) -> np.ndarray | None:
 
 
 def _scoped_doc(model: Any) -> dict[str, Any]:
-    doc = model.to_doc()
+    doc: dict[str, Any] = model.to_doc()
     doc["scopeKind"] = model.mode
     doc["scopeId"] = model.hai_id or model.agent_wallet
     return doc
@@ -189,7 +189,8 @@ def doc_to_memory(doc: dict[str, Any], with_embedding: bool = True) -> MemoryRec
     """A stored memory document as a record (embedding included only when asked and present)."""
     data = {k: v for k, v in doc.items() if k not in _DERIVED}
     emb = data.pop("embedding", None)
-    data["embedding"] = decode_vector(emb).tolist() if (with_embedding and emb is not None) else None
+    vector = decode_vector(emb) if with_embedding else None
+    data["embedding"] = vector.tolist() if vector is not None else None
     return MemoryRecord.model_validate(data)
 
 
@@ -652,7 +653,7 @@ class MongoStore:
     def _reinforce_fact(self, agent_wallet: str, fact_hash: Any, at: int) -> dict[str, Any] | None:
         """accessCount += 1 on the active fact holding ``fact_hash``; None (after freeing the
         hash) when the row holding it is no longer an active fact."""
-        doc = self.memory.find_one_and_update(
+        doc: dict[str, Any] | None = self.memory.find_one_and_update(
             {"agentWallet": agent_wallet, ACTIVE_FACT_FIELD: fact_hash, "source": "fact",
              "metadata.status": {"$nin": list(_mql.INACTIVE_STATUSES)}},
             {"$inc": {"accessCount": 1}, "$set": {"lastAccessedAt": at}},
@@ -725,7 +726,7 @@ class MongoStore:
 
     def delete_memory(self, memory_id: str) -> bool:
         with self._errors("delete"):
-            return self.memory.delete_one({"vectorId": memory_id}).deleted_count == 1
+            return bool(self.memory.delete_one({"vectorId": memory_id}).deleted_count == 1)
 
     def delete_memories(self, memory_ids: Sequence[str]) -> int:
         """Hard delete many rows; returns how many were removed."""
@@ -834,12 +835,16 @@ class MongoStore:
         return [Hit(doc_to_memory(d, with_embedding=False), float(d["_score"])) for d in docs]
 
     # -- vector search --
+    def _chosen(self) -> tuple[str, str] | None:
+        return self.vector_search_choice
+
     def _choose_vector_method(self) -> tuple[str, str]:
         if self.vector_search_choice is not None:
             return self.vector_search_choice
         with self._choice_lock:
-            if self.vector_search_choice is not None:
-                return self.vector_search_choice
+            chosen = self._chosen()  # again under the lock: another thread may have chosen meanwhile
+            if chosen is not None:
+                return chosen
             if self.vector_search_mode == "local":
                 choice = ("local", "vector_search='local'")
             elif self.vector_search_mode == "atlas":
@@ -958,7 +963,7 @@ class MongoStore:
         ranked = sorted(((k, c) for k, c in picked if k in docs), key=lambda p: (-p[1], p[0]))[:limit]
         return [Hit(doc_to_memory(docs[k], with_embedding=False), (1.0 + c) / 2.0) for k, c in ranked], info
 
-    def _partition(self, agent: str, model_id: str, dims: int) -> _CachePartition | str | None:
+    def _partition(self, agent: str, model_id: str, dims: int) -> _CachePartition | str:
         """The synced partition of (agent, model), loading or reloading it when needed."""
         key = (agent, model_id)
         with self._cache_lock:
@@ -974,7 +979,9 @@ class MongoStore:
             with self._cache_lock:
                 self._partitions.pop(key, None)
             return self._too_big(agent, model_id, rows, dims)
+        old = part
         part = self._load(agent, model_id, dims, rows)
+        part.adopt_ann(old)  # the approximate indexes survive the periodic reload
         part.other_models = self._count_other_models(agent, model_id)
         with self._cache_lock:
             self._partitions[key] = part
@@ -1169,7 +1176,7 @@ class MongoStore:
         bad = {r.shape[0] for r in rows if r is not None and r.shape[0] != dims}
         if bad:
             raise StoreError(f"query vector has {dims} dimensions but rows embedded by {model_id} have {sorted(bad)}")
-        return np.vstack(rows).astype(np.float32, copy=False)
+        return np.vstack(cast(list[np.ndarray], rows)).astype(np.float32, copy=False)  # the rows all have vectors
 
     # -- sessions --
     def get_session(self, session_id: str, agent_wallet: str) -> Session | None:
@@ -1486,7 +1493,7 @@ class MongoStore:
     def get_schedule(self, schedule_id: str) -> dict[str, Any] | None:
         """The schedule doc with its ``rev``, or None."""
         with self._errors("read"):
-            doc = self.schedules.find_one({"scheduleId": schedule_id}, {"_id": 0})
+            doc: dict[str, Any] | None = self.schedules.find_one({"scheduleId": schedule_id}, {"_id": 0})
         return doc
 
     def list_schedules(self) -> list[dict[str, Any]]:
@@ -1519,7 +1526,7 @@ class MongoStore:
     def delete_schedule(self, schedule_id: str) -> bool:
         """Delete the schedule; False when there was none."""
         with self._errors("delete"):
-            return self.schedules.delete_one({"scheduleId": schedule_id}).deleted_count > 0
+            return bool(self.schedules.delete_one({"scheduleId": schedule_id}).deleted_count > 0)
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         flt = {"agentWallet": agent_wallet} if agent_wallet else {}

@@ -469,12 +469,13 @@ class SQLiteStore:
 
     def _reinforce_fact(self, conn: sqlite3.Connection, rec: MemoryRecord) -> sqlite3.Row | None:
         """Inside a write transaction: bump and return the active fact holding ``rec``'s hash, if any."""
-        return conn.execute(
+        row: sqlite3.Row | None = conn.execute(
             "UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? "
             f"WHERE rowid = (SELECT rowid FROM memory WHERE agent_wallet = ? AND fact_hash = ? AND {_ACTIVE_FACT_WHERE} "
             f"LIMIT 1) RETURNING {_MEMORY_COLUMNS}",
             (rec.last_accessed_at, rec.agent_wallet, rec.metadata["factHash"]),
         ).fetchone()
+        return row
 
     def _insert(self, conn: sqlite3.Connection, rec: MemoryRecord) -> str:
         """Inside a write transaction: insert one row; a colliding id gets a suffix."""
@@ -614,7 +615,8 @@ class SQLiteStore:
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
         created_to: int | None = None, batch_size: int = 1000,
     ) -> Iterator[MemoryRecord]:
-        clauses, params = ["rowid > ?"], [0]
+        clauses: list[str] = ["rowid > ?"]
+        params: list[Any] = [0]
         if agent_wallet is not None:
             clauses.append("agent_wallet = ?")
             params.append(agent_wallet)

@@ -682,7 +682,9 @@ class ThreadsConformance(_RoleConformance):
         ]
         for i, (sid, kw) in enumerate(rows):
             store.upsert_session(self._session(sid, last=now - (i + 1) * 1000, **kw))
-        names = lambda q, n=10: [s.session_id for s in store.find_sessions(q, n)]  # noqa: E731
+        def names(q: MemoryQuery, n: int = 10) -> list[str]:
+            return [s.session_id for s in store.find_sessions(q, n)]
+
         assert names(_q(user="u1")) == ["app", "u1_t1", "u1_t2", "local", "shared"]
         assert names(_q(user="u1", thread="t1", durable=False)) == ["u1_t1"]
         assert names(_q()) == ["local", "shared"]
