@@ -4,7 +4,7 @@
     python benchmarks/scale.py lane [--sizes 10000 100000] [--queries 200]
     python benchmarks/scale.py pre-turn [--sizes 10000 100000] [--queries 100]
     python benchmarks/scale.py others --locomo /path/to/locomo-dev.json [--others 1 50]
-    python benchmarks/scale.py recall --locomo /path/to/locomo-dev.json [--embedder local]
+    python benchmarks/scale.py recall --locomo /path/to/locomo-dev.json [--embedder local] [--cache-dir DIR]
 
 ``index``: the in-process :class:`VectorIndex` alone (mask + top 48), approximate and exact in
 the same run, recall@10 of the approximate top 10 against the exact one; no SQLite, so a
@@ -45,12 +45,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from latency import _sentence, measure  # type: ignore[import-not-found]
-
 from manowar_memory import MemoryEngine, MemoryRecord, Scope, SQLiteStore
 from manowar_memory.stores._ann import AnnGroup
 from manowar_memory.stores._vectors import VectorIndex
 from manowar_memory.stores.base import MemoryQuery
+
+from latency import _sentence, measure  # type: ignore[import-not-found]
 
 AGENT, USER = "scale-agent", "scale-user"
 MODEL = "fake:384"
@@ -281,10 +281,11 @@ def _chunks(n: int, size: int) -> Iterator[range]:
 
 
 def recall(args: argparse.Namespace) -> None:
-    from locomo import memory_texts
+    from locomo import DiskDocumentCache, memory_texts
 
     convs = _conversations(args.locomo)
-    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None)
+    cache = DiskDocumentCache(args.cache_dir, queries=True) if args.cache_dir else None
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None, cache=cache)
     AnnGroup.min_scan, AnnGroup.scan_fraction = 1, 0.03  # the share of the group scanned at 1M rows
     t0 = time.perf_counter()
     found: dict[str, list[float]] = {"exact": [], "ann": []}
@@ -334,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--others", type=int, nargs="+", default=[1, 50])
     parser.add_argument("--locomo", type=Path, help="locomo-dev.json (others, recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
+    parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")
     parser.add_argument("--workdir", default=None, help="where the scratch SQLite files go (default: the temp dir)")
     args = parser.parse_args(argv)
     if args.what in ("others", "recall") and args.locomo is None:

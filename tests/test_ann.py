@@ -189,6 +189,48 @@ def test_mongo_scope_isolation_under_ann(partial_probe, mongo_db) -> None:
         store.close()
 
 
+@pytest.fixture
+def builds(monkeypatch) -> list[int]:
+    """Rows of every ANN index built from now on."""
+    seen: list[int] = []
+    real_build = AnnGroup.build.__func__  # type: ignore[attr-defined]
+
+    def counting_build(cls, vectors, labels, **kwargs):
+        seen.append(len(labels))
+        return real_build(cls, vectors, labels, **kwargs)
+
+    monkeypatch.setattr(AnnGroup, "build", classmethod(counting_build))
+    return seen
+
+
+@pytest.mark.mongo
+def test_mongo_reload_keeps_the_ann_index_in_sync(partial_probe, builds, mongo_db) -> None:
+    from manowar_memory.stores.mongo import MongoStore
+
+    rng = np.random.default_rng(9)
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_search="local",
+                       vector_cache_reload_s=1e-6)  # every query reloads the partition
+    alice = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="alice"))
+    try:
+        rows = _records(rng, 200, user="alice")
+        store.add_memories(rows)
+        store.vector_search(alice, rows[0].embedding, MODEL, 10)
+        assert builds == [200]
+        store.delete_memories([r.id for r in rows[:20]])
+        late = _records(rng, 20, user="alice", tag="late-")
+        store.add_memories(late)
+        for gone, new in zip(rows[:20], late):
+            hits, _ = store.vector_search(alice, gone.embedding, MODEL, 10)
+            assert gone.id not in {h.record.id for h in hits}
+            hits, info = store.vector_search(alice, new.embedding, MODEL, 1)
+            assert hits[0].record.id == new.id and info.candidates == 200
+        assert builds == [200]  # reloaded many times, never rebuilt
+        (group,) = store._partitions[(AGENT, MODEL)].ann.values()
+        assert group.ntotal == 200
+    finally:
+        store.close()
+
+
 def _top_ids(store: SQLiteStore, vectors: np.ndarray) -> list[list[str]]:
     alice = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="alice"))
     return [[h.record.id for h in store.vector_search(alice, q.tolist(), MODEL, 5)[0]] for q in vectors]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._ann import AnnGroup
+from ._ann import CODE_BYTES_PER_DIM, ID_BYTES, AnnGroup
 from .base import MemoryQuery
 
 __all__ = ["DEFAULT_ANN_THRESHOLD", "VectorIndex"]
@@ -102,13 +102,14 @@ class VectorIndex:
 
     @staticmethod
     def row_bytes(dims: int) -> int:
-        """Approximate memory per row of ``dims`` dimensions (the cache bound uses it)."""
-        return 4 * dims + _ROW_OVERHEAD
+        """Approximate memory per row of ``dims`` dimensions (the cache bound uses it): the float32
+        vector, the columns, and the row's share of an approximate index should its group get one."""
+        return 4 * dims + _ROW_OVERHEAD + CODE_BYTES_PER_DIM * dims + ID_BYTES
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held, by allocated capacity, approximate indexes included."""
-        return self.vectors.shape[0] * self.row_bytes(self.dims) + sum(g.nbytes for g in list(self.ann.values()))
+        """Approximate memory held, by allocated capacity (approximate indexes included)."""
+        return self.vectors.shape[0] * self.row_bytes(self.dims)
 
     def _group_of(self, agent: int, user: int) -> int:
         gid = self.groups.get((agent, user))
@@ -398,3 +399,40 @@ class VectorIndex:
             return
         self.ann[gid] = ann
         self.in_ann[new] = True
+
+    # -- reload (MongoDB's periodic full reload of a cached partition) --
+    def adopt_ann(self, old: VectorIndex | None) -> None:
+        """Take over ``old``'s approximate indexes after a reload of the same rows into this
+        index: rows are matched by key, rows gone or whose vector changed are dropped from
+        them, rows they lack are queued to be added; ``old`` keeps none (it rebuilds if used)."""
+        if old is None or old is self or old.dims != self.dims:
+            return
+        with old.lock:
+            names = {v: k for k, v in old.codes.items()}
+            taken = []
+            for (agent, user), old_gid in old.groups.items():
+                if old._ann_ready(old_gid) is not None:
+                    labels = np.flatnonzero(old.in_ann[: old.size] & (old.group[: old.size] == old_gid))
+                    taken.append((names[agent], names[user], old.ann.pop(old_gid), labels))
+            old.in_ann[:] = False
+            old_keys, old_vectors = old.keys, old.vectors
+        for agent_name, user_name, ann, labels in taken:
+            agent_code, user_code = self.codes.get(agent_name), self.codes.get(user_name)
+            gid = self.groups.get((agent_code, user_code)) if agent_code is not None and user_code is not None else None
+            if gid is None:
+                continue
+            new = np.fromiter((self.position.get(old_keys[int(p)], -1) for p in labels), dtype=np.int64, count=len(labels))
+            ok = new >= 0
+            ok[ok] = self.live[new[ok]] & (self.group[new[ok]] == gid)
+            ok[ok] = (old_vectors[labels[ok]] == self.vectors[new[ok]]).all(axis=1)
+            if not ok.all():
+                ann.remove(labels[~ok])
+            if not ann.relabel(dict(zip(labels[ok].tolist(), new[ok].tolist()))):
+                continue
+            self.ann[gid] = ann
+            self.in_ann[new[ok]] = True
+            n = self.size
+            missing = np.flatnonzero(self.live[:n] & (self.group[:n] == gid) & ~self.in_ann[:n])
+            if missing.size:
+                with self._ann_lock:
+                    self._ann_add.setdefault(gid, set()).update(missing.tolist())
