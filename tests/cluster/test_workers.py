@@ -12,11 +12,12 @@ import sys
 import uuid
 
 import pytest
-from test_temporal_worker import AGENT, _activity_retried, seed
 
 from manowar_memory.jobs import run_job
 from manowar_memory.jobs.batched import JOB_MARKER_KEY
 from manowar_memory.stores.sqlite import SQLiteStore
+
+from test_temporal_worker import AGENT, _activity_retried, seed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.mongo, pytest.mark.temporal]
 
