@@ -126,8 +126,10 @@ R = TypeVar("R", bound="_Dated")
 
 
 class _Dated(Protocol):
-    created_at: int
-    updated_at: int
+    @property
+    def created_at(self) -> int: ...
+    @property
+    def updated_at(self) -> int: ...
 
 
 def _keep_newest(best: dict[Any, R], dupes: dict[Any, list[R]], key: Any, row: R) -> None:
@@ -347,7 +349,8 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
 def decode_archive(archive: Archive) -> dict[str, Any]:
     """The archive's payload ``{archiveId, agentWallet, dateRange, vectors}``."""
     raw = gzip.decompress(base64.b64decode(archive.content)).decode("utf-8") if archive.compressed else archive.content
-    return json.loads(raw)
+    payload: dict[str, Any] = json.loads(raw)
+    return payload
 
 
 def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: bool = False,

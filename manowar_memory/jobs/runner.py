@@ -79,11 +79,22 @@ def invalidate_changes(cache: Any | None, changes: ChangedScopes) -> int:
 
 
 def _agent_of(params: BaseModel) -> str | None:
-    wallet = getattr(params, "agent_wallet", None)
+    wallet: str | None = getattr(params, "agent_wallet", None)
     if wallet:
         return wallet
     wallets = getattr(params, "agent_wallets", None)
     return wallets[0] if wallets and len(wallets) == 1 else None
+
+
+def _ticker(bar: Any) -> Callable[[int], None] | None:
+    """A job's progress callback that advances a tqdm bar (None without one)."""
+    if bar is None:
+        return None
+
+    def tick(rows: int) -> None:
+        bar.update(rows)
+
+    return tick
 
 
 def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseModel | None = None, *,
@@ -116,8 +127,7 @@ def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseMod
 
         bar = tqdm(desc=f"{type}{' (dry run)' if dry_run else ''}", unit="row")
     try:
-        report = execute_job(store, type, model, dry_run=dry_run, progress=bar.update if bar is not None else None,
-                             changes=changes)
+        report = execute_job(store, type, model, dry_run=dry_run, progress=_ticker(bar), changes=changes)
         told = invalidate_changes(qcache, changes)
         job = job.model_copy(update={"status": "completed", "completed_at": now_ms(),
                                      "data": {**report, "input": dumped, "dryRun": dry_run, "invalidatedScopes": told}})

@@ -480,7 +480,7 @@ class InlineSchedules:
             missed=int(doc.get("missed") or 0))
 
     def _doc(self, schedule_id: str) -> dict[str, Any]:
-        doc = self.store.get_schedule(schedule_id)
+        doc: dict[str, Any] | None = self.store.get_schedule(schedule_id)
         if doc is None:
             raise ScheduleNotFoundError(f"no schedule {schedule_id!r}; see them with `manowar schedules list`")
         return doc
@@ -573,7 +573,7 @@ class InlineSchedules:
         job = self.jobs.get_job(job_id) if job_id else None
         return job is None or job.status == "running"
 
-    def _due(self, sched: MaintenanceSchedule, next_fire_at: int, now: int) -> tuple[list[int], int, int]:
+    def _due(self, sched: MaintenanceSchedule, next_fire_at: int, now: int) -> tuple[builtins.list[int], int, int]:
         """(fire times inside the catch-up window, fire times dropped, next fire time after now)."""
         window_start = now - int(sched.catchup_window_s * 1000)
         due: list[int] = []
@@ -658,10 +658,11 @@ class InlineSchedules:
                     log.warning("could not record the failed run of %s: %s", schedule_id, put_exc)
             jobs.append(job)
             try:
-                claim = self._finish(schedule_id, claim, job)
+                follow_up = self._finish(schedule_id, claim, job)
             except Exception as exc:
                 self._release(schedule_id, claim, exc)
                 raise
+            claim = follow_up
         return jobs
 
     def _release(self, schedule_id: str, claim: _Claim, exc: BaseException) -> None:

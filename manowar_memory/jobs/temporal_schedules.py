@@ -83,11 +83,12 @@ class ScheduledMemoryJobWorkflow:
         )
         if prepared.get("done"):
             return dict(prepared["report"])
-        return await workflow.execute_child_workflow(
+        report: dict[str, Any] = await workflow.execute_child_workflow(
             "ManowarMemoryJob",
             {"jobId": prepared["jobId"], "type": prepared["type"], "params": prepared["params"]},
             id=prepared["workflowId"], task_queue=info.task_queue,
         )
+        return report
 
 
 class ScheduleActivities:

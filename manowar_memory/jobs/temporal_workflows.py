@@ -126,7 +126,7 @@ class MemoryJobWorkflow(_StateMixin):
 
     async def _run_whole(self, request: dict[str, Any]) -> dict[str, Any]:
         await self._wait_unpaused()
-        report = await workflow.execute_activity(
+        report: dict[str, Any] = await workflow.execute_activity(
             "manowar_memory_job", request,
             **activity_options(request),
         )
