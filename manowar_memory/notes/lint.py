@@ -21,7 +21,7 @@ import posixpath
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -123,14 +123,14 @@ def document_issues(documents: Mapping[str, str],
 def stale_episodic(notes: Sequence[Mapping[str, Any]], stale_days: float = STALE_EPISODIC_DAYS,
                    now: datetime | None = None) -> list[dict[str, Any]]:
     """Active episodic notes (metadata of note rows) last updated more than ``stale_days`` ago."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     cutoff = now - timedelta(days=stale_days)
     out = []
     for m in notes:
         if m.get("tier") != "episodic" or m.get("note_status", "active") != "active":
             continue
         try:
-            updated = datetime.strptime(str(m.get("updated_at")), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            updated = datetime.strptime(str(m.get("updated_at")), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         except ValueError:
             continue
         if updated < cutoff:

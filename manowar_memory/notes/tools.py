@@ -200,15 +200,15 @@ def _self_test(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
 #: (name, arguments model, handler, writes, description) of each tool of the ``notes`` group.
 NOTES_TOOL_SPECS: tuple[tuple[str, type[BaseModel], Callable[..., dict[str, Any]], bool, str], ...] = (
     ("notes_remember", NoteRememberArgs, _remember, True,
-     "Save a note about this repository (a lesson, decision, pattern or handoff) to the project's notes. "
-     "Reports similar notes it may supersede or conflict with; never changes them."),
+     ("Save a note about this repository (a lesson, decision, pattern or handoff) to the project's notes. "
+      "Reports similar notes it may supersede or conflict with; never changes them.")),
     ("notes_promote", NoteIdArgs, _promote, True,
      "Copy a project note to the global notes shared by every project (the only way to write global notes)."),
     ("notes_deprecate", NoteDeprecateArgs, _deprecate, True,
      "Archive a note, or mark it superseded by its replacement; it leaves retrieval but its history is kept."),
     ("notes_search", NoteSearchArgs, _search, False,
-     "Search the project's notes and indexed Markdown (and the global notes) and return compact cards with a "
-     "confidence state. Hydrate a card before acting on a low or ambiguous result."),
+     ("Search the project's notes and indexed Markdown (and the global notes) and return compact cards with a "
+      "confidence state. Hydrate a card before acting on a low or ambiguous result.")),
     ("notes_hydrate", NoteHydrateArgs, _hydrate, False,
      "Read a card in full: a note, or a Markdown block with its neighbouring blocks in the same file."),
     ("notes_recent", NoteRecentArgs, _recent, False,
@@ -219,11 +219,11 @@ NOTES_TOOL_SPECS: tuple[tuple[str, type[BaseModel], Callable[..., dict[str, Any]
     ("notes_unlink", NoteUnlinkArgs, _unlink, True, "Remove a relation between two entities."),
     ("notes_related", NoteRelatedArgs, _related, False, "The relations of an entity (as source or target)."),
     ("notes_lint", NoteLintArgs, _lint, False,
-     "Check the project's Markdown and notes: broken links, orphan documents, duplicate titles, stale handoffs "
-     "and near-duplicate notes."),
+     ("Check the project's Markdown and notes: broken links, orphan documents, duplicate titles, stale handoffs "
+      "and near-duplicate notes.")),
     ("notes_server_info", NoArgs, _info, False,
-     "The notes contract and state: current project, scopes and modes, counts per scope, index freshness and "
-     "orphaned projects."),
+     ("The notes contract and state: current project, scopes and modes, counts per scope, index freshness and "
+      "orphaned projects.")),
     ("notes_health", NoArgs, _health, False, "Whether the notes' store and embedder answer, and the version."),
     ("notes_scopes", NoArgs, _scopes, False, "The notes scopes (project, global, hybrid) and how each is written."),
     ("notes_self_test", NoArgs, _self_test, False, "The notes tools and the scope rules they follow."),
