@@ -163,3 +163,50 @@ async def test_streamable_http_notes_group_keeps_each_agents_notes(tmp_path: Pat
             assert r.is_error or "blue-green script" not in r.content[0].text
     finally:
         stop(proc)
+
+
+def _minimal_arguments(schema: dict) -> dict:
+    """The smallest valid arguments of a tool: its required fields only, each a plain value of its type."""
+    out: dict = {}
+    for name in schema.get("required", []):
+        prop = schema["properties"][name]
+        kind = prop.get("type") or next((o.get("type") for o in prop.get("anyOf", []) if o.get("type") != "null"), None)
+        if "enum" in prop:
+            out[name] = prop["enum"][0]
+        elif kind == "integer":
+            out[name] = prop.get("minimum", 1)
+        elif kind == "number":
+            out[name] = 1.0
+        elif kind == "boolean":
+            out[name] = False
+        elif kind == "array":
+            out[name] = []
+        else:
+            out[name] = "note://probe" if name.endswith("uri") else "probe"
+    if "dry_run" in schema.get("properties", {}):
+        out["dry_run"] = True  # nothing published or rewritten
+    return out
+
+
+async def test_stdio_calls_every_tool_of_every_group(tmp_path: Path) -> None:
+    """Every tool of the four groups, called over stdio with its minimal arguments, answers with a
+    result or an MCP tool error carrying the catalog's structured error; never a protocol error."""
+    (tmp_path / "README.md").write_text("# Probe\n\nA probe document.\n")
+    args = ["-m", "manowar_memory.cli", "mcp", "--agent", "agent-a", "--store", f"sqlite:///{tmp_path / 'm.db'}",
+            "--embedder", "fake", "--groups", "memory,items,jobs,notes"]
+    params = StdioServerParameters(command=sys.executable, args=args, env={
+        **os.environ, "MANOWAR_THREAD": "t1", "MANOWAR_PROJECT_ID": "mcp-all", "MANOWAR_PROJECT_ROOT": str(tmp_path)})
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = (await session.list_tools()).tools
+        assert {t.name for t in tools} == {d.name for d in catalog(["memory", "items", "jobs", "notes"])}
+        outcomes = {}
+        for tool in sorted(tools, key=lambda t: t.name):
+            result = await session.call_tool(tool.name, _minimal_arguments(tool.input_schema))
+            data = _data(result)
+            if result.is_error:
+                assert set(data["error"]) == {"type", "message", "tool"} and data["error"]["tool"] == tool.name, data
+            outcomes[tool.name] = data["error"]["type"] if result.is_error else "ok"
+        assert outcomes["notes_self_test"] == outcomes["notes_health"] == outcomes["notes_lint"] == "ok"
+        assert outcomes["memory_get"] == "NotFoundError"  # a tool error, reported as one
+        assert sum(v == "ok" for v in outcomes.values()) > len(outcomes) // 2, outcomes
