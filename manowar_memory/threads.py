@@ -5,8 +5,8 @@ layers side by side), the lane pool (a search's keyword lane beside its vector l
 rerank pool (a reranker call under a timeout) and the background pool (fact extraction,
 access bumps). The engine creates one and shuts it down in :meth:`MemoryEngine.close`.
 
-:func:`blas_limit` keeps numpy's BLAS to one thread while the engine's own numeric kernels run
-(the vector lane's scan, MMR). At the sizes a scope holds, a matrix-vector product is memory
+:func:`blas_limit` keeps every loaded BLAS library (numpy's, and the ones faiss or scipy bring) to
+one thread while the engine's own numeric kernels run (the vector lane's scan, MMR). At the sizes a scope holds, a matrix-vector product is memory
 bound and gains little from more threads, while OpenBLAS worker threads keep spinning after it
 returns and slow the next query's embedding (torch, on the same cores) by half. The limit is
 process-wide (so is the BLAS setting) and reference-counted: concurrent searches share it and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -87,13 +88,17 @@ class _BlasLimit:
         self._lock = threading.Lock()
         self._depth = 0
         self._libs: list[Any] | None = None
-        self._saved: list[int] = []
+        self._modules = 0
+        self._saved: list[tuple[Any, int]] = []
 
     def libraries(self) -> list[Any]:
-        """The loaded BLAS libraries (found once per process: the scan takes tens of ms)."""
-        if self._libs is None:
+        """The loaded BLAS libraries (numpy's, and those other packages bring, such as faiss's).
+        The scan takes tens of ms, so it runs again only after new modules were imported
+        (which is when a new library can appear)."""
+        if self._libs is None or len(sys.modules) != self._modules:
             from threadpoolctl import ThreadpoolController
 
+            self._modules = len(sys.modules)
             self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
         return self._libs
 
@@ -101,9 +106,8 @@ class _BlasLimit:
     def __call__(self) -> Iterator[None]:
         with self._lock:
             if self._depth == 0:
-                libs = self.libraries()
-                self._saved = [lib.get_num_threads() for lib in libs]
-                for lib in libs:
+                self._saved = [(lib, lib.get_num_threads()) for lib in self.libraries()]
+                for lib, _ in self._saved:
                     lib.set_num_threads(self.threads)
             self._depth += 1
         try:
@@ -112,7 +116,7 @@ class _BlasLimit:
             with self._lock:
                 self._depth -= 1
                 if self._depth == 0:
-                    for lib, n in zip(self.libraries(), self._saved):
+                    for lib, n in self._saved:
                         lib.set_num_threads(n)
 
     def reset(self) -> None:

@@ -56,3 +56,22 @@ def test_the_limit_nests_and_restores_once() -> None:
                 assert set(blas_threads()) == {1}
             assert set(blas_threads()) == {1}  # the outer search still runs
         assert set(blas_threads()) == {2}
+
+
+def test_a_blas_library_loaded_later_is_limited_too(engine_on_each_store: MemoryEngine,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = engine_on_each_store
+    engine.ingest(SCOPE, [f"note {i} about the Lisbon trip and hotel {i}" for i in range(10)])
+    engine.pre_turn("Lisbon hotel", SCOPE, ["vectors"])  # the limiter has seen the libraries of that time
+    pytest.importorskip("scipy.linalg")  # brings an OpenBLAS of its own (with the local embedder's extra)
+    seen: list[list[int]] = []
+    original = engine.store.vector_search
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(_blas_counts())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine.store, "vector_search", recording)
+    with threadpool_limits(limits=2, user_api="blas"):
+        engine.pre_turn("Lisbon trip", SCOPE, ["vectors"])
+    assert seen and all(set(counts) == {1} for counts in seen), seen
