@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import threading
@@ -18,6 +17,8 @@ from manowar_memory.embeddings import onnx as onnx_module
 from manowar_memory.embeddings import resolve_embedder
 from manowar_memory.embeddings.onnx import OnnxEmbedder, export_model
 from manowar_memory.errors import ConfigurationError, EmbeddingError, MissingDependencyError
+
+from test_embedders import needs
 
 pytestmark = pytest.mark.local_model
 
@@ -35,12 +36,7 @@ TEXTS = [
 
 def _needs(*modules: str) -> None:
     for module in modules:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            pytest.skip(f"{module} is not installed")
+        needs(module)
 
 
 @pytest.fixture(scope="session")
