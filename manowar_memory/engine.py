@@ -193,7 +193,7 @@ def open_store(spec: Store | str | None) -> Store:
             from .stores.mongo import MongoStore
         except ImportError as exc:  # the module or pymongo is missing
             raise ConfigurationError(f"the MongoDB store is not available: {exc}") from exc
-        return MongoStore(spec)  # type: ignore[return-value]
+        return MongoStore(spec)
     raise ConfigurationError(
         f"unknown store {spec!r}; use 'sqlite:///path/to/memory.db', 'sqlite:///:memory:' or 'mongodb://host/db'"
     )
@@ -668,7 +668,8 @@ class MemoryEngine:
     ) -> list[Message]:
         """Checked messages, oldest first: valid text within ``max_chars``, timestamps in range
         (a missing one is ``now`` plus the position), JSON tool-call payloads."""
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        given: object = messages  # callers outside the type checker pass anything
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
             raise InvalidInputError("messages must be a list of {'role': ..., 'content': ...} dicts")
         out: list[Message] = []
         for i, raw in enumerate(messages):
