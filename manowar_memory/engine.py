@@ -930,12 +930,12 @@ class MemoryEngine:
             tasks["graph+vectors"] = search_memory_rows
         outcomes: dict[str, tuple[LayerHits | None, BaseException | None]] = {}
         if self.config.concurrent_layers and len(tasks) > 1:
-            futures = {name: self.threads.layers.submit(fn, req) for name, fn in tasks.items()}
+            futures = {name: self.threads.layers.submit(_timed_layer, name, fn, req) for name, fn in tasks.items()}
             outcomes = {name: _outcome(f) for name, f in futures.items()}
         else:
             for name, fn in tasks.items():
                 try:
-                    outcomes[name] = (fn(req), None)
+                    outcomes[name] = (_timed_layer(name, fn, req), None)
                 except Exception as exc:
                     outcomes[name] = (None, exc)
         results: dict[str, list[Candidate]] = {}
@@ -1261,6 +1261,14 @@ class MemoryEngine:
 def _outcome(future: concurrent.futures.Future[LayerHits]) -> tuple[LayerHits | None, BaseException | None]:
     exc = future.exception()
     return (None, exc) if exc is not None else (future.result(), None)
+
+
+def _timed_layer(name: str, searcher: LayerSearcher, req: LayerRequest) -> LayerHits:
+    """Run one layer's search; its wall time goes into the hits' ``timings_ms`` under ``name``."""
+    t0 = time.perf_counter()
+    hits = searcher(req)
+    hits.timings_ms[name] = (time.perf_counter() - t0) * 1000
+    return hits
 
 
 def _rounded(timings: Mapping[str, float]) -> dict[str, float]:

@@ -70,8 +70,8 @@ def test_an_engine_stage_runs_between_decay_and_boosts_and_is_timed() -> None:
     result = engine.pre_turn("Lisbon trip", SCOPE, ["vectors"])
     engine.close()
     assert recorder.seen and all("decay" in t and "boost" not in t for t in recorder.seen)
-    for key in ("vectors.keyword", "vectors.vector", "vectors.fusion", "vectors.decay", "vectors.recorder",
-                "vectors.boosts", "pack", "total"):
+    for key in ("vectors", "vectors.keyword", "vectors.vector", "vectors.fusion", "vectors.decay",
+                "vectors.recorder", "vectors.boosts", "layers", "pack", "total"):
         assert key in result.timings_ms, key
 
 
