@@ -13,7 +13,10 @@ cache, then ``--rounds`` more times, timed. The figures, p50 and p95 over those 
 * ``overhead``: ``timings_ms["total"] - timings_ms["embed"]``, the engine's own work;
 * ``cpu``: the process's CPU time per call (all its threads), which other programs on a
   busy machine do not inflate;
-* each entry of ``timings_ms`` (lanes, fusion, ranking stages, packing).
+* each entry of ``timings_ms`` (lanes, fusion, ranking stages, packing);
+* with ``--embed-queries``, the query embedding timed right before each ``pre_turn``, by the
+  embedder itself (no cache): the time it loses to threads the previous search left spinning
+  (BLAS threads fighting the embedder's) shows here. Use a real embedder and ``--other-scopes``.
 
 The data is not part of this project: pass the path of LoCoMo's ``locomo10.json`` (or a
 subset of it). ``--embedder fake:384`` gives vectors of the real model's dimension without
@@ -83,6 +86,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         engine.pre_turn(q, scope, layers)
     wall: list[float] = []
     cpu: list[float] = []
+    embed: list[float] = []
+    assert engine.embedder is not None
     overhead: list[float] = []
     parts: dict[str, list[float]] = {}
     profiler: Any = None
@@ -93,6 +98,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         profiler.start()
     for _ in range(args.rounds):
         for q in questions:
+            if args.embed_queries:
+                t = time.perf_counter()
+                engine.embedder.inner.embed([q], input_type="query")
+                embed.append((time.perf_counter() - t) * 1000)
             t, c = time.perf_counter(), time.process_time()
             result = engine.pre_turn(q, scope, layers)
             wall.append((time.perf_counter() - t) * 1000)
@@ -116,6 +125,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"  wall (query embedding cached): p50 {out['wall_p50']:.2f} ms, p95 {out['wall_p95']:.2f} ms")
     print(f"  engine overhead (total - embed): p50 {out['overhead_p50']:.2f} ms, p95 {out['overhead_p95']:.2f} ms")
     print(f"  process CPU per call: p50 {out['cpu_p50']:.2f} ms, mean {out['cpu_mean']:.2f} ms")
+    if embed:
+        print(f"  query embedding just before: p50 {statistics.median(embed):.2f} ms, p95 {_pct(embed, 0.95):.2f} ms")
     print("  timings_ms p50: " + ", ".join(f"{k} {v:.3f}" for k, v in out["timings_p50"].items()))
     return out
 
@@ -129,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over the questions")
     parser.add_argument("--questions", type=int, default=200, help="most questions asked per pass")
     parser.add_argument("--other-scopes", type=int, default=0, help="other conversations ingested beside it")
+    parser.add_argument("--embed-queries", action="store_true", help="time an uncached query embedding before each call")
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile of the timed calls")
     run(parser.parse_args(argv))
     return 0
