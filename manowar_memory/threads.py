@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import ctypes
 import os
 import sys
 import threading
@@ -80,44 +81,98 @@ _LIVE: weakref.WeakSet[EngineThreads] = weakref.WeakSet()
 # ---------------------------------------------------------------- BLAS threads
 
 
+class _Knob:
+    """Get and set one BLAS library's thread count, called with the GIL held (the calls take
+    microseconds; releasing the GIL for them costs a thread switch when other threads run).
+
+    OpenBLAS is driven through its own symbols: threadpoolctl's setter ignores calls from any
+    thread but the first that used it, and the engine searches from its layer threads. An
+    OpenBLAS built on OpenMP takes a per-thread limit (``per_thread``)."""
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        self.per_thread = getattr(controller, "threading_layer", None) == "openmp"
+        self._get: Callable[[], int] | None = None
+        self._set: Callable[[int], object] | None = None
+        if getattr(controller, "internal_api", None) != "openblas":
+            return
+        try:
+            dll = ctypes.PyDLL(controller.filepath)
+        except OSError:
+            return
+        if self.per_thread:
+            names = [("omp_get_max_threads", "omp_set_num_threads")]
+        else:
+            names = [(f"{p}openblas_get_num_threads{x}", f"{p}openblas_set_num_threads{x}")
+                     for p in ("", "scipy_") for x in ("", "64_", "_64")]
+        for get_name, set_name in names:
+            if hasattr(dll, get_name) and hasattr(dll, set_name):
+                getter, setter = getattr(dll, get_name), getattr(dll, set_name)
+                getter.restype, setter.argtypes, setter.restype = ctypes.c_int, [ctypes.c_int], None
+                self._get, self._set = getter, setter
+                return
+
+    def get(self) -> int:
+        return int(self._get()) if self._get is not None else int(self.controller.get_num_threads())
+
+    def set(self, n: int) -> None:
+        if self._set is not None:
+            self._set(n)
+        else:
+            self.controller.set_num_threads(n)
+
+
 class _BlasLimit:
-    """Reference-counted, process-wide limit on the BLAS libraries' threads."""
+    """Reference-counted limit on the BLAS libraries' threads: process-wide for libraries with
+    one shared pool, per calling thread for the OpenMP-built ones."""
 
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads
         self._lock = threading.Lock()
         self._depth = 0
-        self._libs: list[Any] | None = None
+        self._local = threading.local()
+        self._knobs: list[_Knob] | None = None
         self._modules = 0
-        self._saved: list[tuple[Any, int]] = []
+        self._saved: list[tuple[_Knob, int]] = []
 
-    def libraries(self) -> list[Any]:
+    def knobs(self) -> list[_Knob]:
         """The loaded BLAS libraries (numpy's, and those other packages bring, such as faiss's).
         The scan takes tens of ms, so it runs again only after new modules were imported
         (which is when a new library can appear)."""
-        if self._libs is None or len(sys.modules) != self._modules:
+        if self._knobs is None or len(sys.modules) != self._modules:
             from threadpoolctl import ThreadpoolController
 
             self._modules = len(sys.modules)
-            self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
-        return self._libs
+            self._knobs = [_Knob(c) for c in ThreadpoolController().select(user_api="blas").lib_controllers]
+        return self._knobs
 
     @contextmanager
     def __call__(self) -> Iterator[None]:
         with self._lock:
+            knobs = self.knobs()
             if self._depth == 0:
-                self._saved = [(lib, lib.get_num_threads()) for lib in self.libraries()]
-                for lib, _ in self._saved:
-                    lib.set_num_threads(self.threads)
+                self._saved = [(k, k.get()) for k in knobs if not k.per_thread]
+                for k, _ in self._saved:
+                    k.set(self.threads)
             self._depth += 1
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            self._local.saved = [(k, k.get()) for k in knobs if k.per_thread]
+            for k, _ in self._local.saved:
+                k.set(self.threads)
+        self._local.depth = depth + 1
         try:
             yield
         finally:
+            self._local.depth -= 1
+            if self._local.depth == 0:
+                for k, n in self._local.saved:
+                    k.set(n)
             with self._lock:
                 self._depth -= 1
                 if self._depth == 0:
-                    for lib, n in self._saved:
-                        lib.set_num_threads(n)
+                    for k, n in self._saved:
+                        k.set(n)
 
     def reset(self) -> None:
         self._lock = threading.Lock()
@@ -133,8 +188,8 @@ def blas_limit() -> Any:
 
 
 def blas_threads() -> list[int]:
-    """The thread count of each loaded BLAS library right now (for tests and diagnostics)."""
-    return [lib.get_num_threads() for lib in _BLAS.libraries()]
+    """The thread count of each loaded BLAS library right now, as this thread sees it."""
+    return [k.get() for k in _BLAS.knobs()]
 
 
 def _after_fork() -> None:

@@ -29,8 +29,9 @@ def test_numpy_has_a_blas_library_to_limit() -> None:
     assert _blas_counts(), "numpy loaded no BLAS library that threadpoolctl can see"
 
 
+@pytest.mark.parametrize("layers", [["vectors"], None], ids=["on the caller's thread", "on the layer threads"])
 def test_the_vector_lane_runs_with_one_blas_thread(engine_on_each_store: MemoryEngine,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                   monkeypatch: pytest.MonkeyPatch, layers: list[str] | None) -> None:
     engine = engine_on_each_store
     engine.ingest(SCOPE, [f"note {i} about the Lisbon trip and hotel {i}" for i in range(40)])
     seen: list[list[int]] = []
@@ -42,7 +43,7 @@ def test_the_vector_lane_runs_with_one_blas_thread(engine_on_each_store: MemoryE
 
     monkeypatch.setattr(engine.store, "vector_search", recording)
     with threadpool_limits(limits=2, user_api="blas"):  # what numpy would use on two cores
-        result = engine.pre_turn("Lisbon hotel", SCOPE, ["vectors"])
+        result = engine.pre_turn("Lisbon hotel", SCOPE, layers)
         after = _blas_counts()
     assert result.items and seen, "the vector lane did not run"
     assert all(counts and set(counts) == {1} for counts in seen), seen
