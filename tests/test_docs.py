@@ -12,10 +12,13 @@ can say more (``{.python ...}`` in docs/, ``python ...`` in the README, which Gi
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import traceback
 from collections import defaultdict
 from pathlib import Path
@@ -109,17 +112,23 @@ def _drop_docs_database() -> None:
         client.drop_database(DOCS_DATABASE)
 
 
-@pytest.mark.slow
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    """The site builds with warnings as errors: every nav page exists, every link and anchor
-    resolves, every ``:::`` API reference and the CLI reference import and render."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once with ``mkdocs build --strict``: warnings are errors, so every nav page
+    exists, every link and anchor resolves, every ``:::`` API reference and the CLI reference
+    import and render."""
     if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
         pytest.fail("mkdocs is not installed: pip install -e '.[docs]'")
-    site = tmp_path / "site"
+    out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_mkdocs_build_strict(site: Path) -> None:
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "manowar serve" in cli and "--budget" in cli  # generated from the click commands
     api = (site / "reference" / "api" / "index.html").read_text()
@@ -127,3 +136,51 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     for notebook in ("quickstart", "langchain_quickstart", "llamaindex_quickstart"):
         page = (site / "notebooks" / notebook / "index.html").read_text()
         assert "data:image/png;base64" in page, f"{notebook}: the rendered notebook shows no plot"
+
+
+class _Recorder(http.server.SimpleHTTPRequestHandler):
+    failed: list[str] = []
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        self.failed.append(f"{code} {self.path}")
+        super().send_error(code, message, explain)
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        message = "Debian's chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no") or \
+                os.environ.get("MANOWAR_REQUIRE_SERVICES") == "1":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page, heading", [("", "manowar-memory"), ("guides/langchain/", "LangChain and LangGraph"),
+                                           ("reference/api/", "Engine and scoped surface")])
+def test_site_renders_in_a_browser(site: Path, page: str, heading: str) -> None:
+    """Headless Chromium loads the page from a local server: the page renders, no console message
+    (error or otherwise: the theme logs none) and no failed request to the server."""
+    chromium = _chromium()
+    _Recorder.failed = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Recorder, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
+        run = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                              "--v=0", "--virtual-time-budget=3000", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"{heading}" in run.stdout and "md-content" in run.stdout, "the page did not render"
+    console = [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, "\n".join(console)
+    assert not _Recorder.failed, _Recorder.failed
