@@ -7,7 +7,8 @@
 # 1. Creates .venv (python3 -m venv) if missing and installs CPU torch 2.13.0, the project with
 #    the [all,dev] extras and the integration packages under integrations/ that exist. pip is
 #    skipped when neither the pyproject files nor this recipe changed since the last install.
-# 2. Starts MongoDB, Redis and the Temporal dev server (scripts/services.sh start).
+# 2. Installs Debian's chromium when missing (the docs browser check), then starts MongoDB,
+#    Redis and the Temporal dev server (scripts/services.sh start).
 # 3. Runs pytest with the servers required (MANOWAR_REQUIRE_SERVICES=1) and no model downloads.
 # Exits with pytest's code; "no tests collected" (5) counts as a failure.
 set -euo pipefail
@@ -48,6 +49,16 @@ if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
   echo "$stamp" >"$stamp_file"
 else
   log "dependencies up to date (delete $stamp_file to force a reinstall)"
+fi
+
+# ---------------------------------------------------------------- browser
+
+# Debian's headless Chromium, for the docs site's browser check (tests/test_docs.py).
+if ! command -v chromium >/dev/null 2>&1; then
+  [[ $EUID -eq 0 ]] || { log "FAIL: chromium is missing and installing it needs root (apt-get install chromium)"; exit 1; }
+  log "apt: installing chromium"
+  [[ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit 2>/dev/null)" ]] || apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 # ---------------------------------------------------------------- servers
