@@ -87,3 +87,19 @@ def test_every_read_statement_parses() -> None:
     sets, params = _sql.memory_update({"metadata": {}, "embedding": None, "decay_score": 1.0})
     conn.execute(f"EXPLAIN UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, "x"])
     conn.close()
+
+
+def test_keyword_rowids_reads_rowid_and_score_only() -> None:
+    sql, params = _sql.keyword_rowids('"kayak"', "m.agent_wallet = ?", ["a1"], 48, 0.5)
+    assert sql.startswith("SELECT m.rowid, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts ")
+    assert "embedding" not in sql and "content" not in sql
+    assert sql.endswith("WHERE memory_fts MATCH ? AND m.agent_wallet = ? ORDER BY score DESC LIMIT ?")
+    assert params == ['"kayak"', "a1", 48]
+    conn = sqlite3.connect(":memory:")  # the statement runs against the real schema's shape
+    conn.executescript(
+        "CREATE TABLE memory (agent_wallet TEXT, content TEXT, context TEXT);"
+        "CREATE VIRTUAL TABLE memory_fts USING fts5(content, context, content='memory', content_rowid='rowid');"
+        "INSERT INTO memory VALUES ('a1', 'kayak trip', NULL), ('a2', 'kayak', NULL), ('a1', 'kayak kayak', NULL);"
+        "INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');"
+    )
+    assert [r[0] for r in conn.execute(sql, params)] == [3, 1]

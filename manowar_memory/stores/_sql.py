@@ -18,6 +18,7 @@ __all__ = [
     "Statement",
     "count_stale_sessions",
     "count_transcripts_older_than",
+    "keyword_rowids",
     "memory_columns",
     "memory_page",
     "memory_rows_of_users",
@@ -45,6 +46,19 @@ def memory_columns(*, with_embedding: bool = True) -> str:
         return MEMORY_COLUMNS
     cols = [c.strip() for c in MEMORY_COLUMNS.split(",")]
     return ", ".join("NULL AS embedding" if c == "embedding" else c for c in cols)
+
+
+def keyword_rowids(match: str, where: str, params: Sequence[Any], limit: int, context_weight: float) -> Statement:
+    """The keyword lane's query: ``(rowid, score)`` of the best ``limit`` rows of ``memory m``
+    passing ``where`` for the FTS5 query ``match``, best first (BM25 with the ``context``
+    column weighed ``context_weight`` against the content's 1). Only the rowid and the score
+    are read here; the store then reads the winning rows alone, without their embeddings."""
+    sql = (
+        f"SELECT m.rowid, -bm25(memory_fts, 1.0, {float(context_weight)!r}) AS score "
+        f"FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
+        f"WHERE memory_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?"
+    )
+    return sql, [match, *params, limit]
 
 
 def memory_update(changes: Mapping[str, Any]) -> tuple[list[str], list[Any]]:

@@ -672,15 +672,20 @@ class SQLiteStore:
         if match is None:
             return []
         where, params = self._memory_where(query)
-        sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in _MEMORY_COLUMNS.split(','))}, "
-            f"-bm25(memory_fts, 1.0, {float(self.context_weight)!r}) AS score "
-            f"FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND {_qualify(where, 'm')} ORDER BY score DESC LIMIT ?"
-        )
+        sql, fts_params = _sql.keyword_rowids(match, _qualify(where, "m"), params, limit, self.context_weight)
         with self._conn() as conn:
-            rows = conn.execute(sql, [match, *params, limit]).fetchall()
-        return [Hit(self._row_to_record(r), float(r["score"])) for r in rows]
+            picked = [(r[0], float(r[1])) for r in conn.execute(sql, fts_params)]
+            if not picked:
+                return []
+            by_rowid = {
+                r["rowid"]: r
+                for r in conn.execute(
+                    f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
+                    f"WHERE rowid IN ({','.join('?' * len(picked))})",
+                    [p[0] for p in picked],
+                )
+            }
+        return [Hit(self._row_to_record(by_rowid[rowid]), score) for rowid, score in picked if rowid in by_rowid]
 
     def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
         current = int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
