@@ -89,17 +89,21 @@ def test_every_read_statement_parses() -> None:
     conn.close()
 
 
-def test_keyword_rowids_reads_rowid_and_score_only() -> None:
-    sql, params = _sql.keyword_rowids('"kayak"', "m.agent_wallet = ?", ["a1"], 48, 0.5)
-    assert sql.startswith("SELECT m.rowid, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts ")
+def test_keyword_rowids_reads_only_the_scopes_rowid_ranges() -> None:
+    sql, params = _sql.keyword_rowids('"kayak"', [3, 7], "m.agent_wallet = ?", ["a1"], 48, 0.5)
+    arm = ("SELECT rowid AS fts_rowid, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
+           "WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ?")
+    assert sql.startswith(f"SELECT m.rowid, f.score FROM ({arm} UNION ALL {arm}) f JOIN memory m ")
     assert "embedding" not in sql and "content" not in sql
-    assert sql.endswith("WHERE memory_fts MATCH ? AND m.agent_wallet = ? ORDER BY score DESC LIMIT ?")
-    assert params == ['"kayak"', "a1", 48]
-    conn = sqlite3.connect(":memory:")  # the statement runs against the real schema's shape
-    conn.executescript(
-        "CREATE TABLE memory (agent_wallet TEXT, content TEXT, context TEXT);"
-        "CREATE VIRTUAL TABLE memory_fts USING fts5(content, context, content='memory', content_rowid='rowid');"
-        "INSERT INTO memory VALUES ('a1', 'kayak trip', NULL), ('a2', 'kayak', NULL), ('a1', 'kayak kayak', NULL);"
-        "INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');"
-    )
-    assert [r[0] for r in conn.execute(sql, params)] == [3, 1]
+    assert sql.endswith("WHERE m.agent_wallet = ? ORDER BY f.score DESC, m.rowid LIMIT ?")
+    span = 1 << _sql.FTS_ROWID_SHIFT
+    assert params == ['"kayak"', 3 * span, 4 * span - 1, '"kayak"', 7 * span, 8 * span - 1, "a1", 48]
+
+
+def test_fts_scope_key_matches_its_sql_twin() -> None:
+    conn = sqlite3.connect(":memory:")
+    for agent, user in [("agent", None), ("agent", "u1"), ("ägent ✓", "ü"), ("a", "")]:
+        row = conn.execute(f"SELECT {_sql.fts_scope_key_sql('r')} FROM (SELECT ? AS agent_wallet, ? AS user_address) r",
+                           (agent, user)).fetchone()
+        assert row[0] == _sql.fts_scope_key(agent, user)
+    assert _sql.fts_scope_key("a", None) != _sql.fts_scope_key("a", "")

@@ -439,3 +439,83 @@ def test_stats_counts_per_agent(store: SQLiteStore) -> None:
     assert stats["totalSessions"] == 1
     assert store.stats()["totalVectors"] == 3
     assert store.stats("nobody")["totalVectors"] == 0
+
+
+_FTS_SCOPES = [Scope(agent_wallet="agent", user_address="u1"), Scope(agent_wallet="agent", user_address="u2"),
+               Scope(agent_wallet="agent"), Scope(agent_wallet="other", user_address="u1")]
+
+
+_FTS_TEXTS = ("kayak river", "painting", "kayak painting trip")
+
+
+def _keyword_results(store: SQLiteStore) -> dict[tuple[int, str], list[tuple[str, float]]]:
+    return {(i, text): [(h.record.id, h.score) for h in store.keyword_search(MemoryQuery(scope=s), text, 10)]
+            for i, s in enumerate(_FTS_SCOPES) for text in _FTS_TEXTS}
+
+
+def _keyword_results_before_m006(store: SQLiteStore) -> dict[tuple[int, str], list[tuple[str, float]]]:
+    """The keyword lane's statement before m006 (one rowid space, scope filtered after MATCH)."""
+    out = {}
+    with store._conn() as conn:
+        for i, s in enumerate(_FTS_SCOPES):
+            where, params = store._memory_where(MemoryQuery(scope=s))
+            for text in _FTS_TEXTS:
+                rows = conn.execute(
+                    "SELECT m.id, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts JOIN memory m "
+                    f"ON m.rowid = memory_fts.rowid WHERE memory_fts MATCH ? AND {sqlite_module._qualify(where, 'm')} "
+                    "ORDER BY score DESC LIMIT 10", [sqlite_module._fts_query(text), *params],
+                ).fetchall()
+                out[(i, text)] = [(r[0], float(r[1])) for r in rows]
+    return out
+
+
+def test_fts_scope_ranges_migration_keeps_keyword_results_and_scores(tmp_path, monkeypatch) -> None:
+    """A database from before m006 (one FTS rowid space for every scope) is migrated to
+    per-scope rowid ranges; every scope's keyword hits, order and BM25 scores stay the same."""
+    path = tmp_path / "old.db"
+    before_m006 = [m for m in sqlite_module.MIGRATIONS if m[0] != "m006_fts_scope_ranges"]
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", before_m006)
+    old = SQLiteStore(path)
+    texts = ["kayak on the river", "painting a river", "kayak trip, kayak painting", "a painting of a kayak",
+             "river trip"]
+    for n, s in enumerate(_FTS_SCOPES):
+        old.add_memories([_record(f"{t} ({n})" if k % 2 else t, scope=s) for k, t in enumerate(texts[n:] + texts[:n])])
+    old.add_memories([_record(f"weather report {k}", scope=_FTS_SCOPES[3]) for k in range(30)])
+    expected = _keyword_results_before_m006(old)
+    assert "m006_fts_scope_ranges" not in old.migrations()
+    old.close()
+    monkeypatch.undo()
+    store = SQLiteStore(path)
+    try:
+        assert store.migrations()[-1] == "m006_fts_scope_ranges"
+        got = _keyword_results(store)
+        assert got == expected
+        assert got[(0, "painting")][0][1] > 0.1  # rare enough terms for real BM25 scores
+        assert {h.record.user_address for h in store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[0]), "kayak", 20)} == {"u1", None}
+        (rid,) = store.add_memories([_record("kayak at dawn", scope=_FTS_SCOPES[1])])  # triggers keep it in sync
+        assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "dawn", 5)] == [rid]
+        assert store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[0]), "dawn", 5) == []
+        store.update_memory(rid, {"content": "canoe at dusk"})
+        assert store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "dawn", 5) == []
+        assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "dusk", 5)] == [rid]
+        store.delete_memory(rid)
+        assert store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "dusk", 5) == []
+        assert store.keyword_search(MemoryQuery(scope=Scope(agent_wallet="nobody", user_address="u1")), "kayak", 5) == []
+    finally:
+        store.close()
+
+
+def test_keyword_search_reads_only_the_scopes_fts_rowid_ranges(store: SQLiteStore) -> None:
+    """FTS5 gets the scope's rowid range as a constraint (``>`` and ``<`` in its plan), so
+    other scopes' rows are not read; and a row moved to another scope moves its index entry."""
+    from manowar_memory.stores import _sql
+
+    sql, params = _sql.keyword_rowids('"kayak"', [1], "m.agent_wallet = ?", ["agent"], 5, 0.5)
+    with store._conn() as conn:
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    assert any(p.startswith("SCAN memory_fts VIRTUAL TABLE INDEX 0:M") and p.endswith("><") for p in plan), plan
+    (rid,) = store.add_memories([_record("kayak lessons", scope=_FTS_SCOPES[0])])
+    with store._write() as conn:  # no public API moves a row; the trigger must still follow
+        conn.execute("UPDATE memory SET user_address = 'u2' WHERE id = ?", (rid,))
+    assert store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[0]), "kayak", 5) == []
+    assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "kayak", 5)] == [rid]

@@ -14,10 +14,14 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "FTS_ROWID_SHIFT",
     "MEMORY_COLUMNS",
     "Statement",
     "count_stale_sessions",
     "count_transcripts_older_than",
+    "fts_rowid",
+    "fts_scope_key",
+    "fts_scope_key_sql",
     "keyword_rowids",
     "memory_columns",
     "memory_page",
@@ -48,17 +52,57 @@ def memory_columns(*, with_embedding: bool = True) -> str:
     return ", ".join("NULL AS embedding" if c == "embedding" else c for c in cols)
 
 
-def keyword_rowids(match: str, where: str, params: Sequence[Any], limit: int, context_weight: float) -> Statement:
+#: A memory row's FTS5 rowid is its scope's number (:func:`fts_rowid`) shifted by this many
+#: bits, plus its own rowid: each agent-and-user scope owns one rowid range of the full-text
+#: index, so a search reads only its scope's range however many other scopes the store holds.
+FTS_ROWID_SHIFT = 36
+_FTS_SCOPE_MASK = (1 << (63 - FTS_ROWID_SHIFT)) - 1  # scope numbers past it share ranges (filtered exactly)
+
+
+def fts_scope_key_sql(row: str) -> str:
+    """SQL of the ``fts_scopes`` key of ``row`` (``new``, ``old`` or a table alias): the agent id's
+    UTF-8 bytes in hex, then ``n`` for no user or ``u`` and the user id's bytes in hex."""
+    return (f"hex({row}.agent_wallet) || CASE WHEN {row}.user_address IS NULL THEN 'n' "
+            f"ELSE 'u' || hex({row}.user_address) END")
+
+
+def fts_scope_key(agent_wallet: str, user_address: str | None) -> str:
+    """The ``fts_scopes`` key of rows of this agent and user, as :func:`fts_scope_key_sql` computes it."""
+    agent = agent_wallet.encode("utf-8").hex().upper()
+    return f"{agent}n" if user_address is None else f"{agent}u{user_address.encode('utf-8').hex().upper()}"
+
+
+def fts_rowid(row: str) -> str:
+    """SQL of the FTS5 rowid of memory row ``row`` (its scope must be in ``fts_scopes``)."""
+    return (f"((((SELECT id FROM fts_scopes WHERE key = {fts_scope_key_sql(row)}) & {_FTS_SCOPE_MASK}) "
+            f"<< {FTS_ROWID_SHIFT}) | {row}.rowid)")
+
+
+def keyword_rowids(match: str, scope_ids: Sequence[int], where: str, params: Sequence[Any], limit: int,
+                   context_weight: float) -> Statement:
     """The keyword lane's query: ``(rowid, score)`` of the best ``limit`` rows of ``memory m``
     passing ``where`` for the FTS5 query ``match``, best first (BM25 with the ``context``
-    column weighed ``context_weight`` against the content's 1). Only the rowid and the score
-    are read here; the store then reads the winning rows alone, without their embeddings."""
-    sql = (
-        f"SELECT m.rowid, -bm25(memory_fts, 1.0, {float(context_weight)!r}) AS score "
-        f"FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND {where} ORDER BY score DESC LIMIT ?"
+    column weighed ``context_weight`` against the content's 1).
+
+    FTS5 reads only the rowid ranges of ``scope_ids`` (the asking user's and the agent's
+    user-less rows), so other scopes' rows are never scored nor joined; ``where`` still
+    decides which rows qualify. BM25's statistics stay those of the whole table, so scores
+    are the ones an unpartitioned index gives. Only rowids and scores are read here; the
+    store then reads the winning rows alone, without their embeddings."""
+    arms = " UNION ALL ".join(
+        f"SELECT rowid AS fts_rowid, -bm25(memory_fts, 1.0, {float(context_weight)!r}) AS score "
+        f"FROM memory_fts WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ?"
+        for _ in scope_ids
     )
-    return sql, [match, *params, limit]
+    arm_params: list[Any] = []
+    for sid in scope_ids:
+        low = (sid & _FTS_SCOPE_MASK) << FTS_ROWID_SHIFT
+        arm_params += [match, low, low + (1 << FTS_ROWID_SHIFT) - 1]
+    sql = (
+        f"SELECT m.rowid, f.score FROM ({arms}) f JOIN memory m ON m.rowid = (f.fts_rowid & "
+        f"{(1 << FTS_ROWID_SHIFT) - 1}) WHERE {where} ORDER BY f.score DESC, m.rowid LIMIT ?"
+    )
+    return sql, [*arm_params, *params, limit]
 
 
 def memory_update(changes: Mapping[str, Any]) -> tuple[list[str], list[Any]]:

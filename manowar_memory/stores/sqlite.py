@@ -219,12 +219,50 @@ def _m005_cache_fence(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE cache_fence (key TEXT PRIMARY KEY, epoch INTEGER NOT NULL)")
 
 
+def _m006_fts_scope_ranges(conn: sqlite3.Connection) -> None:
+    """The memory FTS5 table becomes contentless, with each row under a rowid in its scope's
+    range (:func:`_sql.fts_rowid`; scopes numbered in ``fts_scopes``), so the keyword lane reads
+    only the asking scope's rows however many other scopes the store holds. Same terms, same
+    token counts: BM25 scores do not change. The index is rebuilt from the memory table."""
+    new_key = _sql.fts_scope_key_sql("new")
+    new_id, old_id = _sql.fts_rowid("new"), _sql.fts_rowid("old")
+    conn.executescript(
+        f"""
+        CREATE TABLE fts_scopes (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+        INSERT INTO fts_scopes(key) SELECT DISTINCT {_sql.fts_scope_key_sql("m")} FROM memory m ORDER BY 1;
+        DROP TRIGGER IF EXISTS memory_ai;
+        DROP TRIGGER IF EXISTS memory_ad;
+        DROP TRIGGER IF EXISTS memory_au;
+        DROP TABLE IF EXISTS memory_fts;
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            content, context, content='', tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO memory_fts(rowid, content, context) SELECT {_sql.fts_rowid("m")}, content, context FROM memory m;
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+            INSERT OR IGNORE INTO fts_scopes(key) VALUES ({new_key});
+            INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, new.content, new.context);
+        END;
+        CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content, context)
+            VALUES ('delete', {old_id}, old.content, old.context);
+        END;
+        CREATE TRIGGER memory_au AFTER UPDATE OF content, context, agent_wallet, user_address ON memory BEGIN
+            INSERT OR IGNORE INTO fts_scopes(key) VALUES ({new_key});
+            INSERT INTO memory_fts(memory_fts, rowid, content, context)
+            VALUES ('delete', {old_id}, old.content, old.context);
+            INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, new.content, new.context);
+        END;
+        """
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
     ("m003_memory_context", _m003_memory_context),
     ("m004_maintenance_schedules", _m004_maintenance_schedules),
     ("m005_cache_fence", _m005_cache_fence),
+    ("m006_fts_scope_ranges", _m006_fts_scope_ranges),
 ]
 
 _MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
@@ -672,8 +710,18 @@ class SQLiteStore:
         if match is None:
             return []
         where, params = self._memory_where(query)
-        sql, fts_params = _sql.keyword_rowids(match, _qualify(where, "m"), params, limit, self.context_weight)
+        s = query.scope
+        keys = [_sql.fts_scope_key(s.agent_wallet, s.user_address)]
+        if s.user_address is not None:
+            keys.append(_sql.fts_scope_key(s.agent_wallet, None))  # the agent's rows of no user
         with self._conn() as conn:
+            scope_ids = [r[0] for r in conn.execute(
+                f"SELECT id FROM fts_scopes WHERE key IN ({','.join('?' * len(keys))}) ORDER BY id", keys
+            )]
+            if not scope_ids:
+                return []
+            sql, fts_params = _sql.keyword_rowids(match, scope_ids, _qualify(where, "m"), params, limit,
+                                                  self.context_weight)
             picked = [(r[0], float(r[1])) for r in conn.execute(sql, fts_params)]
             if not picked:
                 return []
