@@ -2,7 +2,9 @@
 
 * WAL mode, one connection per thread for files (readers never block the writer);
   ``:memory:`` uses a single connection behind a lock.
-* FTS5 (porter stemming over unicode61) for the keyword lane, on memory rows and transcripts.
+* FTS5 (porter stemming over unicode61) for the keyword lane, on memory rows and transcripts;
+  memory rows sit in their agent/user scope's rowid range of the index, so a search reads only
+  its own scope's rows.
 * Vectors are stored with their row (float32 blob plus the embedding model id). Vector
   search is exact: an in-process matrix per model, refreshed incrementally from a
   revision counter, so writes from other processes are seen on the next search.
