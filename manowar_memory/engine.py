@@ -23,13 +23,13 @@ from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
-from .redaction import install_log_redaction, redact
 from .extraction import FactExtractor, RuleBasedExtractor
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
 from .packing import ContextUsage, Decision, PackedItem, pack
 from .ranking.trust import content_delimiter
 from .records import FACT_TYPES, Layer, MemoryRecord, Message, Session, Transcript, WorkingMemory
+from .redaction import install_log_redaction, redact
 from .rerankers.base import Reranker
 from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
 from .scope import Scope, ScopeLike
@@ -120,7 +120,7 @@ class SearchOptions:
     layers: Sequence[str] | None = None
     filters: Mapping[str, Any] | None = None
     limit: int | None = None
-    rank: RankOptions = RankOptions()
+    rank: RankOptions = dataclasses.field(default_factory=RankOptions)
 
 
 @dataclasses.dataclass
@@ -222,7 +222,7 @@ class MemoryEngine:
         embedder: EmbedderSpec = None,
         *,
         reranker: Reranker | str | None = None,
-        extractor: FactExtractor | None | str = "rules",
+        extractor: FactExtractor | str | None = "rules",
         cache: Cache | None = None,
         config: MemoryConfig | None = None,
     ) -> None:
@@ -911,7 +911,7 @@ class MemoryEngine:
         vector = None
         if self.embedder is None:
             notes.append(NO_EMBEDDER)
-        elif any(l in ("graph", "vectors") for l in selected):
+        elif any(name in ("graph", "vectors") for name in selected):
             t0 = time.perf_counter()
             with collect() as embed_notes:  # the embedding cache reports through the call's collector
                 vector = self.embedder.embed([text], input_type="query")[0]
@@ -936,7 +936,7 @@ class MemoryEngine:
             for name, fn in tasks.items():
                 try:
                     outcomes[name] = (_timed_layer(name, fn, req), None)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - the layer is left out and reported in the notes
                     outcomes[name] = (None, exc)
         results: dict[str, list[Candidate]] = {}
         lanes: dict[str, dict[str, Any]] = {}

@@ -46,9 +46,9 @@ from pydantic import BaseModel
 
 from ._util import DAY_MS, now_ms, query_terms, term_overlap, truncate
 from .candidates import Candidate
-from .records import LAYERS, Layer
 from .ranking.mmr import mmr_order
 from .ranking.trust import TRUST_LEVELS, neutralize_markers, trust_level
+from .records import LAYERS, Layer
 
 __all__ = [
     "LAYER_PRIORITY",
@@ -237,7 +237,7 @@ def pack(
         raise ValueError("untrusted_delimiter must be 8 to 64 lowercase hex characters (see content_delimiter)")
     now = now_ms() if now is None else now
     terms = query_terms(query)
-    order = [l for l in (layer_order or LAYERS) if l in layers] + [l for l in layers if l not in (layer_order or LAYERS)]
+    order = [x for x in (layer_order or LAYERS) if x in layers] + [x for x in layers if x not in (layer_order or LAYERS)]
     decisions: list[Decision] = []
     raw_lines: list[str] = []
     best: dict[str, _Entry] = {}

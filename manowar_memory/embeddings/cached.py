@@ -51,7 +51,7 @@ class CachedEmbedder:
         keys = [self._key(t, input_type) for t in texts]
         try:
             cached = self.cache.get_many(keys)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a cache failure is reported and bypassed
             degrade(f"embedding cache bypassed: {self.cache.name} read failed ({type(exc).__name__})")
             cached = [None] * len(texts)
         out: list[list[float] | None] = [
@@ -75,7 +75,7 @@ class CachedEmbedder:
                 out[i] = vector
                 try:
                     self.cache.set(keys[i], np.asarray(vector, dtype=np.float32).tobytes(), self.ttl_seconds)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - a cache failure is reported and bypassed
                     degrade(f"embedding cache bypassed: {self.cache.name} write failed ({type(exc).__name__})")
         done = [v for v in out if v is not None]
         self._check_dimensions(done)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class FakeEmbedder(BaseEmbedder):
     def _vector(self, text: str) -> list[float]:
         vec = np.zeros(self._dimensions or 64, dtype=np.float64)
         words = tokens(text)
-        feats = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+        feats = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
         for feat in feats or [text]:
             digest = hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest()
             idx = int.from_bytes(digest[:4], "little") % vec.shape[0]
@@ -44,7 +45,8 @@ class FakeEmbedder(BaseEmbedder):
         if norm == 0.0:
             vec[0] = 1.0
             norm = 1.0
-        return (vec / norm).tolist()
+        unit: list[float] = (vec / norm).tolist()
+        return unit
 
     def _embed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
         self.calls += 1

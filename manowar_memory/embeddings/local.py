@@ -152,7 +152,8 @@ class LocalEmbedder(BaseEmbedder):
                 show_progress_bar=False,
             )
         if hasattr(vectors, "tolist"):
-            return vectors.tolist()
+            rows: list[list[float]] = vectors.tolist()
+            return rows
         return [list(map(float, v)) for v in vectors]
 
     def __repr__(self) -> str:
@@ -165,7 +166,7 @@ def _model_dimensions(model: Any) -> int | None:
         if callable(fn):
             try:
                 value = fn()
-            except Exception:
+            except Exception:  # noqa: BLE001 - a model without the answer: try the next name, else None
                 continue
             if isinstance(value, int) and value > 0:
                 return value

@@ -25,7 +25,7 @@ import gzip
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -298,7 +298,7 @@ class ArchiveRestoreParams(_Params):
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: bool = False,

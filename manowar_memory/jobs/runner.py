@@ -97,7 +97,7 @@ def _ticker(bar: Any) -> Callable[[int], None] | None:
     return tick
 
 
-def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseModel | None = None, *,
+def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseModel | None = None, *,  # noqa: A002
             dry_run: bool = False, progress: bool = False, cache: Any | None = None) -> Job:
     """Run one maintenance job inline and return its record.
 

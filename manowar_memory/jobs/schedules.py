@@ -49,7 +49,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -144,7 +144,7 @@ def validate_cron(expr: str, *, setting: str = "cron") -> str:
         raise InvalidCronError(f"{setting}={expr!r}: field {bad[0]!r} uses syntax outside plain cron; {hint}")
     text = " ".join(fields)
     try:
-        next(iter(CronSim(text, datetime(2000, 1, 1, tzinfo=timezone.utc))))
+        next(iter(CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))))
     except (CronSimError, StopIteration) as exc:
         raise InvalidCronError(f"{setting}={expr!r} is not a valid cron expression ({exc or 'never fires'}); {hint}") from None
     return text
@@ -786,7 +786,7 @@ class InlineSchedules:
                 for job in self._execute(sid, claim):
                     if on_job is not None:
                         on_job(job)
-            except Exception:  # noqa: BLE001 - one failed run must not stop the loop
+            except Exception:  # one failed run must not stop the loop
                 log.exception("scheduled run of %s failed", sid)
 
         with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="manowar-schedule") as pool:
@@ -794,7 +794,7 @@ class InlineSchedules:
                 try:
                     for sid, claim in self._claim_all(self.clock()):
                         pool.submit(work, sid, claim)
-                except Exception:  # noqa: BLE001 - a store outage is retried at the next tick
+                except Exception:  # a store outage is retried at the next tick
                     log.exception("schedule tick failed")
                 stop.wait(poll_s)
 

@@ -7,8 +7,8 @@ import asyncio
 import functools
 import json
 import threading
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
@@ -46,7 +46,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, Any], Awaitable[T]]) -> T:
+def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, Any], Coroutine[Any, Any, T]]) -> T:
     from ..engine import MemoryEngine
 
     engine = MemoryEngine(store=ctx_args["store"], embedder=None)
@@ -78,7 +78,7 @@ def _common_args(kwargs: dict[str, Any]) -> dict[str, Any]:
 def _iso(ms: int | None) -> str:
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _line(info: ScheduleInfo) -> str:

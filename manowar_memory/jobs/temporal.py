@@ -106,7 +106,8 @@ class MemoryActivities:
                                     activity.info().workflow_run_id, False)
         return report
 
-    def _complete(self, job_id: str, report: dict[str, Any], dry_run: bool, run_id: str, latest_run: bool) -> None:
+    def _complete(self, job_id: str, report: dict[str, Any], dry_run: bool, run_id: str | None,
+                  latest_run: bool) -> None:
         """Write the completed job record (in a thread: store calls block). ``latest_run``: the
         record takes this run's id, else it keeps the one it has."""
         job = self.store.get_job(job_id)
@@ -122,7 +123,7 @@ class MemoryActivities:
         job_type = request["type"]
         changes = ChangedScopes()
         try:
-            out = await self._run_with_heartbeat(
+            out: dict[str, Any] = await self._run_with_heartbeat(
                 run_job_batch, self.store, job_type, request.get("params"), request.get("cursor"),
                 request.get("report"), batch_size=int(request.get("batchSize") or DEFAULT_BATCH_SIZE),
                 now=int(request["now"]), job_id=request.get("jobId"), dry_run=bool(request.get("dryRun")),
@@ -178,7 +179,7 @@ def create_worker(client: Client, store: Any, *, task_queue: str = DEFAULT_TASK_
                   activities=[*acts.all(), *ScheduleActivities(store).all()], workflow_runner=runner, **worker_kwargs)
 
 
-async def start_temporal_job(client: Client, store: Any, type: str, params: Mapping[str, Any] | None = None, *,
+async def start_temporal_job(client: Client, store: Any, type: str, params: Mapping[str, Any] | None = None, *,  # noqa: A002
                              task_queue: str = DEFAULT_TASK_QUEUE, dry_run: bool = False,
                              start_paused: bool = False, batch_size: int | None = None,
                              batches_per_run: int | None = None, heartbeat_timeout: float | None = None,
@@ -195,17 +196,18 @@ async def start_temporal_job(client: Client, store: Any, type: str, params: Mapp
     for name, value in (("batch_size", batch_size), ("batches_per_run", batches_per_run)):
         if value is not None and value < 1:
             raise InvalidInputError(f"{name} must be >= 1, got {value}")
-    for name, value in (("heartbeat_timeout", heartbeat_timeout), ("retry_initial_interval", retry_initial_interval),
-                        ("start_to_close_timeout", start_to_close_timeout), ("batch_delay", batch_delay)):
-        if value is not None and value < 0:
-            raise InvalidInputError(f"{name} must be >= 0 seconds, got {value}")
+    for name, seconds in (("heartbeat_timeout", heartbeat_timeout), ("retry_initial_interval", retry_initial_interval),
+                          ("start_to_close_timeout", start_to_close_timeout), ("batch_delay", batch_delay)):
+        if seconds is not None and seconds < 0:
+            raise InvalidInputError(f"{name} must be >= 0 seconds, got {seconds}")
     model = parse_params(type, params)
     s = job_store(store)
     now = now_ms()
     dumped = model.model_dump(mode="json")
     job_id = new_job_id(type, dumped, now)
+    workflow_id = f"memory-job:{job_id}"
     job = Job(job_id=job_id, type=type, execution="temporal", status="running", agent_wallet=_agent_of(model),  # type: ignore[arg-type]
-              temporal_workflow_id=f"memory-job:{job_id}", data={"input": dumped, "dryRun": dry_run}, created_at=now)
+              temporal_workflow_id=workflow_id, data={"input": dumped, "dryRun": dry_run}, created_at=now)
     s.put_job(job)
     try:
         handle = await client.start_workflow(
@@ -214,7 +216,7 @@ async def start_temporal_job(client: Client, store: Any, type: str, params: Mapp
              "batchSize": batch_size, "batchesPerRun": batches_per_run, "heartbeatTimeout": heartbeat_timeout,
              "retryInitialInterval": retry_initial_interval, "startToCloseTimeout": start_to_close_timeout,
              "batchDelay": batch_delay},
-            id=job.temporal_workflow_id, task_queue=task_queue, memo={"memoryJobId": job_id, "memoryJobType": type},
+            id=workflow_id, task_queue=task_queue, memo={"memoryJobId": job_id, "memoryJobType": type},
         )
     except Exception as exc:  # noqa: BLE001 - recorded on the job
         job = job.model_copy(update={"status": "failed", "error": str(exc), "completed_at": now_ms()})
@@ -321,7 +323,7 @@ async def connect_temporal(address: str = "127.0.0.1:7233", namespace: str = "de
     key = api_key if api_key is not None else (os.environ.get("TEMPORAL_API_KEY") or None)
     try:
         return await Client.connect(address, namespace=namespace, api_key=key, tls=bool(key))
-    except Exception as exc:  # noqa: BLE001 - one clear error for callers and the CLI
+    except Exception as exc:  # one clear error for callers and the CLI
         raise ConfigurationError(
             f"cannot connect to Temporal at {address} (namespace {namespace}): {exc}; start the server "
             "(bash scripts/services.sh start) or set TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY"

@@ -27,6 +27,7 @@ from temporalio import activity, workflow
 from temporalio.client import (
     Client,
     Schedule,
+    ScheduleActionExecutionStartWorkflow,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
     ScheduleOverlapPolicy,
@@ -209,7 +210,9 @@ class TemporalSchedules:
         sched = MaintenanceSchedule.model_validate(request["schedule"])
         info = desc.info
         last = info.recent_actions[-1] if info.recent_actions else None
-        last_job = scheduled_job_id(last.action.workflow_id) if last is not None else None
+        started = last.action if last is not None else None
+        last_workflow = started.workflow_id if isinstance(started, ScheduleActionExecutionStartWorkflow) else None
+        last_job = scheduled_job_id(last_workflow) if last_workflow is not None else None
         status = None
         if last_job is not None and self.store is not None:
             record = await asyncio.to_thread(self.store.get_job, last_job)
@@ -218,7 +221,7 @@ class TemporalSchedules:
             schedule=sched, backend="temporal", paused=desc.schedule.state.paused, note=desc.schedule.state.note,
             next_fire_at=_ms(info.next_action_times[0]) if info.next_action_times else None,
             last_fire_at=_ms(last.scheduled_at) if last is not None else None, last_job_id=last_job,
-            last_workflow_id=last.action.workflow_id if last is not None else None,
+            last_workflow_id=last_workflow,
             last_status=status, running=bool(info.running_actions),
             skipped=info.num_actions_skipped_overlap, missed=info.num_actions_missed_catchup_window)
 

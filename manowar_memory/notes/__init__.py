@@ -15,13 +15,13 @@ from .markdown import Block, parse_markdown
 from .service import DEFAULT_AGENT, NOTE_KINDS, TIERS, GlobalWriteError, ProjectNotes, check_uri
 
 __all__ = [
-    "Block",
     "DEFAULT_AGENT",
-    "GlobalWriteError",
     "NOTE_KINDS",
+    "TIERS",
+    "Block",
+    "GlobalWriteError",
     "ProjectIdentity",
     "ProjectNotes",
-    "TIERS",
     "check_project_id",
     "check_uri",
     "compressed_summary",

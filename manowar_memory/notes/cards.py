@@ -47,10 +47,7 @@ def compressed_summary(title: str, text: str, limit: int = SUMMARY_CHARS) -> str
     prefixed with ``title: `` unless the text starts with the title."""
     stripped = _clean(text).lstrip("# ").strip()
     head = _clean(title)
-    if head and not stripped.casefold().startswith(head.casefold()):
-        out = f"{head}: {stripped}"
-    else:
-        out = stripped
+    out = f"{head}: {stripped}" if head and not stripped.casefold().startswith(head.casefold()) else stripped
     return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
 
 

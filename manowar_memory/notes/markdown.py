@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Block", "IGNORED_DIRS", "MAX_FILE_BYTES", "SOFT_LIMIT", "discover", "parse_markdown"]
+__all__ = ["IGNORED_DIRS", "MAX_FILE_BYTES", "SOFT_LIMIT", "Block", "discover", "parse_markdown"]
 
 SOFT_LIMIT = 1000
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -93,7 +93,7 @@ def _paragraphs(lines: list[str]) -> list[str]:
                 out.append([])
             continue
         out[-1].append(line)
-    return ["\n".join(p).strip("\n") for p in out if any(l.strip() for l in p)]
+    return ["\n".join(p).strip("\n") for p in out if any(text.strip() for text in p)]
 
 
 def parse_markdown(text: str, source_path: str, root_id: str, soft_limit: int = SOFT_LIMIT) -> list[Block]:
@@ -132,8 +132,8 @@ def _ignore_patterns(root: Path) -> tuple[Path, list[str]]:
     for base in (root, *root.parents):
         f = base / ".manowarignore"
         if f.is_file():
-            lines = (l.strip() for l in f.read_text(errors="replace").splitlines())
-            return base, [l.lstrip("/") for l in lines if l and not l.startswith("#")]
+            lines = (raw.strip() for raw in f.read_text(errors="replace").splitlines())
+            return base, [line.lstrip("/") for line in lines if line and not line.startswith("#")]
         if (base / ".git").exists():
             break
     return root, []

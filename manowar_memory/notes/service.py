@@ -26,7 +26,7 @@ import os
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +42,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_AGENT",
-    "GlobalWriteError",
     "NOTE_KINDS",
     "PROVENANCES",
-    "ProjectNotes",
     "TIERS",
+    "GlobalWriteError",
+    "ProjectNotes",
     "check_uri",
 ]
 
@@ -73,7 +73,7 @@ class GlobalWriteError(ScopeError):
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def check_uri(uri: Any, what: str = "uri") -> str:
@@ -432,7 +432,7 @@ class ProjectNotes:
         state, warning = cards.overall_confidence([s[1] for s in top], top[0][2] if top else None)
         rels = self._relations_index(scope)
         items = []
-        for i, (_, eff, conf, sc, rec) in enumerate(top):
+        for i, (_, _eff, conf, sc, rec) in enumerate(top):
             item_state = "ambiguous" if state == "ambiguous" and i < 2 else cards.confidence_state(conf)
             items.append(self._card(rec, sc, query, conf, item_state, rels))
         out: dict[str, Any] = {"status": "ok", "query": query, "scope": scope, "result_count": len(items),

@@ -74,7 +74,7 @@ def rerank_candidates(
         message = f"rerank skipped: {exc}"
         degrade(message)
         return ordered, RerankOutcome("failed", message)
-    except Exception as exc:  # a reranker that breaks its contract still fails soft
+    except Exception as exc:  # noqa: BLE001 - a reranker that breaks its contract still fails soft
         message = redact(f"rerank skipped: {reranker.model_id} raised {type(exc).__name__}: {exc}")
         degrade(message)
         return ordered, RerankOutcome("failed", message)

@@ -184,7 +184,7 @@ def run_lanes(
             report.vector_method = info.method
             for note in info.notes:
                 ctx.degrade(note)
-        except Exception as exc:  # the store's vector path failed: keyword stands in
+        except Exception as exc:  # noqa: BLE001 - the store's vector path failed: keyword stands in
             vector_error = exc
 
     keyword_hits: list[Hit] = []

@@ -20,7 +20,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from .. import errors
 from ..engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
@@ -535,7 +536,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("%s %s failed", request.method, request.url.path)
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return _problem(500, "internal error", request, "InternalError")
 
     bearer = HTTPBearer(auto_error=False, description="An API key as a bearer token.")
@@ -548,8 +549,8 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
             return None
         return keys.authenticate(api_key or (creds.credentials if creds is not None else None))
 
-    Tenant = Annotated[KeyBinding | None, Depends(tenant)]
-    Q = Annotated[ScopeQuery, Query()]
+    Tenant = Annotated[KeyBinding | None, Depends(tenant)]  # noqa: N806 - type aliases
+    Q = Annotated[ScopeQuery, Query()]  # noqa: N806
 
     def mem(binding: KeyBinding | None, data: Mapping[str, Any]) -> ScopedMemory:
         return engine.scoped(scope_for(data, binding), trust=trust)
@@ -587,7 +588,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         return [m.model_dump(exclude_none=True) for m in items]
 
     r = APIRouter(prefix="/api/memory", responses=PROBLEM_RESPONSES)
-    Id = Annotated[str, Path(min_length=1, max_length=512)]
+    Id = Annotated[str, Path(min_length=1, max_length=512)]  # noqa: N806 - a type alias
 
     # ------------------------------------------------------------ loop
     @r.post("/context/assemble", response_model=PreTurnResult, tags=["loop"], summary="Assemble context (pre_turn)")
@@ -675,7 +676,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def schedules_delete(q: Q, key: Tenant) -> Any:
         return ScheduleDeleted(deleted=mem(key, q.scope_data()).delete_agent_schedules())
 
-    SchedId = Annotated[str, Path(min_length=1, max_length=400)]
+    SchedId = Annotated[str, Path(min_length=1, max_length=400)]  # noqa: N806 - a type alias
 
     @r.post("/schedules/{scheduleId}/pause", response_model=ScheduleInfo, tags=["schedules"], summary="Pause a schedule")
     def schedule_pause(scheduleId: SchedId, body: ScheduleNoteBody, key: Tenant) -> Any:  # noqa: N803

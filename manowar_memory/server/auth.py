@@ -24,8 +24,16 @@ from typing import Any
 from ..errors import ConfigurationError, ManowarError
 from ..scope import Scope
 
-__all__ = ["KEYS_ENV", "ApiKeys", "AuthError", "KeyBinding", "ForbiddenScopeError", "hash_key", "new_key",
-           "scope_for"]
+__all__ = [
+    "KEYS_ENV",
+    "ApiKeys",
+    "AuthError",
+    "ForbiddenScopeError",
+    "KeyBinding",
+    "hash_key",
+    "new_key",
+    "scope_for",
+]
 
 #: The environment variable read for key entries when no key file is given.
 KEYS_ENV = "MANOWAR_API_KEYS"

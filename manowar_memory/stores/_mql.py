@@ -228,7 +228,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
 
 # ----------------------------------------------------------------------------- time
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def ms_to_date(ms: int) -> _dt.datetime:
@@ -240,7 +240,7 @@ def date_to_ms(value: Any) -> int:
     """A BSON Date (naive datetimes are UTC, as pymongo returns them) or a number as epoch ms."""
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         delta: _dt.timedelta = value - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     return int(value)

@@ -74,7 +74,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
@@ -398,7 +398,7 @@ class MongoStore:
             # primary that crashes right after cannot take it away in a rollback; a write or read
             # cut by an election is retried once by the driver on the new primary (it waits up to
             # serverSelectionTimeoutMS for one). Reads use the default primary (read-your-writes).
-            options = {
+            options: dict[str, Any] = {
                 "serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000,
                 "appname": "manowar-memory", "tz_aware": True,
                 "w": "majority", "journal": True, "retryWrites": True, "retryReads": True,
@@ -1010,7 +1010,7 @@ class MongoStore:
                 del self._partitions[oldest]
             return True
 
-    _CACHE_FIELDS = {"embedding": 1, "embeddingModel": 1, "userAddress": 1, "mode": 1, "haiId": 1, "source": 1,
+    _CACHE_FIELDS: ClassVar[dict[str, int]] = {"embedding": 1, "embeddingModel": 1, "userAddress": 1, "mode": 1, "haiId": 1, "source": 1,
                      "metadata.status": 1, SYNC_FIELD: 1}
 
     def _apply(self, part: _CachePartition, model_id: str, docs: list[dict[str, Any]]) -> None:
@@ -1265,7 +1265,7 @@ class MongoStore:
     def _transcript(self, doc: dict[str, Any]) -> Transcript:
         """A stored transcript document as a :class:`Transcript`, its older messages read back
         from its chunks."""
-        for attempt in range(3):
+        for _attempt in range(3):
             refs = doc.get(CHUNKS_FIELD) or []
             data = _strip(doc)
             if not refs and not any(_MORE in m for m in data.get("messages", [])):

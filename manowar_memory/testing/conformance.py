@@ -447,7 +447,7 @@ class MemoryRowsConformance(_RoleConformance):
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
             for trial in range(8):
-                results = list(pool.map(lambda n: add(n, trial), range(6)))
+                results = list(pool.map(lambda n, t=trial: add(n, t), range(6)))
                 assert len({i for i, _ in results}) == 1 and sum(ins for _, ins in results) == 1
                 held = store.find_fact_by_hash(AGENT, f"c{trial}")
                 assert held is not None and held.access_count == 5
@@ -726,7 +726,7 @@ class ThreadsConformance(_RoleConformance):
         assert all(score > 0 for _, score in hits)
         assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
         hits = store.search_transcripts(_q(user="u1", thread="t1", durable=False), "lisbon porto", 10)
-        assert [t.session_id for t, _ in hits][0] == "summary-hit"
+        assert hits[0][0].session_id == "summary-hit"
         assert {t.session_id for t, _ in hits} == {"summary-hit", "flight"}
         newest = store.search_transcripts(_q(user="u1"), None, 2)
         assert [t.session_id for t, _ in newest] == ["unrelated", "other-thread"]
@@ -1067,7 +1067,7 @@ class StoreConformance(MemoryRowsConformance, ThreadsConformance, ArtifactsConfo
         store.close()  # the fixture closes again afterwards
 
     # ------------------------------------------------------------------ guard
-    def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:
+    def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:  # noqa: N802 - the name warns subclass authors
         """Subclasses may only override fixtures: a store that needs another answer does not conform."""
         suites = set(StoreConformance.__mro__)
         base = {name: value for klass in reversed(StoreConformance.__mro__) for name, value in vars(klass).items()}
