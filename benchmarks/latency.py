@@ -46,10 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from manowar_memory import InMemoryCache, MemoryConfig, MemoryEngine, Pattern, Scope
+from manowar_memory._util import STOPWORDS
 from manowar_memory.records import Archive, PatternStep, PatternTrigger
 from manowar_memory.stores.base import MemoryQuery
-
-from manowar_memory._util import STOPWORDS
 
 TOPICAL = (
     "project deadline meeting python rust database cache redis mongo lisbon hiking dog sister coffee tea "
@@ -172,9 +171,10 @@ def run_mongo(mongo_uri: str, redis_url: str | None, size: int, queries: list[st
             rows.append((label, measure(plain, scope, queries)))
             vq = MemoryQuery(scope=scope)
             vectors = {q: plain.embedder.embed([q], input_type="query")[0] for q in queries}  # type: ignore[union-attr]
-            hits, info = plain.store.vector_search(vq, vectors[queries[0]], plain.model_id, 48)
+            _, info = plain.store.vector_search(vq, vectors[queries[0]], plain.model_id, 48)
             rows.append((f"  vector lane only ({info.method})",
-                         timed(lambda q: plain.store.vector_search(vq, vectors[q], plain.model_id, 48), queries)))
+                         timed(lambda q, e=plain, vq=vq, vectors=vectors: e.store.vector_search(vq, vectors[q], e.model_id, 48),
+                               queries)))
             plain.close()
         if redis_url:
             from manowar_memory.cache.redis import RedisCache

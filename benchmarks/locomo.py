@@ -60,7 +60,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from manowar_memory import MemoryConfig, MemoryEngine, Scope  # noqa: E402
+from manowar_memory import MemoryConfig, MemoryEngine, Scope
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 CATEGORY_ORDER = ["ALL", "single-hop", "multi-hop", "temporal", "open-domain", "adversarial"]
@@ -305,7 +305,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         items = [
             {
                 "content": text,
-                "created_at": int(turn.at.replace(tzinfo=dt.timezone.utc).timestamp() * 1000) + 1000 * turn.index,
+                "created_at": int(turn.at.replace(tzinfo=dt.UTC).timestamp() * 1000) + 1000 * turn.index,
                 "thread_id": f"{conv.sample_id}:session_{turn.session}",
                 "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session},
             }
@@ -407,8 +407,8 @@ def report(result: dict[str, Any]) -> str:
     for retriever in RETRIEVERS:
         lines.append(f"{retriever:<10}" + "".join(f"{table.per_conversation[c][retriever]:>9.1f}" for c in convs))
     if table.survival:
-        lines += ["", f"Evidence turns surviving into the packed context (%), pre_turn, vectors layer, "
-                      f"{ITEM_CHARS} chars per item, max_items = budget // {ITEM_COST}",
+        lines += ["", (f"Evidence turns surviving into the packed context (%), pre_turn, vectors layer, "
+                       f"{ITEM_CHARS} chars per item, max_items = budget // {ITEM_COST}"),
                   f"{'budget':<8}" + "".join(f"{c:>13}" for c in CATEGORY_ORDER)]
         for budget in BUDGETS:
             per = table.survival.get(budget, {})

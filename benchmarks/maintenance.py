@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from manowar_memory._util import DAY_MS, now_ms  # noqa: E402
-from manowar_memory.jobs import run_job  # noqa: E402
-from manowar_memory.records import MemoryRecord  # noqa: E402
-from manowar_memory.stores.sqlite import SQLiteStore  # noqa: E402
+from manowar_memory._util import DAY_MS, now_ms
+from manowar_memory.jobs import run_job
+from manowar_memory.records import MemoryRecord
+from manowar_memory.stores.sqlite import SQLiteStore
 
 WORDS = "alpha beta gamma delta user prefers likes works lives coffee tea remote office python rust go".split()
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from manowar_memory import MemoryEngine  # noqa: E402
-from manowar_memory.notes import ProjectIdentity, ProjectNotes  # noqa: E402
+from manowar_memory import MemoryEngine
+from manowar_memory.notes import ProjectIdentity, ProjectNotes
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = [

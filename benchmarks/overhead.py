@@ -40,9 +40,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locomo import Conversation, load_conversations, memory_texts  # type: ignore[import-not-found]  # noqa: E402
+from manowar_memory import MemoryEngine, Scope
 
-from manowar_memory import MemoryEngine, Scope  # noqa: E402
+from locomo import Conversation, load_conversations, memory_texts  # type: ignore[import-not-found]
 
 
 def _ingest(engine: MemoryEngine, conv: Conversation) -> Scope:
@@ -50,7 +50,7 @@ def _ingest(engine: MemoryEngine, conv: Conversation) -> Scope:
     items = [
         {
             "content": text,
-            "created_at": int(turn.at.replace(tzinfo=dt.timezone.utc).timestamp() * 1000) + 1000 * turn.index,
+            "created_at": int(turn.at.replace(tzinfo=dt.UTC).timestamp() * 1000) + 1000 * turn.index,
             "thread_id": f"{conv.sample_id}:session_{turn.session}",
             "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session},
         }

@@ -245,7 +245,7 @@ def test_concurrent_remember_of_one_fact_stores_it_once_threads(spec) -> None:
     try:
         scope = Scope(agent_wallet=AGENT, user_address=USER)
         with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            per_fact = [list(pool.map(lambda _: engine.remember(scope, f"fact number {n}"), range(8)))
+            per_fact = [list(pool.map(lambda _, n=n: engine.remember(scope, f"fact number {n}"), range(8)))
                         for n in range(FACTS)]
         assert all(sum(not r.deduplicated for r in results) == 1 for results in per_fact)
         ids_by_worker = [[per_fact[n][w].id for n in range(FACTS)] for w in range(8)]

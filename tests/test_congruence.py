@@ -118,7 +118,7 @@ def _same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: f
     ``tol`` may come in either order, and when such a tie straddles the result limit, which of the
     tied rows made the cut is arbitrary (both stores partition, then sort)."""
     assert len(a) == len(b)
-    for (ia, sa), (ib, sb) in zip(a, b):
+    for (_, sa), (_, sb) in zip(a, b):
         assert sa == pytest.approx(sb, abs=tol)
     groups_a: list[set[str]] = []
     groups_b: list[set[str]] = []

@@ -22,11 +22,12 @@ import threading
 import traceback
 from collections import defaultdict
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 pytest.importorskip("pytest_examples", reason="pip install -e '.[docs]'")
-from pytest_examples import CodeExample, EvalExample, find_examples  # noqa: E402
+from pytest_examples import CodeExample, EvalExample, find_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -139,7 +140,7 @@ def test_mkdocs_build_strict(site: Path) -> None:
 
 
 class _Recorder(http.server.SimpleHTTPRequestHandler):
-    failed: list[str] = []
+    failed: ClassVar[list[str]] = []
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
         pass

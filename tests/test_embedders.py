@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import importlib.util
+import math
 import sys
 import threading
 import time
@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
-from manowar_memory.embeddings import resolve_embedder
-from manowar_memory.errors import ConfigurationError, EmbeddingError, MissingDependencyError
-from manowar_memory.testing.provider_servers import VoyageServer
-
 from manowar_memory.embeddings import local as local_module
+from manowar_memory.embeddings import resolve_embedder
 from manowar_memory.embeddings.local import LocalEmbedder
 from manowar_memory.embeddings.voyage import VoyageEmbedder
+from manowar_memory.errors import ConfigurationError, EmbeddingError, MissingDependencyError
+from manowar_memory.testing.provider_servers import VoyageServer
 
 KEY = "test-voyage-key"
 
@@ -153,7 +152,7 @@ async def test_voyage_async_http_error(voyage: VoyageServer) -> None:
 def test_voyage_timeout_raises_within_the_timeout(voyage: VoyageServer) -> None:
     voyage.delay(60.0)  # cut short when the fixture stops the server
     embedder = make_embedder(voyage, timeout=0.3)
-    with pytest.raises(EmbeddingError, match="timed out after 0.3 s"):
+    with pytest.raises(EmbeddingError, match=r"timed out after 0\.3 s"):
         embedder.embed(["slow"])
     assert len(voyage.requests) >= 1 and voyage.delays_finished == 0  # gave up while the server still waited
 

@@ -420,7 +420,7 @@ def test_rows_record_their_model_and_other_models_do_not_see_them(tmp_path) -> N
         vector = engine.embedder.embed(["antique maps"], input_type="query")[0]
         from manowar_memory.stores.base import MemoryQuery
 
-        hits, info = engine.store.vector_search(MemoryQuery(scope=SCOPE), vector, "fake:32", 10)
+        hits, _ = engine.store.vector_search(MemoryQuery(scope=SCOPE), vector, "fake:32", 10)
         assert hits == []
         result = engine.pre_turn("antique maps", SCOPE)
         assert result.lanes["graph"]["vector"] == 0

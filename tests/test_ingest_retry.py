@@ -151,7 +151,7 @@ def test_concurrent_runs_of_one_ingest_store_each_item_once(make_engine) -> None
         try:
             barrier.wait()
             results.append(eng.ingest(SCOPE, _items(40), batch_size=5))
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(e,)) for e in engines]

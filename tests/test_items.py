@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryEngine, Scope, ToolCallError, memory_tools
 from manowar_memory.embeddings.fake import FakeEmbedder
 from manowar_memory.errors import InvalidInputError, NotFoundError
-from manowar_memory import ToolCallError, memory_tools
 from manowar_memory.jobs import run_job
 from manowar_memory.tools import TOOL_GROUPS
 

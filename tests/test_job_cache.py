@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryEngine, Scope, memory_tools
 from manowar_memory._util import DAY_MS, now_ms
-from manowar_memory import memory_tools
 from manowar_memory.jobs import run_job
 from manowar_memory.records import Message, Transcript
 from manowar_memory.testing import QueryCachedEngine

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from manowar_memory import ToolCallError
 from manowar_memory._util import DAY_MS, now_ms
 from manowar_memory.errors import InvalidInputError
-from manowar_memory import ToolCallError
 from manowar_memory.jobs import (
     ArchiveRestoreParams,
     archive_restore,
@@ -449,7 +449,7 @@ def test_jobs_on_mongo_store(mongo_db):
     from manowar_memory.stores.mongo import MongoStore
 
     s = MongoStore(client=mongo_db.client, database=mongo_db.name)
-    stale, pinned, _, recent = _seed_cleanup(s)
+    stale, pinned, _, _ = _seed_cleanup(s)
     alice_old = _row("dup", age_days=2)
     _add(s, alice_old, _row("dup", age_days=1), _row("dup", user="bob", age_days=1))
     for i in range(5):

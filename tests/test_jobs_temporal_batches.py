@@ -195,6 +195,8 @@ def test_rerunning_a_consolidation_batch_counts_but_does_not_rewrite():
 
 @temporal
 async def test_record_of_terminated_and_cancelled_workflows_becomes_failed(client, worker_store):
+    from temporalio.client import WorkflowFailureError
+
     from manowar_memory.jobs.temporal import get_temporal_job, start_temporal_job
 
     store, queue = worker_store
@@ -210,7 +212,7 @@ async def test_record_of_terminated_and_cancelled_workflows_becomes_failed(clien
             await handle.terminate(reason="operator stopped it")
         else:
             await handle.cancel()
-        with pytest.raises(Exception):
+        with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 30)
         assert store.get_job(job.job_id).status == "running", "nothing wrote the record yet"
         ended[how] = await get_temporal_job(client, store, job.job_id)

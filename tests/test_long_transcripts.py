@@ -16,7 +16,7 @@ from manowar_memory import ConfigurationError, MemoryConfig, MemoryEngine, Scope
 
 pytest.importorskip("pymongo")
 
-from manowar_memory.stores.mongo import (  # noqa: E402
+from manowar_memory.stores.mongo import (
     join_transcript,
     pack_transcript,
     transcript_entries,

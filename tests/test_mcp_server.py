@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from manowar_memory import MemoryEngine, Scope  # noqa: E402
-from manowar_memory.tools import catalog  # noqa: E402
+from manowar_memory import MemoryEngine, Scope
+from manowar_memory.tools import catalog
 
 pytestmark = pytest.mark.timeout(120)
 

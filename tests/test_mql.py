@@ -92,7 +92,7 @@ def test_live_session_filter_adds_expiry() -> None:
     now = 1_700_000_000_123
     f = _mql.live_session_filter(q(user_address="u1", thread_id="t", durable=False), now)
     assert f["threadId"] == "t"
-    assert f["expiresAt"] == {"$gt": dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.timezone.utc)}
+    assert f["expiresAt"] == {"$gt": dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)}
 
 
 def test_dates_round_trip_at_millisecond_precision() -> None:
@@ -164,7 +164,7 @@ def test_atlas_pipeline_prefilters_safe_fields_and_post_filters_everything() -> 
 def test_atlas_pipeline_defaults() -> None:
     p = _mql.atlas_vector_pipeline(q(), [1.0], "m", 5)
     assert p[0]["$vectorSearch"]["filter"] == {"embeddingModel": "m", "agentWallet": A}
-    assert [list(stage)[0] for stage in p] == ["$vectorSearch", "$set", "$match", "$limit", "$project"]
+    assert [next(iter(stage)) for stage in p] == ["$vectorSearch", "$set", "$match", "$limit", "$project"]
 
 
 def test_prefilter_fields_from_the_environment_format() -> None:
@@ -257,7 +257,7 @@ def test_memory_rows_of_users_filter_matches_null_for_the_user_less_rows() -> No
 
 def test_stale_session_filter_and_scopes_pipeline() -> None:
     flt = _mql.stale_session_filter(86_400_000, 5)
-    assert flt == {"$or": [{"expiresAt": {"$lte": dt.datetime(1970, 1, 2, tzinfo=dt.timezone.utc)}},
+    assert flt == {"$or": [{"expiresAt": {"$lte": dt.datetime(1970, 1, 2, tzinfo=dt.UTC)}},
                            {"lastAccessedAt": {"$lt": 5}}]}
     assert _mql.scopes_pipeline({"createdAt": {"$lt": 5}}) == [
         {"$match": {"createdAt": {"$lt": 5}}},

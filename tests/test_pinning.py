@@ -81,7 +81,7 @@ def test_pin_json_with_api_key_and_secret_headers(pinata):
     (PinataCredentials(api_key=KEY, api_secret="wrong"), "INVALID_API_KEYS"),
 ])
 def test_rejected_credentials_fail_at_once_without_retry(pinata, creds, reason):
-    client = PinataClient(creds, base_url=pinata.url, max_attempts=4, **{k: v for k, v in FAST.items()})
+    client = PinataClient(creds, base_url=pinata.url, max_attempts=4, **dict(FAST))
     with pytest.raises(PinningError) as info:
         client.pin_json({"x": 1})
     assert info.value.status == 401 and not info.value.retryable

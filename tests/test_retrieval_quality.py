@@ -24,9 +24,9 @@ from manowar_memory.retrieval.entities import canonical_key, extract_entities
 from manowar_memory.retrieval.entity_lane import entity_lane
 from manowar_memory.retrieval.fusion import rrf
 from manowar_memory.retrieval.hybrid import RankOptions, hybrid_search
-from manowar_memory.threads import EngineThreads
 from manowar_memory.stores.base import Hit, MemoryQuery, VectorSearchInfo
 from manowar_memory.stores.sqlite import SQLiteStore, _fts_query
+from manowar_memory.threads import EngineThreads
 
 NOW = 1_750_000_000_000
 SCOPE = Scope(agent_wallet="agent-1", user_address="user-1")
@@ -184,7 +184,7 @@ class TestLanes:
         a, b = record("a", "lisbon trip"), record("b", "trip")
         out, report, notes = search(FakeStore([(a, 3.0), (b, 1.0)], RuntimeError("index offline")))
         assert [x.id for x in out] == ["a", "b"]
-        assert [x.score for x in out][0] == pytest.approx(1.0 * out[0].trace["boost"])  # keyword's own score
+        assert out[0].score == pytest.approx(1.0 * out[0].trace["boost"])  # keyword's own score
         assert report.fallback and "vector lane failed" in report.fallback and "index offline" in report.fallback
         assert any("keyword results stand in" in n for n in notes)
 
@@ -305,7 +305,7 @@ class TestEntities:
                               "Caroline: Sweden has long winters", "Caroline: I like tea")
         q = MemoryQuery(scope=SCOPE)
         seeds = [h.record for h in store.keyword_search(q, "grandma necklace", 5)]
-        result = entity_lane(store, q, "grandma necklace", seeds[:1], seeds + [store.get_memory("m2")],
+        result = entity_lane(store, q, "grandma necklace", seeds[:1], [*seeds, store.get_memory("m2")],
                              max_share=0.5)
         assert result.entities == ["Sweden"]
         assert [h.record.id for h in result.hits] == ["m0", "m1"] or [h.record.id for h in result.hits] == ["m1", "m0"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
@@ -31,7 +31,7 @@ from manowar_memory.stores.sqlite import SQLiteStore
 
 MIN = 60_000
 HOUR = 60 * MIN
-T0 = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp() * 1000)  # a Monday, 00:00 UTC
+T0 = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp() * 1000)  # a Monday, 00:00 UTC
 SUNDAY_0300 = T0 + 6 * DAY_MS + 3 * HOUR  # first weekly-archive fire after T0
 
 
@@ -145,7 +145,7 @@ def test_bad_environment_values_name_their_variable() -> None:
 def test_a_bad_schedule_definition_is_refused() -> None:
     with pytest.raises(InvalidCronError, match="'mine'"):
         MaintenanceSchedule(schedule_id="mine", job_type="decay_update", cron="every hour")
-    with pytest.raises(ConfigurationError, match="(?s)schedule 'c'.*older_than"):
+    with pytest.raises(ConfigurationError, match=r"(?s)schedule 'c'.*older_than"):
         MaintenanceSchedule(schedule_id="c", job_type="cleanup", params={"older_than": 90}, cron="0 2 * * *")
     with pytest.raises(ConfigurationError, match="all_agents is only for consolidate"):
         MaintenanceSchedule(schedule_id="d", job_type="decay_update", all_agents=True, cron="0 2 * * *")

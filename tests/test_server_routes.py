@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from manowar_memory.testing.provider_servers import PinataServer  # noqa: E402
+from manowar_memory.testing.provider_servers import PinataServer
 
-from test_server import KEY_A, KEY_ALICE, KEY_B, KEYS, MANOWAR, client, free_port, serve_on_store, start, stop  # noqa: E402
+from test_server import KEY_A, KEY_ALICE, KEY_B, KEYS, MANOWAR, client, free_port, serve_on_store, start, stop
 
 JWT = "routes-test-jwt"
 

@@ -39,7 +39,7 @@ def test_mongo_ttl_index_expires_documents(mongo_db):
     coll.create_index("expires_at", expireAfterSeconds=0, name="ttl_expires_at")
     info = coll.index_information()
     assert info["ttl_expires_at"]["expireAfterSeconds"] == 0
-    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     coll.insert_one({"_id": "old", "expires_at": past})
     # services.sh runs mongod with ttlMonitorSleepSecs=1, so expiry takes about a second.
     deadline = time.monotonic() + 15

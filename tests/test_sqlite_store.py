@@ -175,9 +175,9 @@ def test_unique_fact_migration_keeps_pre_existing_duplicates_as_superseded(tmp_p
         rec = _record("fact h1", source="fact", metadata={"factHash": "h1"}, scope=Scope(agent_wallet="agent"))
         stored, inserted = store.add_fact_if_absent(rec)
         assert (stored.id, inserted) == ("vec_a2", False)
-        with pytest.raises(sqlite3.IntegrityError):  # the unique index itself, under the store's own checks
-            with store._write() as raw:
-                raw.execute("UPDATE memory SET status = NULL WHERE id = 'vec_a1'")
+        # the unique index itself, under the store's own checks
+        with pytest.raises(sqlite3.IntegrityError), store._write() as raw:
+            raw.execute("UPDATE memory SET status = NULL WHERE id = 'vec_a1'")
     finally:
         store.close()
 

@@ -203,7 +203,7 @@ def test_mongo_reads_reference_rows_with_array_embeddings(mongo_store, mongo_db)
     mongo_store.add_memories([make_record("binary row", embedding=[1.0, 0.0, 0.0, 0.0])])
     query = MemoryQuery(scope=Scope(agent_wallet="agent-A"))
     hits, _ = mongo_store.vector_search(query, [0.0, 1.0, 0.0, 0.0], MODEL, 5)
-    assert [h.record.id for h in hits][0] == "vec_legacy" and hits[0].score == pytest.approx(1.0)
+    assert hits[0].record.id == "vec_legacy" and hits[0].score == pytest.approx(1.0)
     assert mongo_store.get_memory("vec_legacy").embedding == [0.0, 1.0, 0.0, 0.0]
 
 

@@ -160,7 +160,7 @@ def test_an_unreachable_temporal_is_a_configuration_error_that_says_what_to_set(
     from manowar_memory.errors import ConfigurationError
     from manowar_memory.jobs.temporal import connect_temporal
 
-    with pytest.raises(ConfigurationError, match="cannot connect to Temporal at 127.0.0.1:9.*TEMPORAL_ADDRESS"):
+    with pytest.raises(ConfigurationError, match=r"cannot connect to Temporal at 127\.0\.0\.1:9.*TEMPORAL_ADDRESS"):
         asyncio.run(connect_temporal("127.0.0.1:9", "default"))
 
 
