@@ -33,7 +33,7 @@ from .redaction import install_log_redaction, redact
 from .rerankers.base import Reranker
 from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
 from .scope import Scope, ScopeLike
-from .stores.base import MemoryQuery, Store
+from .stores.base import MemoryQuery, Store, missing_role_methods
 from .stores.sqlite import SQLiteStore
 from .threads import EngineThreads, blas_threads
 from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
@@ -183,7 +183,11 @@ def open_store(spec: Store | str | None) -> Store:
     if not isinstance(spec, str):
         if isinstance(spec, Store):
             return spec
-        raise ConfigurationError(f"store must be a URL string or a Store, got {type(spec).__name__}")
+        missing = missing_role_methods(spec, Store)
+        raise ConfigurationError(
+            f"store must be a URL string or a Store, got {type(spec).__name__}"
+            + (f" lacking {', '.join(missing)}: implement every role of manowar_memory.stores.Store" if missing else "")
+        )
     if spec == ":memory:" or spec == "sqlite:///:memory:" or spec == "sqlite://":
         return SQLiteStore(":memory:")
     if spec.startswith("sqlite:///"):  # a URL opens a database in an existing directory (never creates one)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from manowar_memory import MemoryEngine, Scope, memory_tools
+from manowar_memory import ConfigurationError, MemoryEngine, Scope, memory_tools
 from manowar_memory._util import DAY_MS, now_ms
 from manowar_memory.jobs import run_job
 from manowar_memory.records import Message, Transcript
@@ -148,19 +148,19 @@ class _NoScopeListing:
         return getattr(self._inner, name)
 
 
-def test_cleanup_without_scope_listing_invalidates_everything():
+def test_a_store_without_scope_listing_is_refused_by_name():
+    """Cleanup invalidates exactly the scopes it touched, so listing them is part of the
+    maintenance role: a store without it is refused when the engine opens it, naming what is missing."""
     from manowar_memory.stores.sqlite import SQLiteStore
 
-    with QueryCachedEngine(store=_NoScopeListing(SQLiteStore(":memory:")), embedder="fake", extractor=None) as eng:
-        kept = _ingest(eng, BOB, "Bob owns a green kayak", 1)
-        eng.store.upsert_transcript(Transcript(
-            session_id="s1", agent_wallet="0xsomeoneelse", created_at=now_ms() - 100 * DAY_MS,
-            messages=[Message(role="user", content="hello")]))
-        assert _ids(eng, "green kayak", BOB) == ({kept}, False)
-        assert _ids(eng, "green kayak", BOB)[1]
-        job = run_job(eng, "cleanup", {"older_than_days": 90})
-        assert job.data["transcriptsDeleted"] == 1 and job.data["invalidatedScopes"] == 1
-        assert _ids(eng, "green kayak", BOB) == ({kept}, False), "scopes unknown: every cached query is dropped"
+    inner = SQLiteStore(":memory:")
+    try:
+        with pytest.raises(ConfigurationError) as err:
+            QueryCachedEngine(store=_NoScopeListing(inner), embedder="fake", extractor=None)
+        assert "MaintenanceStore.old_transcript_scopes" in str(err.value)
+        assert "MaintenanceStore.stale_session_scopes" in str(err.value)
+    finally:
+        inner.close()
 
 
 def test_cache_outage_never_fails_a_job():
