@@ -175,6 +175,12 @@ def _default_home() -> Path:
     return Path(os.environ.get("MANOWAR_HOME", "~/.manowar")).expanduser()
 
 
+def _not_a_store(spec: object) -> str:
+    missing = missing_role_methods(spec, Store)
+    lacking = f" lacking {', '.join(missing)}: implement every role of manowar_memory.stores.Store" if missing else ""
+    return f"store must be a URL string or a Store, got {type(spec).__name__}{lacking}"
+
+
 def open_store(spec: Store | str | None) -> Store:
     """A store from an instance or a URL: ``sqlite:///path``, ``sqlite:///:memory:``, ``:memory:``,
     ``mongodb://...`` (with the ``mongo`` extra); None gives the embedded default file."""
@@ -183,11 +189,7 @@ def open_store(spec: Store | str | None) -> Store:
     if not isinstance(spec, str):
         if isinstance(spec, Store):
             return spec
-        missing = missing_role_methods(spec, Store)
-        raise ConfigurationError(
-            f"store must be a URL string or a Store, got {type(spec).__name__}"
-            + (f" lacking {', '.join(missing)}: implement every role of manowar_memory.stores.Store" if missing else "")
-        )
+        raise ConfigurationError(_not_a_store(spec))
     if spec == ":memory:" or spec == "sqlite:///:memory:" or spec == "sqlite://":
         return SQLiteStore(":memory:")
     if spec.startswith("sqlite:///"):  # a URL opens a database in an existing directory (never creates one)
