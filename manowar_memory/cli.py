@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .cli_schedules import schedules
 from .engine import MemoryEngine
 from .errors import ManowarError
-from .jobs.schedules_cli import schedules
 from .notes.cli import notes as notes_cli
 from .scope import Scope
 from .stores.base import MemoryQuery

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .schedules import (
+from .jobs.schedules import (
     InlineSchedules,
     ScheduleBackend,
     ScheduleInfo,
@@ -47,7 +47,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, Any], Coroutine[Any, Any, T]]) -> T:
-    from ..engine import MemoryEngine
+    from .engine import MemoryEngine
 
     engine = MemoryEngine(store=ctx_args["store"], embedder=None)
     try:
@@ -56,8 +56,8 @@ def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, A
 
         async def on_temporal() -> T:
             try:
-                from .temporal import connect_temporal
-                from .temporal_schedules import TemporalSchedules
+                from .jobs.temporal import connect_temporal
+                from .jobs.temporal_schedules import TemporalSchedules
             except ImportError as exc:
                 raise click.ClickException(f'the Temporal backend needs temporalio: pip install '
                                            f'"manowar-memory[temporal]" ({exc})') from None
@@ -192,7 +192,7 @@ def trigger_cmd(common: dict[str, Any], schedule_id: str) -> None:
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
 def run_cmd(poll: float, workers: int, once: bool, store: str | None) -> None:
     """Run the inline schedules in this process (Temporal schedules run on the Temporal workers)."""
-    from ..engine import MemoryEngine
+    from .engine import MemoryEngine
 
     def report(job: Any) -> None:
         click.echo(f"{(job.data or {}).get('scheduleId')}: job {job.job_id} {job.status}"
