@@ -169,6 +169,20 @@ def memory_texts(conv: Conversation) -> list[str]:
     return [turn_text(turn) for turn in conv.turns]
 
 
+def ingest_items(conv: Conversation, texts: Sequence[str]) -> list[dict[str, Any]]:
+    """The engine's ingest items for a conversation's turns: the turn's time (turns of one
+    session one second apart), its session as the thread, and its dialogue id as metadata."""
+    return [
+        {
+            "content": text,
+            "created_at": int(turn.at.replace(tzinfo=dt.UTC).timestamp() * 1000) + 1000 * turn.index,
+            "thread_id": f"{conv.sample_id}:session_{turn.session}",
+            "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session},
+        }
+        for turn, text in zip(conv.turns, texts)
+    ]
+
+
 # ---------------------------------------------------------------- embedding cache on disk
 
 
@@ -302,15 +316,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for conv in convs:
         conv.memory_texts = memory_texts(conv)
         scope = Scope(agent_wallet="locomo", user_address=conv.sample_id)
-        items = [
-            {
-                "content": text,
-                "created_at": int(turn.at.replace(tzinfo=dt.UTC).timestamp() * 1000) + 1000 * turn.index,
-                "thread_id": f"{conv.sample_id}:session_{turn.session}",
-                "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session},
-            }
-            for turn, text in zip(conv.turns, conv.memory_texts)
-        ]
+        items = ingest_items(conv, conv.memory_texts)
         ids = engine.ingest(scope, items)
         ids_of[conv.sample_id] = {mid: turn.dia_id for mid, turn in zip(ids, conv.turns)}
     ingest_s = time.perf_counter() - t_ingest

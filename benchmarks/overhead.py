@@ -27,7 +27,6 @@ pyinstrument``).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import statistics
 import sys
@@ -42,20 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from manowar_memory import MemoryEngine, Scope
 
-from locomo import Conversation, load_conversations, memory_texts  # type: ignore[import-not-found]
+from locomo import Conversation, ingest_items, load_conversations, memory_texts  # type: ignore[import-not-found]
 
 
 def _ingest(engine: MemoryEngine, conv: Conversation) -> Scope:
     scope = Scope(agent_wallet="locomo", user_address=conv.sample_id)
-    items = [
-        {
-            "content": text,
-            "created_at": int(turn.at.replace(tzinfo=dt.UTC).timestamp() * 1000) + 1000 * turn.index,
-            "thread_id": f"{conv.sample_id}:session_{turn.session}",
-            "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session},
-        }
-        for turn, text in zip(conv.turns, memory_texts(conv))
-    ]
+    items = ingest_items(conv, memory_texts(conv))
     engine.ingest(scope, items)
     return scope
 

@@ -36,7 +36,6 @@ Peers come from the ``bench`` extra: ``pip install "manowar-memory[bench,langcha
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import statistics
 import sys
@@ -60,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from manowar_memory import MemoryEngine, Scope
 from manowar_memory.embeddings import BaseEmbedder, Embedder, InputType, resolve_embedder
 
-from locomo import CATEGORY_ORDER, KS, Conversation, load_conversations, memory_texts
+from locomo import CATEGORY_ORDER, KS, Conversation, ingest_items, load_conversations, memory_texts
 
 K = max(KS)
 BENCH = 'pip install "manowar-memory[bench]"'
@@ -358,15 +357,7 @@ class Manowar(System):
 
     def ingest(self, conv: Conversation) -> Retrieve:
         scope = Scope(agent_wallet="locomo", user_address=conv.sample_id)
-        items = [
-            {
-                "content": text,
-                "created_at": int(turn.at.replace(tzinfo=dt.UTC).timestamp() * 1000) + 1000 * turn.index,
-                "thread_id": f"{conv.sample_id}:session_{turn.session}",
-                "metadata": {"dia_id": turn.dia_id},
-            }
-            for turn, text in zip(conv.turns, conv.memory_texts)
-        ]
+        items = ingest_items(conv, conv.memory_texts)
         to_dia = dict(zip(self.engine.ingest(scope, items), (t.dia_id for t in conv.turns)))
         if self.mode == "search":
             return lambda q: [to_dia.get(c.id, "?") for c in self.engine.search(q, scope, layers=("vectors",), k=K)[0]]
