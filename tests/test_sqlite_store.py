@@ -519,3 +519,78 @@ def test_keyword_search_reads_only_the_scopes_fts_rowid_ranges(store: SQLiteStor
         conn.execute("UPDATE memory SET user_address = 'u2' WHERE id = ?", (rid,))
     assert store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[0]), "kayak", 5) == []
     assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "kayak", 5)] == [rid]
+
+
+def _keyword_reference(store: SQLiteStore, query: MemoryQuery, text: str, limit: int) -> list[tuple[str, float]]:
+    """The keyword lane in one statement over every match (what the pooled first step must equal)."""
+    from manowar_memory.stores import _sql
+
+    s = query.scope
+    keys = [_sql.fts_scope_key(s.agent_wallet, s.user_address), _sql.fts_scope_key(s.agent_wallet, None)]
+    where, params = store._memory_where(query)
+    with store._conn() as conn:
+        sids = [r[0] for r in conn.execute("SELECT id FROM fts_scopes WHERE key IN (?, ?) ORDER BY id", keys)]
+        sql, all_params = _sql.keyword_rowids(sqlite_module._fts_query(text) or "", sids,
+                                              sqlite_module._qualify(where, "m"), params, limit, store.context_weight)
+        rows = conn.execute(sql, all_params).fetchall()
+        ids = {r[0]: r[1] for r in conn.execute(f"SELECT rowid, id FROM memory WHERE rowid IN "
+                                                f"({','.join('?' * len(rows))})", [r[0] for r in rows])}
+    return [(ids[r[0]], float(r[1])) for r in rows]
+
+
+def test_keyword_lane_pool_gives_the_results_of_a_full_scan_and_falls_back_when_too_few_pass(store: SQLiteStore) -> None:
+    """The keyword lane first reads only the best ``limit * keyword_pool_factor`` matches; when
+    enough pass the scope filter its results (ids, order, ties by rowid, scores) are those of the
+    statement over every match, and when too few pass it runs that statement instead."""
+    store.keyword_pool_factor = 1
+    user_less = Scope(agent_wallet="agent")
+    rows = [_record(f"kayak trip {k}", rid=f"same{k}") for k in range(6)]  # equal scores: rowid order decides
+    rows += [_record("kayak kayak river " + "x" * k, rid=f"best{k}", metadata={"colour": "red"}) for k in range(4)]
+    rows += [_record(f"kayak river {k}", rid=f"agent{k}", scope=user_less) for k in range(4)]
+    rows += [_record("kayak kayak kayak river", rid="other", scope=Scope(agent_wallet="agent", user_address="u2"))]
+    store.add_memories(rows)
+    store.update_memory("best0", {"metadata": {"colour": "red", "status": "superseded"}})
+    statements: list[str] = []
+    with store._conn() as conn:
+        conn.set_trace_callback(statements.append)
+    try:
+        cases = [
+            (MemoryQuery(scope=SCOPE), "kayak river", 3),
+            (MemoryQuery(scope=SCOPE), "kayak trip", 4),
+            (MemoryQuery(scope=SCOPE), "kayak", 20),
+            (MemoryQuery(scope=SCOPE, filters=normalize_filters({"metadata.colour": "red"})), "kayak river", 3),
+            (MemoryQuery(scope=SCOPE, active_only=False), "kayak river", 2),
+            (MemoryQuery(scope=user_less), "kayak", 3),
+        ]
+        fell_back = []
+        for query, text, limit in cases:
+            statements.clear()
+            got = [(h.record.id, h.score) for h in store.keyword_search(query, text, limit)]
+            fell_back.append(sum("JOIN memory m" in sql for sql in statements) == 1)
+            assert got == _keyword_reference(store, query, text, limit), (query, text)
+            assert got
+    finally:
+        with store._conn() as conn:
+            conn.set_trace_callback(None)
+    assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak trip", 3)] == [
+        "same0", "same1", "same2"]
+    # the superseded best0 is in the first pool of "kayak river" (fallback); the red filter passes
+    # too few of the pool (fallback); "kayak" x 20 has fewer matches than the pool holds
+    assert fell_back == [True, False, False, True, False, False], fell_back
+
+
+def test_file_connections_map_the_database_into_memory(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        with store._conn() as conn:
+            assert conn.execute("PRAGMA mmap_size").fetchone()[0] > 0
+    finally:
+        store.close()
+    SQLiteStore.mmap_size, before = 0, SQLiteStore.mmap_size
+    try:
+        store = SQLiteStore(tmp_path / "m.db")
+        with store._conn() as conn:
+            assert conn.execute("PRAGMA mmap_size").fetchone()[0] == 0
+        store.close()
+    finally:
+        SQLiteStore.mmap_size = before

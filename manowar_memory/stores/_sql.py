@@ -22,12 +22,14 @@ __all__ = [
     "fts_rowid",
     "fts_scope_key",
     "fts_scope_key_sql",
+    "keyword_pool",
     "keyword_rowids",
     "memory_columns",
     "memory_page",
     "memory_rows_of_users",
     "memory_update",
     "memory_user_counts",
+    "rowids_passing",
     "stale_session_scopes",
     "transcript_scopes_older_than",
 ]
@@ -78,6 +80,42 @@ def fts_rowid(row: str) -> str:
             f"<< {FTS_ROWID_SHIFT}) | {row}.rowid)")
 
 
+def _keyword_arms(match: str, scope_ids: Sequence[int], context_weight: float) -> Statement:
+    """FTS5 arms over the rowid ranges of ``scope_ids``: ``(fts_rowid, score)`` of every match."""
+    arms = " UNION ALL ".join(
+        f"SELECT rowid AS fts_rowid, -bm25(memory_fts, 1.0, {float(context_weight)!r}) AS score "
+        f"FROM memory_fts WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ?"
+        for _ in scope_ids
+    )
+    arm_params: list[Any] = []
+    for sid in scope_ids:
+        low = (sid & _FTS_SCOPE_MASK) << FTS_ROWID_SHIFT
+        arm_params += [match, low, low + (1 << FTS_ROWID_SHIFT) - 1]
+    return arms, arm_params
+
+
+def keyword_pool(match: str, scope_ids: Sequence[int], pool: int, context_weight: float) -> Statement:
+    """The first step of the keyword lane: ``(rowid, score)`` of the best ``pool`` full-text
+    matches in the rowid ranges of ``scope_ids``, in the lane's order (score descending, then
+    memory rowid), read from the full-text index alone (no memory row is touched).
+
+    If at least ``limit`` of them pass the scope filter (:func:`rowids_passing`), the first
+    ``limit`` passing ones are exactly what :func:`keyword_rowids` returns, because every row
+    outside the pool comes later in that order; otherwise the store runs :func:`keyword_rowids`."""
+    arms, arm_params = _keyword_arms(match, scope_ids, context_weight)
+    mask = (1 << FTS_ROWID_SHIFT) - 1
+    sql = (f"SELECT f.fts_rowid & {mask} AS memory_rowid, f.score FROM ({arms}) f "
+           "ORDER BY f.score DESC, memory_rowid LIMIT ?")
+    return sql, [*arm_params, pool]
+
+
+def rowids_passing(rowids: Sequence[int], where: str, params: Sequence[Any]) -> Statement:
+    """Which of ``rowids`` (memory rows) pass ``where`` (a WHERE clause over ``memory``), read by
+    rowid (``NOT INDEXED``: a scope index would otherwise read the whole scope)."""
+    return (f"SELECT rowid FROM memory NOT INDEXED WHERE rowid IN ({','.join('?' * len(rowids))}) AND ({where})",
+            [*rowids, *params])
+
+
 def keyword_rowids(match: str, scope_ids: Sequence[int], where: str, params: Sequence[Any], limit: int,
                    context_weight: float) -> Statement:
     """The keyword lane's query: ``(rowid, score)`` of the best ``limit`` rows of ``memory m``
@@ -89,15 +127,7 @@ def keyword_rowids(match: str, scope_ids: Sequence[int], where: str, params: Seq
     decides which rows qualify. BM25's statistics stay those of the whole table, so scores
     are the ones an unpartitioned index gives. Only rowids and scores are read here; the
     store then reads the winning rows alone, without their embeddings."""
-    arms = " UNION ALL ".join(
-        f"SELECT rowid AS fts_rowid, -bm25(memory_fts, 1.0, {float(context_weight)!r}) AS score "
-        f"FROM memory_fts WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ?"
-        for _ in scope_ids
-    )
-    arm_params: list[Any] = []
-    for sid in scope_ids:
-        low = (sid & _FTS_SCOPE_MASK) << FTS_ROWID_SHIFT
-        arm_params += [match, low, low + (1 << FTS_ROWID_SHIFT) - 1]
+    arms, arm_params = _keyword_arms(match, scope_ids, context_weight)
     sql = (
         f"SELECT m.rowid, f.score FROM ({arms}) f JOIN memory m ON m.rowid = (f.fts_rowid & "
         f"{(1 << FTS_ROWID_SHIFT) - 1}) WHERE {where} ORDER BY f.score DESC, m.rowid LIMIT ?"

@@ -290,6 +290,14 @@ class SQLiteStore:
     name = "sqlite"
     #: BM25 weight of a row's ``context`` column relative to its content (1.0) in the keyword lane.
     context_weight: float = 0.5
+    #: The keyword lane first reads this many full-text matches per result wanted (from the
+    #: index alone) and checks only those rows against the scope filter; it falls back to
+    #: every match when fewer than the results wanted pass. Results are identical either way.
+    keyword_pool_factor: int = 4
+    #: Bytes of a database file that connections map into memory (``PRAGMA mmap_size``): row
+    #: reads at random (the lanes' winners, the keyword lane's filter) skip a read call per page
+    #: (SQLite caps it at its compile-time maximum, 2 GiB by default; 0 turns it off).
+    mmap_size: int = 1 << 31
 
     def __init__(
         self, path: str | Path = ":memory:", *, context_weight: float | None = None, busy_timeout: float = 30.0,
@@ -334,6 +342,7 @@ class SQLiteStore:
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
         self._all_conns.append(conn)
         return conn
 
@@ -722,9 +731,7 @@ class SQLiteStore:
             )]
             if not scope_ids:
                 return []
-            sql, fts_params = _sql.keyword_rowids(match, scope_ids, _qualify(where, "m"), params, limit,
-                                                  self.context_weight)
-            picked = [(r[0], float(r[1])) for r in conn.execute(sql, fts_params)]
+            picked = self._keyword_picked(conn, match, scope_ids, where, params, limit)
             if not picked:
                 return []
             by_rowid = {
@@ -736,6 +743,25 @@ class SQLiteStore:
                 )
             }
         return [Hit(self._row_to_record(by_rowid[rowid]), score) for rowid, score in picked if rowid in by_rowid]
+
+    def _keyword_picked(self, conn: sqlite3.Connection, match: str, scope_ids: list[int], where: str,
+                        params: list[Any], limit: int) -> list[tuple[int, float]]:
+        """``(rowid, score)`` of the keyword lane's best ``limit`` rows: first from the best
+        ``keyword_pool_factor * limit`` full-text matches alone (only those memory rows are read
+        for the scope filter), and only when too few of them pass, from every match."""
+        pool = limit * max(1, self.keyword_pool_factor)
+        sql, pool_params = _sql.keyword_pool(match, scope_ids, pool, self.context_weight)
+        candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
+        if not candidates:
+            return []
+        sql, pass_params = _sql.rowids_passing([c[0] for c in candidates], where, params)
+        passing = {r[0] for r in conn.execute(sql, pass_params)}
+        picked = [c for c in candidates if c[0] in passing][:limit]
+        if len(picked) == limit or len(candidates) < pool:
+            return picked  # exact: every match outside the pool ranks after the whole pool
+        sql, fts_params = _sql.keyword_rowids(match, scope_ids, _qualify(where, "m"), params, limit,
+                                              self.context_weight)
+        return [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
 
     def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
         current = int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
@@ -806,7 +832,8 @@ class SQLiteStore:
             by_rowid = {
                 r["rowid"]: r
                 for r in conn.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE rowid IN ({','.join('?' * len(picked))})",
+                    f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
+                    f"WHERE rowid IN ({','.join('?' * len(picked))})",
                     [p[0] for p in picked],
                 )
             }
