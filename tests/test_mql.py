@@ -106,21 +106,46 @@ def test_dates_round_trip_at_millisecond_precision() -> None:
 # ----------------------------------------------------------------------------- pipelines
 
 
-def test_keyword_pipeline() -> None:
-    p = _mql.keyword_pipeline(q(user_address="u1"), ["alpine", "hiking"], 7)
-    assert p[0] == {"$match": {"$text": {"$search": "alpine hiking"}, **_mql.scope_filter(q(user_address="u1"))}}
-    assert p[1] == {"$set": {"_score": {"$meta": "textScore"}}}
-    assert p[2]["$sort"] == {"_score": -1, "createdAt": -1, "_id": -1}
-    assert p[3] == {"$limit": 7}
-    assert p[4] == {"$project": {"embedding": 0}}
+def test_keyword_pipelines_one_per_user_range() -> None:
+    query = q(user_address="u1")
+    pipelines = _mql.keyword_pipelines(query, ["alpine", "hiking"], 7)
+    assert len(pipelines) == 2  # the user's rows, then the agent's user-less rows
+    for p, user in zip(pipelines, ["u1", None], strict=True):
+        assert p[0] == {"$match": {"$text": {"$search": "alpine hiking"},
+                                   **_mql.scope_filter(query), "userAddress": user}}
+        assert p[1] == {"$set": {"_score": {"$meta": "textScore"}}}
+        assert p[2]["$sort"] == {"_score": -1, "createdAt": -1, "_id": -1}
+        assert p[3] == {"$limit": 7}
+        assert p[4] == {"$project": {"embedding": 0}}
+    (only,) = _mql.keyword_pipelines(q(), ["alpine"], 7)  # no user: the user-less rows alone
+    assert only[0]["$match"]["userAddress"] is None
+
+
+def test_keyword_pipelines_keep_a_caller_filter_on_the_user_field() -> None:
+    query = q(user_address="u1", filters={"userAddress": "u2"})
+    for p in _mql.keyword_pipelines(query, ["x"], 3):
+        match = p[0]["$match"]
+        assert match["userAddress"] in ("u1", None)  # the equality the index needs
+        assert {"userAddress": "u2"} in match["$and"]  # ANDed, never replacing the scope
+
+
+def test_merge_by_score_orders_as_one_query_would() -> None:
+    mine = [{"_id": 5, "_score": 3.0, "createdAt": 10}, {"_id": 2, "_score": 1.0, "createdAt": 30}]
+    shared = [{"_id": 7, "_score": 3.0, "createdAt": 20}, {"_id": 1, "_score": 1.0, "createdAt": 30},
+              {"_id": 9, "_score": 0.5}]
+    merged = _mql.merge_by_score([mine, shared], 4)
+    assert [d["_id"] for d in merged] == [7, 5, 2, 1]  # score, then newest, then _id, all descending
+    assert _mql.merge_by_score([[], mine], 1) == mine[:1]
 
 
 def test_transcript_pipeline_uses_the_transcript_filter() -> None:
     query = q(user_address="u1", thread_id="t", durable=False, sources=("fact",))
-    p = _mql.transcript_search_pipeline(query, ["lisbon"], 3)
-    match = p[0]["$match"]
-    assert match["$text"] == {"$search": "lisbon"} and match["threadId"] == "t" and "source" not in match
-    assert p[-1] == {"$limit": 3}
+    pipelines = _mql.transcript_search_pipelines(query, ["lisbon"], 3)
+    assert [p[0]["$match"]["userAddress"] for p in pipelines] == ["u1", None]
+    for p in pipelines:
+        match = p[0]["$match"]
+        assert match["$text"] == {"$search": "lisbon"} and match["threadId"] == "t" and "source" not in match
+        assert p[-1] == {"$limit": 3}
 
 
 def test_local_scan_query_streams_only_rows_of_the_query_model() -> None:
@@ -212,9 +237,11 @@ def test_reference_collections_and_indexes() -> None:
     text = [i for specs in _mql.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
     assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text", "idx_transcript_chunk_text"}
     memory_text = next(i for i in text if i.name == "idx_vector_text")
-    assert memory_text.keys == [("agentWallet", 1), ("content", "text"), ("context", "text")]
+    assert memory_text.keys == [("agentWallet", 1), ("userAddress", 1), ("content", "text"), ("context", "text")]
     assert memory_text.options["weights"] == {"content": 2, "context": 1}  # context counts half, as on SQLite
     assert all(i.keys[0] == ("agentWallet", 1) for i in text)  # equality prefix: per-agent postings
+    for name in ("idx_vector_text", "idx_transcript_text"):  # and per user: other users' postings are never read
+        assert next(i for i in text if i.name == name).keys[1] == ("userAddress", 1)
     for specs in _mql.INDEXES.values():
         assert len({i.name for i in specs}) == len(specs)
 

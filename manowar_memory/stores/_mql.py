@@ -48,6 +48,7 @@ __all__ = [
     "SYNC_FIELD",
     "TRANSCRIPTS",
     "TRANSCRIPT_CHUNKS",
+    "USER_SCAN_INDEX",
     "VECTOR_INDEX_NAME",
     "IndexSpec",
     "active_fact_expr",
@@ -55,13 +56,14 @@ __all__ = [
     "atlas_prefilter",
     "atlas_vector_pipeline",
     "date_to_ms",
-    "keyword_pipeline",
+    "keyword_pipelines",
     "live_session_filter",
     "local_scan_query",
     "memory_page_query",
     "memory_rows_of_users_filter",
     "memory_update_pipeline",
     "memory_user_counts_pipeline",
+    "merge_by_score",
     "ms_to_date",
     "other_model_filter",
     "parse_prefilter_fields",
@@ -69,7 +71,8 @@ __all__ = [
     "scopes_pipeline",
     "stale_session_filter",
     "stats_pipeline",
-    "transcript_search_pipeline",
+    "text_users",
+    "transcript_search_pipelines",
     "vector_index_definition",
 ]
 
@@ -85,6 +88,10 @@ SCHEDULES = "memory_schedules"  # inline maintenance schedules (jobs/schedules.p
 CACHE_FENCE = "memory_cache_fence"  # cache fences (cache/namespace.py), one document per key
 
 VECTOR_INDEX_NAME = "vector_index"
+#: The index the self-hosted vector scan is hinted to: one (agent, user) range per user of the
+#: scope, so other users' rows are never read (the planner may prefer the agent's model index
+#: while a scope is small, and that one grows with every user of the agent).
+USER_SCAN_INDEX = "idx_vector_wallet_user_model"
 
 # Store-maintained fields of memory rows (never part of a record):
 # * ACTIVE_FACT_FIELD: the row's metadata.factHash while it is an active fact (source "fact",
@@ -138,7 +145,13 @@ _TEXT_OPTS = {"default_language": "english", "language_override": "_textLanguage
 #   per agent (the reference made transcript session ids globally unique, so two agents with the
 #   same session id overwrote each other's transcript);
 # * text indexes for the keyword lane (memory content; transcript summary and messages), with the
-#   agent as an equality prefix so a $text query only touches that agent's postings;
+#   agent and the user as equality prefixes, so a $text query only touches the postings of one
+#   (agent, user) pair: other users of the same agent never cost a reader anything. MongoDB only
+#   uses such an index when every prefix field is an equality, so a scope with a user runs one
+#   $text query for the user and one for the agent's user-less rows (:func:`text_users`) and the
+#   store merges them by score (:func:`merge_by_score`);
+# * (agentWallet, userAddress, ...) indexes for the other reads of one user's turn (the vector
+#   lane's scan, patterns, archives, sessions, transcripts), for the same reason;
 # * a few compound indexes for the store's own queries (fact dedupe, model-restricted scans).
 INDEXES: dict[str, list[IndexSpec]] = {
     MEMORY: [
@@ -154,8 +167,11 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_vector_last_accessed", [("lastAccessedAt", -1)]),
         IndexSpec("idx_vector_wallet_fact", [("agentWallet", 1), ("metadata.factHash", 1)]),
         IndexSpec("idx_vector_wallet_model", [("agentWallet", 1), ("embeddingModel", 1), ("createdAt", -1)]),
-        IndexSpec("idx_vector_text", [("agentWallet", 1), ("content", "text"), ("context", "text")],
+        IndexSpec("idx_vector_text",
+                  [("agentWallet", 1), ("userAddress", 1), ("content", "text"), ("context", "text")],
                   weights={"content": 2, "context": 1}, **_TEXT_OPTS),
+        IndexSpec(USER_SCAN_INDEX,
+                  [("agentWallet", 1), ("userAddress", 1), ("embeddingModel", 1), ("createdAt", -1)]),
         IndexSpec(
             "idx_vector_active_fact", [("agentWallet", 1), (ACTIVE_FACT_FIELD, 1)], unique=True,
             partialFilterExpression={ACTIVE_FACT_FIELD: {"$exists": True}},
@@ -174,9 +190,11 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_transcript_user", [("userAddress", 1)]),
         IndexSpec("idx_transcript_app_id", [("metadata.app_id", 1)]),
         IndexSpec(
-            "idx_transcript_text", [("agentWallet", 1), ("summary", "text"), ("messages.content", "text")],
+            "idx_transcript_text",
+            [("agentWallet", 1), ("userAddress", 1), ("summary", "text"), ("messages.content", "text")],
             **_TEXT_OPTS,
         ),
+        IndexSpec("idx_transcript_wallet_user_created", [("agentWallet", 1), ("userAddress", 1), ("createdAt", -1)]),
     ],
     TRANSCRIPT_CHUNKS: [
         IndexSpec("idx_transcript_chunk_key", [("agentWallet", 1), ("sessionId", 1), ("seq", 1), ("digest", 1)],
@@ -189,6 +207,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_session_wallet", [("agentWallet", 1)]),
         IndexSpec("idx_session_wallet_scope_thread", [("agentWallet", 1), ("mode", 1), ("haiId", 1), ("threadId", 1)]),
         IndexSpec("idx_session_app_id", [("metadata.app_id", 1)]),
+        IndexSpec("idx_session_wallet_user_accessed", [("agentWallet", 1), ("userAddress", 1), ("lastAccessedAt", -1)]),
         IndexSpec("idx_session_ttl", [("expiresAt", 1)], expireAfterSeconds=0),
         IndexSpec("idx_session_last_accessed", [("lastAccessedAt", -1)]),
     ],
@@ -201,6 +220,8 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_pattern_last_executed", [("lastExecuted", -1)]),
         IndexSpec("idx_pattern_wallet_success", [("agentWallet", 1), ("successRate", -1)]),
         IndexSpec("idx_pattern_app_id", [("metadata.app_id", 1)]),
+        IndexSpec("idx_pattern_wallet_user_success",
+                  [("agentWallet", 1), ("userAddress", 1), ("successRate", -1), ("createdAt", -1)]),
     ],
     ARCHIVES: [
         IndexSpec("idx_archive_wallet", [("agentWallet", 1)]),
@@ -208,6 +229,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_archive_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
         IndexSpec("idx_archive_date_range", [("dateRange.start", 1), ("dateRange.end", 1)]),
         IndexSpec("idx_archive_app_id", [("metadata.app_id", 1)]),
+        IndexSpec("idx_archive_wallet_user_created", [("agentWallet", 1), ("userAddress", 1), ("createdAt", -1)]),
     ],
     SKILLS: [
         IndexSpec("idx_skill_id", [("skillId", 1)], unique=True),
@@ -335,29 +357,63 @@ def memory_update_pipeline(sets: Mapping[str, Any], now_ms: int) -> list[dict[st
 # ----------------------------------------------------------------------------- keyword lane
 
 
-def keyword_pipeline(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[dict[str, Any]]:
+def text_users(query: MemoryQuery) -> list[str | None]:
+    """The ``userAddress`` values whose rows the query's scope reads, one ``$text`` query each:
+    the user and the agent's user-less rows (null or missing), or only the user-less rows.
+    The text indexes have ``(agentWallet, userAddress)`` as equality prefixes, which a ``$in``
+    cannot use, so each value is its own query on its own index range."""
+    user = query.scope.user_address
+    return [user, None] if user is not None else [None]
+
+
+def _text_match(query: MemoryQuery, terms: Sequence[str], collection: str, user: str | None) -> dict[str, Any]:
+    flt = scope_filter(query, collection=collection)
+    flt["userAddress"] = user  # the scope's own clause; a caller filter on the field stays in $and
+    return {"$text": {"$search": " ".join(terms)}, **flt}
+
+
+def keyword_pipelines(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[list[dict[str, Any]]]:
     """``$text`` over memory content and context (OR of the terms, English stemming; the text
     index weighs content 2 : context 1, as the embedded store's BM25 does), best textScore
-    first. The score is returned as ``_score``; embeddings are not."""
-    match = {"$text": {"$search": " ".join(terms)}, **scope_filter(query, collection=MEMORY)}
+    first, one pipeline per value of :func:`text_users`; :func:`merge_by_score` makes one list
+    of their results. The score is returned as ``_score``; embeddings are not."""
     return [
-        {"$match": match},
-        {"$set": {"_score": {"$meta": "textScore"}}},
-        {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
-        {"$limit": int(limit)},
-        {"$project": {"embedding": 0}},
+        [
+            {"$match": _text_match(query, terms, MEMORY, user)},
+            {"$set": {"_score": {"$meta": "textScore"}}},
+            {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
+            {"$limit": int(limit)},
+            {"$project": {"embedding": 0}},
+        ]
+        for user in text_users(query)
     ]
 
 
-def transcript_search_pipeline(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[dict[str, Any]]:
-    """``$text`` over transcript summaries and message contents, best first (``_score``)."""
-    match = {"$text": {"$search": " ".join(terms)}, **scope_filter(query, collection=TRANSCRIPTS)}
+def transcript_search_pipelines(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[list[dict[str, Any]]]:
+    """``$text`` over transcript summaries and message contents, best first (``_score``), one
+    pipeline per value of :func:`text_users` (merged with :func:`merge_by_score`)."""
     return [
-        {"$match": match},
-        {"$set": {"_score": {"$meta": "textScore"}}},
-        {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
-        {"$limit": int(limit)},
+        [
+            {"$match": _text_match(query, terms, TRANSCRIPTS, user)},
+            {"$set": {"_score": {"$meta": "textScore"}}},
+            {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
+            {"$limit": int(limit)},
+        ]
+        for user in text_users(query)
     ]
+
+
+def merge_by_score(results: Iterable[Iterable[Mapping[str, Any]]], limit: int) -> list[Any]:
+    """The documents of several ``$text`` results (each sorted by ``_score``, ``createdAt``,
+    ``_id``, all descending) as one list in that same order, ``limit`` long.
+
+    MongoDB's textScore is computed from the matched document alone (term frequencies, field
+    weights, document length; no collection statistics such as IDF), so a document scores the
+    same in the user's query as it would in one query over both ranges: the merged list is the
+    list a single query over the user's and the user-less rows gives."""
+    docs = [d for result in results for d in result]
+    docs.sort(key=lambda d: (float(d["_score"]), d.get("createdAt") or 0, d["_id"]), reverse=True)
+    return docs[: int(limit)]
 
 
 # ----------------------------------------------------------------------------- vector lane

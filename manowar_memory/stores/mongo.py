@@ -441,6 +441,7 @@ class MongoStore:
         self._atlas_failed_until = 0.0
         self._atlas_error = ""
         self._closed = False
+        self._user_scan_index: bool | None = None
         self.memory = self.db[MEMORY]
         self.transcripts = self.db[TRANSCRIPTS]
         self.transcript_chunks = self.db[TRANSCRIPT_CHUNKS]
@@ -831,7 +832,8 @@ class MongoStore:
         if not terms or limit <= 0:
             return []
         with self._errors("text search"):
-            docs = list(self.memory.aggregate(_mql.keyword_pipeline(query, terms, limit)))
+            docs = _mql.merge_by_score(
+                (self.memory.aggregate(p) for p in _mql.keyword_pipelines(query, terms, limit)), limit)
         return [Hit(doc_to_memory(d, with_embedding=False), float(d["_score"])) for d in docs]
 
     # -- vector search --
@@ -1126,7 +1128,10 @@ class MongoStore:
 
         flt, projection, sort = _mql.local_scan_query(query, model_id)
         with self._errors("vector scan"):
-            cursor = self.memory.find(flt, projection, sort=sort, batch_size=self.scan_batch_size)
+            if self._user_scan_index is None:  # absent on a database opened with create_indexes=False
+                self._user_scan_index = _mql.USER_SCAN_INDEX in self.memory.index_information()
+            cursor = self.memory.find(flt, projection, sort=sort, batch_size=self.scan_batch_size,
+                                      hint=_mql.USER_SCAN_INDEX if self._user_scan_index else None)
             try:
                 for doc in cursor:
                     if self.max_scan is not None and scanned >= self.max_scan:
@@ -1307,7 +1312,8 @@ class MongoStore:
             terms = query_terms(text)
             if not terms:
                 return []
-            docs = list(self.transcripts.aggregate(_mql.transcript_search_pipeline(query, terms, limit)))
+            docs = _mql.merge_by_score(
+                (self.transcripts.aggregate(p) for p in _mql.transcript_search_pipelines(query, terms, limit)), limit)
             scored = {d["sessionId"]: (d, float(d["_score"])) for d in docs}
             # the older messages of long transcripts are in chunks: find their sessions too
             try:

@@ -1,0 +1,238 @@
+"""On MongoDB, one user's reads do not touch other users' rows of the same agent (issue #14).
+
+Checked with the server's own counts (explain's totalKeysExamined / totalDocsExamined), never
+with timings: each read of one user's turn examines exactly as many index keys and documents
+with 40 other users' rows in the store as with one (with none, a range scan can examine one
+key fewer: the neighbour key that ends it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from manowar_memory import MemoryRecord, Scope
+from manowar_memory.records import Archive, Pattern, Session, Transcript
+from manowar_memory.stores import _mql
+from manowar_memory.stores.base import MemoryQuery
+from manowar_memory.stores.mongo import MongoStore
+
+pytestmark = pytest.mark.mongo
+
+AGENT = "agent-tenants"
+ME = "user-me"
+OTHERS = 40
+ROWS = 25
+DIMS = 8
+MODEL = "fake:8"
+WORDS = ["alpine", "hiking", "lisbon", "tram", "coffee", "piano", "garden", "marathon"]
+
+
+def _vector(i: int) -> list[float]:
+    return [float((i * (k + 3)) % 7) + 0.5 for k in range(DIMS)]
+
+
+def _rows(user: str | None, n: int, start: int) -> list[MemoryRecord]:
+    return [
+        MemoryRecord(
+            id=f"m{start + i}",
+            agent_wallet=AGENT,
+            user_address=user,
+            thread_id="t",
+            source="session",
+            content=f"{WORDS[i % 8]} {WORDS[(i + 3) % 8]} note {i} of {user}",
+            created_at=1_000 + start + i,
+            embedding=_vector(start + i),
+            embedding_model=MODEL,
+        )
+        for i in range(n)
+    ]
+
+
+def _scoped(kind: type, user: str | None, i: int, **kw: Any) -> Any:
+    return kind(agent_wallet=AGENT, user_address=user, thread_id="t", created_at=1_000 + i, **kw)
+
+
+def _fill_user(store: MongoStore, user: str | None, start: int) -> None:
+    store.add_memories(_rows(user, ROWS, start))
+    for i in range(3):
+        tag = f"{i}-{user}"
+        store.upsert_pattern(
+            _scoped(
+                Pattern,
+                user,
+                i,
+                pattern_id=f"p{tag}",
+                trigger={"value": "v"},
+                summary=f"habit {i}",
+                success_rate=0.1 * i,
+            )
+        )
+        store.add_archive(
+            _scoped(
+                Archive,
+                user,
+                i,
+                archive_id=f"a{tag}",
+                summary=f"week {i}",
+                content="c",
+                date_range={"start": 0, "end": 1},
+            )
+        )
+        store.upsert_session(
+            _scoped(Session, user, i, session_id=f"s{tag}", last_accessed_at=2_000 + i, expires_at=2**42)
+        )
+        store.upsert_transcript(
+            _scoped(
+                Transcript,
+                user,
+                i,
+                session_id=f"tr{tag}",
+                summary=f"talked about {WORDS[i]} and {WORDS[i + 1]}",
+                messages=[{"role": "user", "content": f"{WORDS[i + 2]} plans"}],
+            )
+        )
+
+
+def _counts(explained: Any) -> tuple[int, int]:
+    """totalKeysExamined and totalDocsExamined summed over every executionStats in an explain."""
+    keys = docs = 0
+
+    def walk(node: Any) -> None:
+        nonlocal keys, docs
+        if isinstance(node, dict):
+            stats = node.get("executionStats")
+            if isinstance(stats, dict) and "totalKeysExamined" in stats:
+                keys += int(stats["totalKeysExamined"])
+                docs += int(stats["totalDocsExamined"])
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(explained)
+    return keys, docs
+
+
+def _aggregate(store: MongoStore, coll: str, pipeline: list[dict[str, Any]]) -> tuple[int, int]:
+    return _counts(
+        store.db.command("explain", {"aggregate": coll, "pipeline": pipeline, "cursor": {}}, verbosity="executionStats")
+    )
+
+
+def _find(
+    store: MongoStore, coll: str, flt: dict[str, Any], sort: list[tuple[str, int]], limit: int, hint: str | None = None
+) -> tuple[int, int]:
+    return _counts(store.db[coll].find(flt, hint=hint).sort(sort).limit(limit).explain())
+
+
+def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
+    """Keys and documents examined by each read of one user's turn."""
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME, thread_id="t"))
+    turn = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME, thread_id="t"), durable=False)
+    out: dict[str, tuple[int, int]] = {}
+    for name, pipelines, coll in (
+        ("keyword", _mql.keyword_pipelines(query, ["alpine", "lisbon"], 12), _mql.MEMORY),
+        ("transcripts", _mql.transcript_search_pipelines(turn, ["hiking", "plans"], 12), _mql.TRANSCRIPTS),
+    ):
+        counts = [_aggregate(store, coll, p) for p in pipelines]
+        out[name] = (sum(k for k, _ in counts), sum(d for _, d in counts))
+    flt, _, sort = _mql.local_scan_query(query, MODEL)
+    out["vector scan"] = _find(store, _mql.MEMORY, flt, sort, 10_000, hint=_mql.USER_SCAN_INDEX)  # as the store
+    out["patterns"] = _find(
+        store,
+        _mql.PATTERNS,
+        _mql.scope_filter(query, collection=_mql.PATTERNS),
+        [("successRate", -1), ("createdAt", -1), ("_id", -1)],
+        12,
+    )
+    out["archives"] = _find(
+        store, _mql.ARCHIVES, _mql.scope_filter(query, collection=_mql.ARCHIVES), [("createdAt", -1), ("_id", -1)], 12
+    )
+    out["sessions"] = _find(
+        store, _mql.SESSIONS, _mql.live_session_filter(turn, 1_000_000), [("lastAccessedAt", -1), ("_id", -1)], 12
+    )
+    return out
+
+
+@pytest.fixture
+def store(mongo_client: Any, mongo_db: Any) -> Any:
+    s = MongoStore(client=mongo_client, database=mongo_db.name, vector_search="local", vector_cache_lag_ms=0)
+    yield s
+    s.close()
+
+
+def test_one_users_reads_examine_nothing_of_other_users(store: MongoStore) -> None:
+    _fill_user(store, ME, 0)
+    _fill_user(store, None, 10_000)  # the agent's shared rows: part of every user's scope
+    _fill_user(store, "user-0", 20_000)  # one other user (same words, same thread, same agent)
+    one_other = _reads(store)
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+    hits = [(h.record.id, h.score) for h in store.keyword_search(query, "alpine lisbon", 12)]
+    for n in range(1, OTHERS):
+        _fill_user(store, f"user-{n}", 20_000 + 100 * n)
+    crowded = _reads(store)
+    assert all(keys > 0 for keys, _ in one_other.values())  # every read does use an index
+    assert crowded == one_other
+    # textScore depends on the document alone: the same rows, scores and order with the others
+    assert [(h.record.id, h.score) for h in store.keyword_search(query, "alpine lisbon", 12)] == hits
+
+
+def test_keyword_merge_equals_one_query_over_both_ranges(store: MongoStore) -> None:
+    _fill_user(store, ME, 0)
+    _fill_user(store, None, 10_000)
+    _fill_user(store, "user-x", 20_000)
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+    merged = [(h.record.id, h.score) for h in store.keyword_search(query, "alpine tram", 15)]
+    # one $text query over the agent (the user-less index prefix cannot serve it: read it all, then filter)
+    store.memory.drop_index("idx_vector_text")
+    store.memory.create_index(
+        [("agentWallet", 1), ("content", "text"), ("context", "text")],
+        name="agent_only_text",
+        weights={"content": 2, "context": 1},
+        default_language="english",
+        language_override="_textLanguage",
+    )
+    single = list(
+        store.memory.aggregate(
+            [
+                {"$match": {"$text": {"$search": "alpine tram"}, **_mql.scope_filter(query)}},
+                {"$set": {"_score": {"$meta": "textScore"}}},
+                {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
+                {"$limit": 15},
+            ]
+        )
+    )
+    assert merged == [(d["vectorId"], float(d["_score"])) for d in single]
+    assert {ME, None} <= {d.get("userAddress") for d in single}  # both ranges took part
+
+
+def test_an_agent_wide_index_is_replaced_on_open(mongo_client: Any, mongo_db: Any) -> None:
+    # a database made by an earlier version: the text index has only the agent as prefix
+    mongo_db[_mql.MEMORY].create_index(
+        [("agentWallet", 1), ("content", "text"), ("context", "text")],
+        name="idx_vector_text",
+        weights={"content": 2, "context": 1},
+        default_language="english",
+        language_override="_textLanguage",
+    )
+    mongo_db[_mql.MEMORY].insert_one(
+        {
+            "agentWallet": AGENT,
+            "userAddress": ME,
+            "vectorId": "m1",
+            "content": "alpine lake",
+            "source": "session",
+            "createdAt": 1,
+        }
+    )
+    for _ in range(2):  # idempotent: a second open finds it done
+        s = MongoStore(client=mongo_client, database=mongo_db.name, vector_search="local")
+        info = s.memory.index_information()["idx_vector_text"]
+        assert [k for k, _ in info["key"]][:2] == ["agentWallet", "userAddress"]
+        hits = s.keyword_search(MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME)), "alpine", 5)
+        assert [h.record.id for h in hits] == ["m1"]
+        s.close()
