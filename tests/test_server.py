@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from manowar_memory.server.auth import hash_key
+from manowar_memory.server.auth import hash_key, presented_key
 
 KEY_A, KEY_ALICE, KEY_B = "key-agent-a", "key-agent-a-alice", "key-agent-b"
 KEYS = [{"sha256": hash_key(KEY_A), "agentWallet": "agent-a"},
@@ -172,6 +172,56 @@ def test_keys_bad_requests_and_limits(base_url: str) -> None:
     assert r.status_code == 413
     r = a.post("/api/memory/remember", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422 and "Traceback" not in r.text
+
+
+def test_assemble_answers_as_a_route_served_the_usual_way(base_url: str) -> None:
+    """context/assemble skips FastAPI's per-request dependency solving (the hot path): its key
+    reading, the order of its checks and its problem bodies must be those of items/search, a
+    route with the same scope fields served the usual way."""
+    headers = [{}, {"X-API-Key": KEY_A}, {"X-API-Key": ""}, {"X-API-Key": "wrong"}, {"Authorization": f"Bearer {KEY_A}"},
+               {"Authorization": f"bearer  {KEY_A}"}, {"Authorization": f"Basic {KEY_A}"}, {"Authorization": "Bearer"},
+               {"X-API-Key": "", "Authorization": f"Bearer {KEY_A}"}, {"X-API-Key": "wrong", "Authorization": f"Bearer {KEY_A}"},
+               {"X-API-Key": KEY_ALICE}]
+    bodies = [b'{"query": "tea"}', b"", b"{not json", b"[]", b'"tea"', b'{"query": 5}', b'{"query": "tea", "unknown": 1}',
+              b'{"query": "tea", "agentWallet": "agent-b"}', b'{"query": "tea", "userAddress": "bob"}',
+              b'{"query": "tea", "agent_id": "agent-a"}', b'{"query": "tea", "filters": {"$where": "1"}}',
+              b'{"query": "tea", "mode": "local"}', b'{"query": "tea", "layers": ["nope"]}']
+    types = ["application/json", "application/json; charset=utf-8", "application/merge-patch+json", "text/plain", None]
+    too_large = b'{"query": "' + b"x" * 1_100_000 + b'"}'
+    cases = [*((h, b, t) for h in headers for b in bodies for t in types), *((h, too_large, None) for h in headers[:4])]
+    compared = 0
+    with httpx.Client(base_url=base_url, timeout=30) as c:
+        for h, body, ctype in cases:
+            sent = {**h, **({"content-type": ctype} if ctype else {})}
+            got = c.post("/api/memory/context/assemble", content=body, headers=sent)
+            usual = c.post("/api/memory/items/search", content=body, headers=sent)
+            assert got.status_code == usual.status_code, (sent, body[:60], got.text, usual.text)
+            if got.status_code == 200:
+                continue
+            compared += 1
+            assert got.headers["content-type"] == usual.headers["content-type"] == "application/problem+json"
+            assert got.headers.get("www-authenticate") == usual.headers.get("www-authenticate")
+            mine, theirs = got.json(), usual.json()
+            assert mine["instance"] == "/api/memory/context/assemble"
+            assert {**mine, "instance": None} == {**theirs, "instance": None}, (sent, body[:60])
+    assert compared > 400
+    doc = httpx.get(f"{base_url}/openapi.json").json()
+    op, usual_op = doc["paths"]["/api/memory/context/assemble"]["post"], doc["paths"]["/api/memory/items/search"]["post"]
+    assert op["operationId"] == "assemble_api_memory_context_assemble_post"
+    assert op["security"] == usual_op["security"] and len(op["security"]) == 2
+    assert op["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/AssembleBody"}
+    assert sorted(op["responses"]) == sorted(usual_op["responses"]) == ["200", "400", "401", "403", "404", "413", "422"]
+    assert op["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/PreTurnResult"}
+    assert op["responses"]["422"] == usual_op["responses"]["422"]
+
+
+def test_presented_key_reads_the_documented_schemes() -> None:
+    assert presented_key({"x-api-key": "k1", "authorization": "Bearer k2"}) == "k1"
+    assert presented_key({"x-api-key": "", "authorization": "bEaReR  k2 "}) == "k2"
+    for headers in ({}, {"authorization": "Basic k2"}, {"authorization": "Bearer"}, {"authorization": "Bearer   "},
+                    {"x-api-key": ""}):
+        assert presented_key(headers) is None
 
 
 def test_a_key_never_reaches_another_agent(base_url: str) -> None:

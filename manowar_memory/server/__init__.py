@@ -7,10 +7,20 @@ gets the isolation, trust rules and errors a Python caller gets. Needs the ``ser
 
 from __future__ import annotations
 
-from .auth import KEYS_ENV, ApiKeys, AuthError, ForbiddenScopeError, KeyBinding, hash_key, new_key, scope_for
+from .auth import (
+    KEYS_ENV,
+    ApiKeys,
+    AuthError,
+    ForbiddenScopeError,
+    KeyBinding,
+    hash_key,
+    new_key,
+    presented_key,
+    scope_for,
+)
 
 __all__ = ["KEYS_ENV", "ApiKeys", "AuthError", "ForbiddenScopeError", "KeyBinding", "create_app", "hash_key",
-           "new_key", "scope_for"]
+           "new_key", "presented_key", "scope_for"]
 
 
 def __getattr__(name: str) -> object:

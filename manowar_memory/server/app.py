@@ -8,17 +8,21 @@ the engine error's message, never a stack trace.
 """
 
 
+import email.message
 import ipaddress
+import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
@@ -29,7 +33,7 @@ from ..jobs.schedules import ScheduleInfo
 from ..records import Job
 from ..scoped import ScopedMemory
 from ..tools import memory_tools
-from .auth import ApiKeys, KeyBinding, scope_for
+from .auth import ApiKeys, KeyBinding, presented_key, scope_for
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Problem", "check_bind", "create_app", "is_loopback", "uvicorn_options"]
 
@@ -41,6 +45,8 @@ DEFAULT_MAX_BODY_BYTES = 1_000_000
 LayerName = Literal["working", "scene", "graph", "patterns", "archives", "vectors"]
 FactType = Literal["preference", "identity", "context", "skill", "relationship", "event"]
 Source = Literal["fact", "session", "knowledge", "pattern", "archive"]
+_M = TypeVar("_M", bound=BaseModel)
+_MISSING = object()
 
 
 # ---------------------------------------------------------------- problems
@@ -150,6 +156,53 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/problem+json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------- the lean path of hot routes
+
+
+def _json_body(raw: bytes, content_type: str | None) -> Any:
+    """A JSON body as FastAPI reads one for a body model: parsed when the content type is
+    ``application/json`` or ``application/*+json``, the raw bytes under another type (which then
+    fail validation), ``_MISSING`` when empty; malformed JSON is a 422."""
+    if not raw:
+        return _MISSING
+    if content_type != "application/json":
+        if not content_type:
+            return raw
+        message = email.message.Message()
+        message["content-type"] = content_type
+        subtype = message.get_content_subtype()
+        if message.get_content_maintype() != "application" or not (subtype == "json" or subtype.endswith("+json")):
+            return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": exc.msg}}], body=exc.doc) from exc
+
+
+def _validate_body(model: type[_M], data: Any) -> _M:
+    """``data`` validated as ``model``; errors are located under ``body`` as FastAPI locates them."""
+    if data is _MISSING:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    try:
+        return model.model_validate(data, from_attributes=True)  # as FastAPI validates a body field
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)],
+                                     body=data) from exc
+
+
+def _served_by(handler: Callable[[Request], Coroutine[Any, Any, Response]]) -> type[APIRoute]:
+    """A route class documented from its endpoint's signature like any route (OpenAPI, security
+    schemes, 422 response) whose requests go straight to ``handler``, skipping FastAPI's
+    per-request dependency solving and body re-validation (FastAPI's custom-route hook)."""
+
+    class ServedRoute(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            return handler
+
+    return ServedRoute
 
 
 # ---------------------------------------------------------------- request models
@@ -591,14 +644,27 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     Id = Annotated[str, Path(min_length=1, max_length=512)]  # noqa: N806 - a type alias
 
     # ------------------------------------------------------------ loop
-    @r.post("/context/assemble", response_model=PreTurnResult, tags=["loop"], summary="Assemble context (pre_turn)")
-    def assemble(body: AssembleBody, key: Tenant) -> Any:
+    def assemble_json(body: AssembleBody, key: KeyBinding | None) -> str:
         result = mem(key, body.scope_data()).context(
             body.query, layers=body.layers, limit=body.limit, max_items=body.max_items,
             max_item_chars=body.max_item_chars, budget_chars=body.budget_chars, rerank=body.rerank, mmr=body.mmr,
             explain=body.explain)
-        # the hot path: serialised once, straight from the engine's model (its schema is the response_model)
-        return Response(result.model_dump_json(), media_type="application/json")
+        return result.model_dump_json()  # serialised once, straight from the engine's model (the response_model)
+
+    async def assemble_served(request: Request) -> Response:
+        # the hot path, as FastAPI would serve `assemble` but without its per-request dependency solving:
+        # a malformed JSON body is refused first, then the key, then the body's fields
+        data = _json_body(await request.body(), request.headers.get("content-type"))
+        binding = keys.authenticate(presented_key(request.headers)) if keys else None
+        body = _validate_body(AssembleBody, data)
+        return Response(await run_in_threadpool(assemble_json, body, binding), media_type="application/json")
+
+    def assemble(body: AssembleBody, key: Tenant) -> Any:
+        # the documented signature of context/assemble (its OpenAPI operation); requests go to assemble_served
+        return Response(assemble_json(body, key), media_type="application/json")
+
+    r.add_api_route("/context/assemble", assemble, methods=["POST"], response_model=PreTurnResult, tags=["loop"],
+                    summary="Assemble context (pre_turn)", route_class_override=_served_by(assemble_served))
 
     @r.post("/turns/record", response_model=PostTurnResult, tags=["loop"], summary="Record a turn (post_turn)")
     def record(body: RecordBody, key: Tenant) -> Any:

@@ -32,6 +32,7 @@ __all__ = [
     "KeyBinding",
     "hash_key",
     "new_key",
+    "presented_key",
     "scope_for",
 ]
 
@@ -58,6 +59,19 @@ def hash_key(key: str) -> str:
 def new_key() -> str:
     """A fresh random API key (``mk_`` and 43 URL-safe characters)."""
     return "mk_" + secrets.token_urlsafe(32)
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The API key a request presents (``headers`` with lowercase names, as HTTP servers give
+    them): ``X-API-Key`` when not empty, else the credentials of an ``Authorization: Bearer``
+    header (the scheme in any case); None when neither is there. The REST API documents both
+    as security schemes, and reads them so."""
+    api_key = headers.get("x-api-key")
+    if api_key:
+        return api_key
+    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
+    credentials = credentials.strip()
+    return credentials if scheme and credentials and scheme.lower() == "bearer" else None
 
 
 @dataclass(frozen=True)
