@@ -914,19 +914,27 @@ class MemoryEngine:
     ) -> SearchOutcome:
         timings: dict[str, float] = {}
         notes: list[str] = []
-        vector = None
+        vector: list[float] | None = None
+        vector_future: concurrent.futures.Future[list[float]] | None = None
+        embed_job: concurrent.futures.Future[tuple[list[str], float]] | None = None
         if self.embedder is None:
             notes.append(NO_EMBEDDER)
         elif any(name in ("graph", "vectors") for name in selected):
-            t0 = time.perf_counter()
-            with collect() as embed_notes:  # the embedding cache reports through the call's collector
-                vector = self.embedder.embed([text], input_type="query")[0]
-            notes.extend(embed_notes)
-            timings["embed"] = (time.perf_counter() - t0) * 1000
+            # the query is embedded on a lane thread while the layers start: keyword lanes and the
+            # other layers need no vector (ONNX Runtime and torch release the GIL); with no lane
+            # thread free it is embedded here first
+            vector_future = concurrent.futures.Future()
+            target = vector_future
+            embed_job = self.threads.beside(lambda: self._embed_query(text, target))
+            if embed_job is None:
+                embed_notes, timings["embed"] = self._embed_query(text, vector_future)
+                notes.extend(embed_notes)
+                vector, vector_future = vector_future.result(), None
         req = LayerRequest(
             store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
             config=self.config.retrieval, options=rank, vector=vector, model_id=self.model_id,
             reranker=self.reranker, inserts=tuple(self.stage_inserts), threads=self.threads,
+            vector_future=vector_future,
         )
         t0 = time.perf_counter()
         # graph and vectors share the memory table: searched together when both are selected
@@ -944,6 +952,9 @@ class MemoryEngine:
                     outcomes[name] = (_timed_layer(name, fn, req), None)
                 except Exception as exc:  # noqa: BLE001 - the layer is left out and reported in the notes
                     outcomes[name] = (None, exc)
+        if embed_job is not None:  # an embedding failure raises here, once no layer still waits for it
+            embed_notes, timings["embed"] = embed_job.result()
+            notes.extend(embed_notes)
         results: dict[str, list[Candidate]] = {}
         lanes: dict[str, dict[str, Any]] = {}
         for name, (hits, error) in outcomes.items():
@@ -959,6 +970,21 @@ class MemoryEngine:
         timings["layers"] = (time.perf_counter() - t0) * 1000
         totals = {layer: len(hits) for layer, hits in results.items()}
         return SearchOutcome(results, totals, lanes, notes, timings)
+
+    def _embed_query(self, text: str, target: concurrent.futures.Future[list[float]]) -> tuple[list[str], float]:
+        """Embed the query into ``target`` (its vector, or the embedder's error, which is also
+        raised); returns the degradations the embedding cache reported and the embedding's own
+        milliseconds."""
+        assert self.embedder is not None
+        t0 = time.perf_counter()
+        try:
+            with collect() as embed_notes:  # the embedding cache reports through the call's collector
+                vector = self.embedder.embed([text], input_type="query")[0]
+        except BaseException as exc:
+            target.set_exception(exc)
+            raise
+        target.set_result(vector)
+        return embed_notes, (time.perf_counter() - t0) * 1000
 
     def pre_turn(
         self,

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,11 @@ __all__ = ["LAYER_SEARCHERS", "LayerHits", "LayerRequest", "LayerSearcher", "nor
 
 @dataclass
 class LayerRequest:
-    """Everything a layer needs to answer one query."""
+    """Everything a layer needs to answer one query.
+
+    ``vector`` is the query's embedding; while it is still being computed it is None and
+    ``vector_future`` gives it (hybrid layers run their keyword lane meanwhile and wait for
+    the vector right before their vector lane)."""
 
     store: Store
     scope: Scope
@@ -48,6 +53,7 @@ class LayerRequest:
     now: int | None = None
     inserts: Sequence[StageInsert] = ()
     threads: EngineThreads | None = None
+    vector_future: concurrent.futures.Future[list[float]] | None = None
 
     @property
     def terms(self) -> list[str]:
@@ -132,6 +138,7 @@ def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
         req.store, req.query(durable=True, **query_kw), req.text, layer=layer, limit=req.limit,
         vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
         reranker=req.reranker, now=req.now, inserts=req.inserts, threads=req.threads,
+        vector_future=req.vector_future,
     )
     return LayerHits({layer: result.candidates}, {layer: result.report}, result.degradations,
                      {f"{layer}.{k}": v for k, v in result.timings_ms.items()})

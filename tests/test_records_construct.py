@@ -37,10 +37,11 @@ def test_every_field_by_name_matches_pydantic() -> None:
 
 
 def test_other_calls_go_to_pydantic() -> None:
-    partial = {"id": "vec_b", "agent_wallet": "a", "content": "x"}  # defaults must be filled in
+    stamps = {"created_at": 1, "updated_at": 1, "last_accessed_at": 1}  # fixed: their defaults read the clock
+    partial = {"id": "vec_b", "agent_wallet": "a", "content": "x", **stamps}  # other defaults must be filled in
     rec = MemoryRecord.model_construct(**partial)
     _same(rec, BaseModel.model_construct.__func__(MemoryRecord, **partial))  # type: ignore[attr-defined]
-    assert rec.model_fields_set == {"id", "agent_wallet", "content"}
+    assert rec.model_fields_set == {"id", "agent_wallet", "content", *stamps}
     assert rec.source == "knowledge"
     by_alias = {"vectorId": "vec_c", "agentWallet": "a", "content": "y"}
     assert MemoryRecord.model_construct(**by_alias).id == "vec_c"

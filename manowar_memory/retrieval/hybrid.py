@@ -7,7 +7,10 @@
    * **keyword**: the store's full-text search (SQLite FTS5, Porter stemming, BM25) over an
      OR of the query's content terms; scores are BM25 relative to the lane's best hit;
    * **vector**: the store's vector search, score ``(1 + cosine) / 2``; vector-only hits below
-     ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane;
+     ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane. When the
+     query is still being embedded (``vector_future``), the keyword lane runs first, in the
+     embedding's shadow, and the vector lane waits for the vector (``embed_wait`` in
+     ``timings_ms``: the part of the embedding the lanes could not hide);
    * **entity**: memories sharing named entities with the top fused hits of the first two
      (:mod:`manowar_memory.retrieval.entity_lane`).
 
@@ -27,8 +30,9 @@ candidates, the lane report, the degradations and a ``timings_ms`` entry per lan
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -130,6 +134,7 @@ def hybrid_search(
     now: int | None = None,
     inserts: Sequence[StageInsert] = (),
     threads: EngineThreads | None = None,
+    vector_future: concurrent.futures.Future[list[float]] | None = None,
 ) -> HybridResult:
     """Run the lanes, fuse, rank; at most ``limit`` candidates with their report.
 
@@ -138,13 +143,17 @@ def hybrid_search(
     so. A keyword-lane failure is reported the same way and the vector lane carries on
     alone. An embedder failure is not caught here: the caller embeds the query. With
     ``threads``, the keyword lane runs on a lane thread beside the vector lane.
+
+    ``vector_future`` (with ``vector`` None) is the query vector still being computed: the
+    keyword lane runs while it is, and the vector lane waits for it. A failed embedding
+    leaves the vector lane out without a word here; the caller that started it reports it.
     """
     ctx = RankContext(text=text, limit=limit, now=now_ms() if now is None else now, config=config,
                       report=LaneReport(), reranker=reranker, threads=threads)
     timings: dict[str, float] = {}
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
         hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
-                         timings=timings)
+                         timings=timings, vector_future=vector_future)
         with _timed(timings, "fusion"):
             candidates = fuse(hits, layer, config)
         for stage in ranking_stages(config, options, inserts):
@@ -156,24 +165,38 @@ def hybrid_search(
 def run_lanes(
     store: Store, query: MemoryQuery, text: str, *, layer: Layer, limit: int, vector: list[float] | None,
     model_id: str | None, ctx: RankContext, timings: dict[str, float],
+    vector_future: concurrent.futures.Future[list[float]] | None = None,
 ) -> LaneHits:
-    """The keyword and vector lanes side by side, then the entity lane seeded by their fused top."""
+    """The keyword and vector lanes side by side (or the keyword lane first while
+    ``vector_future`` is still running), then the entity lane seeded by their fused top."""
     config, report = ctx.config, ctx.report
     weights = config.lane_weights
 
     def depth(lane: str) -> int:
         return limit * max(1, config.lane_depths.get(lane, config.lane_depth))
 
-    run_vector = vector is not None and model_id is not None and weights.get("vector", 1.0) > 0
+    pending = vector_future if vector is None else None
+    if pending is not None and pending.done():
+        vector, pending = _vector_of(pending), None
+    run_vector = (vector is not None or pending is not None) and model_id is not None and weights.get("vector", 1.0) > 0
     run_keyword = weights.get("keyword", 1.0) > 0
 
     def keyword_call() -> list[Hit]:
         with _timed(timings, "keyword"):
             return store.keyword_search(query, text, depth("keyword"))
 
-    # SQLite's FTS5 and numpy's matrix product both release the GIL, so the two lanes overlap
-    beside = ctx.threads is not None and run_keyword and run_vector
-    keyword_job = ctx.threads.beside(keyword_call) if beside and ctx.threads is not None else None
+    keyword_job: Callable[[], list[Hit]] | None = None
+    if run_keyword:
+        if pending is not None and run_vector:  # the query is being embedded: the keyword lane runs meanwhile
+            keyword_job = _settled(keyword_call)
+        elif ctx.threads is not None and run_vector:
+            # SQLite's FTS5 and numpy's matrix product both release the GIL, so the two lanes overlap
+            future = ctx.threads.beside(keyword_call)
+            keyword_job = future.result if future is not None else None
+    if pending is not None and run_vector:
+        with _timed(timings, "embed_wait"):
+            vector = _vector_of(pending)
+        run_vector = run_vector and vector is not None
 
     vector_hits: list[Hit] = []
     vector_error: Exception | None = None
@@ -190,7 +213,7 @@ def run_lanes(
     keyword_hits: list[Hit] = []
     if run_keyword:
         try:
-            keyword_hits = keyword_job.result() if keyword_job is not None else keyword_call()
+            keyword_hits = keyword_job() if keyword_job is not None else keyword_call()
         except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
             ctx.degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
         keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report))
@@ -237,6 +260,28 @@ def run_lanes(
     report.keyword, report.vector, report.entity = len(keyword_hits), len(vector_hits), len(entity_hits)
     report.hits = {name: [[i, round(s, 6)] for i, s in hits[:limit]] for name, hits in out.lanes.items() if hits}
     return out
+
+
+def _vector_of(future: concurrent.futures.Future[list[float]]) -> list[float] | None:
+    """The finished embedding, or None when it failed (its caller reports that)."""
+    try:
+        return future.result()
+    except (Exception, concurrent.futures.CancelledError):  # noqa: BLE001 - the embedding's caller raises it
+        return None
+
+
+def _settled(call: Callable[[], list[Hit]]) -> Callable[[], list[Hit]]:
+    """Run ``call`` now; the returned function gives its hits or raises its error."""
+    try:
+        hits = call()
+    except Exception as exc:  # noqa: BLE001 - raised again where the lane's result is read
+        error = exc
+
+        def fail() -> list[Hit]:
+            raise error
+
+        return fail
+    return lambda: hits
 
 
 def fuse(hits: LaneHits, layer: Layer, config: RetrievalConfig) -> list[Candidate]:
