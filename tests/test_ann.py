@@ -130,6 +130,36 @@ def test_partial_probe_never_leaves_the_mask(partial_probe) -> None:
     assert ann.ann
 
 
+def test_a_wholly_allowed_group_is_searched_without_a_filter(low_threshold, monkeypatch) -> None:
+    """When the mask allows every live row of a group, faiss gets no ID filter (the index holds
+    exactly those rows); as soon as one row is not allowed, the filter is back."""
+    filtered: list[bool] = []
+    search = AnnGroup.search
+
+    def spy(self: AnnGroup, q: np.ndarray, k: int, allowed: np.ndarray | None, share: float) -> np.ndarray | None:
+        filtered.append(allowed is not None)
+        return search(self, q, k, allowed, share)
+
+    monkeypatch.setattr(AnnGroup, "search", spy)
+    rng = np.random.default_rng(6)
+    rows = [(i, v, "u1", "chat", True) for i, v in enumerate(_unit(rng, 300))]
+    ann, exact = _pair(rows)
+    for index in (ann, exact):
+        index.remove(7)  # a dead row: removed from the ANN index, so still no filter needed
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"))
+    for q in [rows[7][1], *_unit(rng, 5)]:
+        got, want = ann.top(q, ann.mask(query), 10), exact.top(q, exact.mask(query), 10)
+        assert [key for key, _ in got] == [key for key, _ in want]
+        assert 7 not in {key for key, _ in got}
+    assert filtered and not any(filtered)
+    filtered.clear()
+    for index in (ann, exact):
+        index.upsert(3, rows[3][1], agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=False)
+    got = ann.top(rows[3][1], ann.mask(query), 10)
+    assert [key for key, _ in got] == [key for key, _ in exact.top(rows[3][1], exact.mask(query), 10)]
+    assert 3 not in {key for key, _ in got} and filtered == [True]
+
+
 def test_ann_threshold_is_validated() -> None:
     with pytest.raises(ValueError, match="ann_threshold"):
         VectorIndex(DIMS, ann_threshold=-1)
@@ -179,7 +209,7 @@ def test_mongo_scope_isolation_under_ann(partial_probe, mongo_db) -> None:
         bob, other = _records(rng, 200, user="bob"), _records(rng, 200, user="alice", agent="agent-B")
         store.add_memories(bob + other)
         _check_isolation(store, np.array([r.embedding for r in bob[:10] + other[:10]], dtype=np.float32))
-        assert store._partitions[(AGENT, MODEL)].ann  # the in-process cache answered through ANN
+        assert store._partitions[(AGENT, "alice", MODEL)].ann  # the in-process cache answered through ANN
         store.delete_memories([r.id for r in bob[:5]])
         store.add_memories(_records(rng, 30, user="alice", tag="late-"))
         alice = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="alice"))
@@ -225,7 +255,7 @@ def test_mongo_reload_keeps_the_ann_index_in_sync(partial_probe, builds, mongo_d
             hits, info = store.vector_search(alice, new.embedding, MODEL, 1)
             assert hits[0].record.id == new.id and info.candidates == 200
         assert builds == [200]  # reloaded many times, never rebuilt
-        (group,) = store._partitions[(AGENT, MODEL)].ann.values()
+        (group,) = store._partitions[(AGENT, "alice", MODEL)].ann.values()
         assert group.ntotal == 200
     finally:
         store.close()

@@ -577,6 +577,10 @@ def test_keyword_lane_pool_gives_the_results_of_a_full_scan_and_falls_back_when_
     # the superseded best0 is in the first pool of "kayak river" (fallback); the red filter passes
     # too few of the pool (fallback); "kayak" x 20 has fewer matches than the pool holds
     assert fell_back == [True, False, False, True, False, False], fell_back
+    store.keyword_pool_factor = 0  # off: the statement over every match, same results
+    for query, text, limit in cases:
+        assert [(h.record.id, h.score) for h in store.keyword_search(query, text, limit)] == _keyword_reference(
+            store, query, text, limit)
 
 
 def test_file_connections_map_the_database_into_memory(tmp_path) -> None:

@@ -101,18 +101,22 @@ class AnnGroup:
         if len(labels):
             self.index.remove_ids(faiss.IDSelectorArray(np.ascontiguousarray(labels, dtype=np.int64)))
 
-    def search(self, q: np.ndarray, k: int, allowed: np.ndarray, share: float) -> np.ndarray | None:
+    def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None, share: float) -> np.ndarray | None:
         """Labels of up to ``k`` candidates among the ``allowed`` positions (a bool mask over
-        every position), or None when the mask allows so small a ``share`` of the group that
-        an exact scan of the allowed rows is the better plan."""
+        every position; None: every row held is allowed, no filter), or None when the mask
+        allows so small a ``share`` of the group that an exact scan of the allowed rows is the
+        better plan."""
         per_list = max(1.0, self.ntotal / self.nlist)
         want = max(self.min_scan, self.scan_fraction * self.ntotal) / max(share, 1e-9)
         nprobe = math.ceil(want / per_list)
         if nprobe > self.max_probe_share * self.nlist:
             return None
-        bits = np.packbits(allowed, bitorder="little")
-        selector = faiss.IDSelectorBitmap(allowed.shape[0], faiss.swig_ptr(bits))
-        params = faiss.SearchParametersIVF(sel=selector, nprobe=max(1, nprobe))
+        if allowed is None:
+            params = faiss.SearchParametersIVF(nprobe=max(1, nprobe))
+        else:
+            bits = np.packbits(allowed, bitorder="little")
+            selector = faiss.IDSelectorBitmap(allowed.shape[0], faiss.swig_ptr(bits))
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=max(1, nprobe))
         _, found = self.index.search(np.ascontiguousarray(q[None, :], dtype=np.float32), k, params=params)
         labels: np.ndarray = found[0]
         return labels[labels >= 0]

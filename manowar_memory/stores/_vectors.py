@@ -260,17 +260,24 @@ class VectorIndex:
         allowed row of the small ones; None when no group is large enough (scan exactly)."""
         rows = np.flatnonzero(mask)
         gids = self.group[rows]
-        counts = np.bincount(gids)
-        large = [int(g) for g in np.flatnonzero(counts >= self.ann_threshold)]
+        first = int(gids[0])
+        if (gids == first).all():  # the common case, one group: no per-group count over the rows
+            counts = {first: int(gids.shape[0])}
+        else:
+            per_group = np.bincount(gids)
+            counts = {int(g): int(per_group[g]) for g in np.flatnonzero(per_group)}
+        large = [g for g, c in counts.items() if c >= self.ann_threshold]
         if not large:
             return None
         parts: list[np.ndarray] = []
         exact = np.ones(rows.shape[0], dtype=bool)
         for gid in large:
             ann = self._ann_ready(gid)
-            share = float(counts[gid]) / max(1, self.group_sizes[gid])
-            found = ann.search(q, max(k * self.ann_oversample, 64), mask, share) if ann is not None else None
-            if found is not None and found.shape[0] >= min(k, int(counts[gid])):  # else: too few, scan exactly
+            share = counts[gid] / max(1, self.group_sizes[gid])
+            # every live row of the group allowed: the index holds exactly those, no filter needed
+            allowed = None if counts[gid] >= self.group_sizes[gid] else mask
+            found = ann.search(q, max(k * self.ann_oversample, 64), allowed, share) if ann is not None else None
+            if found is not None and found.shape[0] >= min(k, counts[gid]):  # else: too few, scan exactly
                 parts.append(found)
                 exact &= gids != gid
         if not parts:

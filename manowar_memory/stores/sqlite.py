@@ -292,7 +292,8 @@ class SQLiteStore:
     context_weight: float = 0.5
     #: The keyword lane first reads this many full-text matches per result wanted (from the
     #: index alone) and checks only those rows against the scope filter; it falls back to
-    #: every match when fewer than the results wanted pass. Results are identical either way.
+    #: every match when fewer than the results wanted pass. Results are identical either way
+    #: (0: always the statement over every match).
     keyword_pool_factor: int = 4
     #: Bytes of a database file that connections map into memory (``PRAGMA mmap_size``): row
     #: reads at random (the lanes' winners, the keyword lane's filter) skip a read call per page
@@ -749,16 +750,17 @@ class SQLiteStore:
         """``(rowid, score)`` of the keyword lane's best ``limit`` rows: first from the best
         ``keyword_pool_factor * limit`` full-text matches alone (only those memory rows are read
         for the scope filter), and only when too few of them pass, from every match."""
-        pool = limit * max(1, self.keyword_pool_factor)
-        sql, pool_params = _sql.keyword_pool(match, scope_ids, pool, self.context_weight)
-        candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
-        if not candidates:
-            return []
-        sql, pass_params = _sql.rowids_passing([c[0] for c in candidates], where, params)
-        passing = {r[0] for r in conn.execute(sql, pass_params)}
-        picked = [c for c in candidates if c[0] in passing][:limit]
-        if len(picked) == limit or len(candidates) < pool:
-            return picked  # exact: every match outside the pool ranks after the whole pool
+        pool = limit * self.keyword_pool_factor
+        if pool > 0:
+            sql, pool_params = _sql.keyword_pool(match, scope_ids, pool, self.context_weight)
+            candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
+            if not candidates:
+                return []
+            sql, pass_params = _sql.rowids_passing([c[0] for c in candidates], where, params)
+            passing = {r[0] for r in conn.execute(sql, pass_params)}
+            picked = [c for c in candidates if c[0] in passing][:limit]
+            if len(picked) == limit or len(candidates) < pool:
+                return picked  # exact: every match outside the pool ranks after the whole pool
         sql, fts_params = _sql.keyword_rowids(match, scope_ids, _qualify(where, "m"), params, limit,
                                               self.context_weight)
         return [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
