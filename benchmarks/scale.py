@@ -2,9 +2,9 @@
 
     python benchmarks/scale.py index [--sizes 10000 100000 1000000] [--queries 200]
     python benchmarks/scale.py lane [--sizes 10000 100000] [--queries 200]
-    python benchmarks/scale.py pre-turn [--sizes 10000 100000] [--queries 100]
-    python benchmarks/scale.py others --locomo /path/to/locomo-dev.json [--others 1 50]
+    python benchmarks/scale.py pre-turn [--sizes 100000 1000000] [--queries 100] [--exact-queries 20] [--keep DIR]
     python benchmarks/scale.py recall --locomo /path/to/locomo-dev.json [--embedder local] [--cache-dir DIR]
+        [--scan-fractions 0.3 0.2 0.1]
 
 ``index``: the in-process :class:`VectorIndex` alone (mask + top 48), approximate and exact in
 the same run, recall@10 of the approximate top 10 against the exact one; no SQLite, so a
@@ -19,10 +19,14 @@ isotropic noise, so neighbourhoods exist as with text embeddings); queries are p
 
 ``pre-turn``: ``MemoryEngine.pre_turn`` over all six layers on the same kind of scope, query
 embeddings cached (FakeEmbedder model id; the rows carry the synthetic vectors and
-Zipf-distributed text from benchmarks/latency.py), approximate and exact in the same run.
-
-``others``: one user's ``pre_turn`` p50 (and vector lane p50) with 1 and then 50 other users'
-LoCoMo conversations in the same store (FakeEmbedder, 384 dimensions, query embeddings cached).
+Zipf-distributed text from benchmarks/latency.py). Three engines on the same file answer each
+query in turn (interleaved, so a busy machine slows all alike): the approximate path, the same
+with the store's fast paths off (no memory map, keyword lane over every match; what the store did
+before them), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
+takes seconds). Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
+keyword and vector lanes (``timings_ms``). The store is filled through ``add_memories`` in
+batches of 20,000 (one transaction each); the fill time and the files' size on disk are
+printed. ``--keep DIR`` keeps the filled file there and reuses it on the next run.
 
 ``recall``: LoCoMo evidence recall@10 of the exact scan and of the approximate path, turns and
 questions embedded by the real embedder; the approximate path is forced on these small groups
@@ -51,7 +55,7 @@ from manowar_memory.stores._ann import AnnGroup
 from manowar_memory.stores._vectors import VectorIndex
 from manowar_memory.stores.base import MemoryQuery
 
-from latency import _sentence, measure  # type: ignore[import-not-found]
+from latency import _sentence  # type: ignore[import-not-found]
 
 AGENT, USER = "scale-agent", "scale-user"
 MODEL = "fake:384"
@@ -215,24 +219,61 @@ def index_only(args: argparse.Namespace) -> None:
         del index
 
 
+def _disk_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6
+
+
 def pre_turn(args: argparse.Namespace) -> None:
     import random
 
     rng = random.Random(11)
     texts = [_sentence(rng, rng.randint(4, 10)).rstrip(".") + "?" for _ in range(args.queries)]
-    print(f"{'rows':>9} {'path':<7} {'p50 ms':>8} {'p95 ms':>8}")
+    print(f"{'rows':>9} {'configuration':<26} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'keyword':>8} {'vector':>8}")
     for size in args.sizes:
         with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-            path = Path(tmp) / "scale.db"
-            store = SQLiteStore(path)
-            fill(store, size, Synthetic(), text=True)
-            engine = MemoryEngine(store=store, embedder=MODEL, extractor=None)
+            path = Path(args.keep or tmp) / f"scale-{size}.db"
+            if not path.exists():
+                store = SQLiteStore(path)
+                fill(store, size, Synthetic(), text=True, batch=20_000)
+                store.close()
+            print(f"  {size} rows on disk: {_disk_mb(path):.0f} MB", file=sys.stderr, flush=True)
             scope = Scope(agent_wallet=AGENT, user_address=USER, thread_id="t")
-            for exact in (True, False):
+            defaults = SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor
+            engines: dict[str, tuple[MemoryEngine, bool]] = {}
+            for name, exact, fast in (("ann", False, True), ("ann, store fast paths off", False, False),
+                                      ("exact", True, True)):
+                SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (0, 0)
                 _exact(exact)
-                p50, p95, _ = measure(engine, scope, texts)
-                print(f"{size:>9} {'exact' if exact else 'ann':<7} {p50:>8.2f} {p95:>8.2f}", flush=True)
-            engine.close()
+                engine = MemoryEngine(store=SQLiteStore(path), embedder=MODEL, extractor=None)
+                t0 = time.perf_counter()
+                engine.pre_turn(texts[0], scope)  # loads the rows, restores or builds the ANN index
+                print(f"  {name}: first pre_turn (rows loaded, ANN index ready) {time.perf_counter() - t0:.1f}s",
+                      file=sys.stderr, flush=True)
+                engines[name] = (engine, exact)
+            SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults
+            wall: dict[str, list[float]] = {name: [] for name in engines}
+            cpu: dict[str, list[float]] = {name: [] for name in engines}
+            lanes: dict[str, dict[str, list[float]]] = {name: {} for name in engines}
+            for i, text in enumerate(texts + texts):  # first pass warms the query-embedding cache
+                for name, (engine, exact) in engines.items():
+                    if exact and i % len(texts) >= args.exact_queries:
+                        continue
+                    _exact(exact)
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    result = engine.pre_turn(text, scope)
+                    w, c = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+                    if i >= len(texts):
+                        wall[name].append(w)
+                        cpu[name].append(c)
+                        for lane in ("keyword", "vector"):
+                            lanes[name].setdefault(lane, []).append(result.timings_ms.get(f"graph+vectors.{lane}", 0.0))
+            for name in engines:
+                p50, p95 = p50_p95(wall[name])
+                print(f"{size:>9} {name:<26} {p50:>8.2f} {p95:>8.2f} {statistics.median(cpu[name]):>8.2f} "
+                      f"{statistics.median(lanes[name]['keyword']):>8.2f} {statistics.median(lanes[name]['vector']):>8.2f}"
+                      f"   ({len(wall[name])} queries)", flush=True)
+            for engine, _ in engines.values():
+                engine.close()
     _exact(False)
 
 
@@ -241,38 +282,6 @@ def _conversations(path: Path) -> list[Any]:
 
     convs, _, _ = load_conversations(path, None)
     return list(convs)
-
-
-def others(args: argparse.Namespace) -> None:
-    from locomo import memory_texts
-
-    convs = _conversations(args.locomo)
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        engine = MemoryEngine(store=f"sqlite:///{tmp}/others.db", embedder=MODEL, extractor=None)
-        me = Scope(agent_wallet=AGENT, user_address="user-0", thread_id="t")
-        engine.ingest(me, [{"content": t} for t in memory_texts(convs[0])], batch_size=2000)
-        questions = [q.text for q in convs[0].questions][: args.queries]
-        query = MemoryQuery(scope=me)
-        vectors = [engine.embedder.embed([q], input_type="query")[0] for q in questions]  # type: ignore[union-attr]
-        present = 0
-        print(f"{'other users':>11} {'rows':>7} {'pre_turn p50':>12} {'p95':>7} {'vector lane p50':>15}")
-        for target in args.others:
-            while present < target:
-                present += 1
-                conv = convs[present % len(convs)]
-                engine.ingest(Scope(agent_wallet=AGENT, user_address=f"user-{present}"),
-                              [{"content": t} for t in memory_texts(conv)], batch_size=2000)
-            rows = sum(len(convs[i % len(convs)].turns) for i in range(present + 1))
-            p50, p95, _ = measure(engine, me, questions)
-            l50, _ = timed(lambda v: engine.store.vector_search(query, v, str(engine.model_id), 48), vectors)
-            stages: dict[str, list[float]] = {}
-            for text in questions:
-                for name, ms in engine.pre_turn(text, me).timings_ms.items():
-                    stages.setdefault(name, []).append(ms)
-            slowest = sorted(((statistics.median(v), k) for k, v in stages.items() if k != "total"), reverse=True)[:5]
-            print(f"{target:>11} {rows:>7} {p50:>12.2f} {p95:>7.2f} {l50:>15.2f}   slowest stages (p50 ms): "
-                  + ", ".join(f"{k} {v:.1f}" for v, k in slowest), flush=True)
-        engine.close()
 
 
 def _embed(engine: MemoryEngine, texts: list[str], kind: str) -> np.ndarray:
@@ -297,8 +306,6 @@ def recall(args: argparse.Namespace) -> None:
     engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None, cache=cache)
     AnnGroup.min_scan = 1  # only the default share of the group is scanned, as at scale
     t0 = time.perf_counter()
-    found: dict[str, list[float]] = {"exact": [], "ann": []}
-    overlap: list[float] = []
     dims = len(engine.embedder.embed(["dimension probe"], input_type="query")[0])  # type: ignore[union-attr]
     exact, ann, pooled_exact, pooled_ann = (VectorIndex(dims, ann_threshold=t) for t in (0, 100, 0, 100))
     everything: list[tuple[Any, np.ndarray, np.ndarray]] = []
@@ -312,44 +319,53 @@ def recall(args: argparse.Namespace) -> None:
                     index.upsert(f"{ci}|{t.dia_id}", v, agent=AGENT, user=user, mode=None, hai=None, source="k", active=True)
     print(f"embedded {sum(len(c.turns) + len(c.questions) for c in convs)} texts in {time.perf_counter() - t0:.0f}s",
           file=sys.stderr)
-    pooled: dict[str, list[float]] = {"exact": [], "ann": []}
-    for ci, (conv, _, qs) in enumerate(everything):
-        for scope_user, pair, sink in ((f"u{ci}", (exact, ann), found), ("all", (pooled_exact, pooled_ann), pooled)):
-            query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=scope_user))
-            for question, q in zip(conv.questions, qs):
-                tops = []
-                for name, index in zip(("exact", "ann"), pair):
-                    top = [key for key, _ in index.top(q, index.mask(query), 10)]
-                    hit = {str(key).split("|", 1)[1] for key in top if str(key).startswith(f"{ci}|")}
-                    sink[name].append(len(hit & set(question.evidence)) / len(question.evidence))
-                    tops.append(set(top))
-                if sink is found:
-                    overlap.append(len(tops[0] & tops[1]) / 10)
-    assert ann.ann and pooled_ann.ann, "the approximate path was not used"
-    n = len(found["exact"])
-    print(f"LoCoMo, {n} questions, {args.embedder}; evidence recall@10")
-    print(f"  per conversation (~{statistics.fmean(len(c.turns) for c in convs):.0f} turns):  "
-          f"exact {100 * statistics.fmean(found['exact']):.2f}  ann {100 * statistics.fmean(found['ann']):.2f}  "
-          f"(top-10 overlap {statistics.fmean(overlap):.3f})")
-    print(f"  all conversations in one group ({sum(len(c.turns) for c in convs)} turns):  "
-          f"exact {100 * statistics.fmean(pooled['exact']):.2f}  ann {100 * statistics.fmean(pooled['ann']):.2f}")
+    n_pooled = sum(len(c.turns) for c in convs)
+    print(f"LoCoMo, {sum(len(c.questions) for c in convs)} questions, {args.embedder}; evidence recall@10")
+    for fraction in args.scan_fractions:
+        AnnGroup.scan_fraction = fraction
+        found: dict[str, list[float]] = {"exact": [], "ann": []}
+        pooled: dict[str, list[float]] = {"exact": [], "ann": []}
+        overlap: list[float] = []
+        for ci, (conv, _, qs) in enumerate(everything):
+            for scope_user, pair, sink in ((f"u{ci}", (exact, ann), found), ("all", (pooled_exact, pooled_ann), pooled)):
+                query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=scope_user))
+                for question, q in zip(conv.questions, qs):
+                    tops = []
+                    for name, index in zip(("exact", "ann"), pair):
+                        top = [key for key, _ in index.top(q, index.mask(query), 10)]
+                        hit = {str(key).split("|", 1)[1] for key in top if str(key).startswith(f"{ci}|")}
+                        sink[name].append(len(hit & set(question.evidence)) / len(question.evidence))
+                        tops.append(set(top))
+                    if sink is found:
+                        overlap.append(len(tops[0] & tops[1]) / 10)
+        assert ann.ann and pooled_ann.ann, "the approximate path was not used"
+        print(f"  scan {100 * fraction:.0f} % of the group:")
+        print(f"    per conversation (~{statistics.fmean(len(c.turns) for c in convs):.0f} turns):  "
+              f"exact {100 * statistics.fmean(found['exact']):.2f}  ann {100 * statistics.fmean(found['ann']):.2f}  "
+              f"(top-10 overlap {statistics.fmean(overlap):.3f})")
+        print(f"    all conversations in one group ({n_pooled} turns):  "
+              f"exact {100 * statistics.fmean(pooled['exact']):.2f}  ann {100 * statistics.fmean(pooled['ann']):.2f}",
+              flush=True)
     engine.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("index", "lane", "pre-turn", "others", "recall"))
+    parser.add_argument("what", choices=("index", "lane", "pre-turn", "recall"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--others", type=int, nargs="+", default=[1, 50])
-    parser.add_argument("--locomo", type=Path, help="locomo-dev.json (others, recall)")
+    parser.add_argument("--exact-queries", type=int, default=20, help="pre-turn: queries also run on the exact scan")
+    parser.add_argument("--keep", default=None, help="pre-turn: keep the filled SQLite files in this directory")
+    parser.add_argument("--locomo", type=Path, help="locomo-dev.json (recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
     parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")
+    parser.add_argument("--scan-fractions", type=float, nargs="+", default=[AnnGroup.scan_fraction],
+                        help="recall: shares of the group the approximate path scans (default: the library's)")
     parser.add_argument("--workdir", default=None, help="where the scratch SQLite files go (default: the temp dir)")
     args = parser.parse_args(argv)
-    if args.what in ("others", "recall") and args.locomo is None:
+    if args.what == "recall" and args.locomo is None:
         parser.error(f"{args.what} needs --locomo PATH")
-    {"index": index_only, "lane": lane, "pre-turn": pre_turn, "others": others, "recall": recall}[args.what](args)
+    {"index": index_only, "lane": lane, "pre-turn": pre_turn, "recall": recall}[args.what](args)
     return 0
 
 
