@@ -236,3 +236,50 @@ def test_an_agent_wide_index_is_replaced_on_open(mongo_client: Any, mongo_db: An
         hits = s.keyword_search(MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME)), "alpine", 5)
         assert [h.record.id for h in hits] == ["m1"]
         s.close()
+
+
+def _profiled(store: MongoStore, run: Any) -> tuple[int, int, int]:
+    """Operations on the memory collection while ``run()`` runs, with the keys and documents
+    they examined (the server's profiler)."""
+    profile = store.db["system.profile"]
+    store.db.command("profile", 0)
+    profile.drop()
+    store.db.command("profile", 2)
+    try:
+        run()
+    finally:
+        store.db.command("profile", 0)
+    ops = list(profile.find({"ns": f"{store.db.name}.{_mql.MEMORY}"}))
+    return len(ops), sum(int(d.get("keysExamined", 0)) for d in ops), sum(int(d.get("docsExamined", 0)) for d in ops)
+
+
+def test_the_vector_cache_loads_syncs_and_counts_only_the_users_rows(mongo_client: Any, mongo_db: Any) -> None:
+    # every search reloads and recounts its partitions: loads, sync windows, counts and the final
+    # fetch are all in the profile
+    store = MongoStore(
+        client=mongo_client,
+        database=mongo_db.name,
+        vector_search="local",
+        vector_cache_lag_ms=0,
+        vector_cache_recount_s=0,
+        vector_cache_reload_s=1e-6,
+    )
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+    try:
+        store.add_memories(_rows(ME, ROWS, 0) + _rows(None, ROWS, 10_000) + _rows("user-0", ROWS, 20_000))
+
+        def search() -> None:
+            for i in range(3):
+                hits, info = store.vector_search(query, _vector(i), MODEL, 10)
+                assert info.method == "local-cache" and info.candidates == 2 * ROWS
+                assert {h.record.user_address for h in hits} <= {ME, None}
+
+        search()  # loaded once before the counts
+        one_other = _profiled(store, search)
+        store.add_memories([r for n in range(1, OTHERS) for r in _rows(f"user-{n}", ROWS, 20_000 + 100 * n)])
+        crowded = _profiled(store, search)
+        assert one_other[0] > 0 and one_other[2] >= 3 * 2 * ROWS  # each search loaded both partitions
+        assert crowded == one_other
+        assert {key[1] for key in store._partitions} == {ME, None}  # no other user's rows were cached
+    finally:
+        store.close()

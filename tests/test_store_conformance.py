@@ -395,7 +395,7 @@ def test_mongo_vector_cache_is_bounded_and_says_when_it_is_skipped(mongo_db) -> 
             _, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet=agent)), x, MODEL, 3)
             assert info.method == "local-cache" and info.notes == []
         # agent-A's and agent-B's partitions (30 rows + 64 spare each) do not both fit: A was evicted
-        assert list(store._partitions) == [("agent-B", MODEL)]
+        assert list(store._partitions) == [("agent-B", None, MODEL)]
         hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-C")), x, MODEL, 3)
         assert info.method == "local-scan" and len(hits) == 3 and info.candidates == 150
         assert any("vector cache skipped" in n and "vector_cache_bytes" in n for n in info.notes)

@@ -177,6 +177,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
             partialFilterExpression={ACTIVE_FACT_FIELD: {"$exists": True}},
         ),
         IndexSpec("idx_vector_wallet_sync", [("agentWallet", 1), (SYNC_FIELD, 1)]),
+        IndexSpec("idx_vector_wallet_user_sync", [("agentWallet", 1), ("userAddress", 1), (SYNC_FIELD, 1)]),
     ],
     TRANSCRIPTS: [
         IndexSpec("idx_transcript_session_id", [("sessionId", 1)]),

@@ -317,11 +317,12 @@ def _database_from_uri(uri: str) -> str | None:
 
 
 class _CachePartition(VectorIndex):
-    """The cached vectors of one (agent, model), with each row's sync stamp."""
+    """The cached vectors of one (agent, user, model), with each row's sync stamp."""
 
-    def __init__(self, agent_wallet: str, dims: int, capacity: int) -> None:
+    def __init__(self, agent_wallet: str, user: str | None, dims: int, capacity: int) -> None:
         super().__init__(dims, capacity)
         self.agent_wallet = agent_wallet
+        self.user_address = user
         self.stamps: dict[Any, Any] = {}
         self.watermark = 0
         self.loaded_at = 0.0
@@ -423,7 +424,7 @@ class MongoStore:
         self.vector_cache_bytes = int(vector_cache_bytes)
         self.vector_cache_lag_ms = int(vector_cache_lag_ms)
         self.vector_cache_reload_s = float(vector_cache_reload_s)
-        self._partitions: dict[tuple[str, str], _CachePartition] = {}
+        self._partitions: dict[tuple[str, str | None, str], _CachePartition] = {}
         self._cache_lock = threading.Lock()
         if prefilter_fields is None:
             prefilter_fields = _mql.parse_prefilter_fields(os.environ.get("MEMORY_VECTOR_PREFILTER_FIELDS")) or (
@@ -935,27 +936,39 @@ class MongoStore:
     def _cached_search(
         self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int
     ) -> tuple[list[Hit], VectorSearchInfo] | str | None:
-        """Exact search over the cached matrix of (agent, model); a reason string (or None
-        when there is nothing to say) when the partition cannot be cached."""
+        """Exact search over the cached matrices of (agent, user, model): the scope's user and
+        the agent's user-less rows, each its own partition, so other users' rows are never
+        loaded, synced, counted or masked for this query. A reason string (or None when there
+        is nothing to say) when a partition cannot be cached."""
         dims = q.shape[0]
+        agent = query.scope.agent_wallet
         with self._errors("vector cache sync"):
-            part = self._partition(query.scope.agent_wallet, model_id, dims)
-            if isinstance(part, str):
-                return part
+            parts: list[_CachePartition] = []
+            for user in _mql.text_users(query):
+                part = self._partition(agent, user, model_id, dims)
+                if isinstance(part, str):
+                    return part
+                parts.append(part)
             norm = float(np.linalg.norm(q))
             qn = q / norm if norm else q
             info = VectorSearchInfo(method="local-cache")
-            with part.lock:
-                if part.live_count and part.dims != dims:
-                    raise StoreError(f"query vector has {dims} dimensions but rows embedded by {model_id} have {part.dims}")
-                mask = part.mask(query)
-                base = _mql._merge([*_mql.scope_filter(query).items(), ("embeddingModel", model_id)])
-                if query.filters or (not query.durable and query.scope.thread_id):
-                    mask = part.only(mask, (d["_id"] for d in self.memory.find(base, {"_id": 1})))
-                info.candidates = int(mask.sum())
-                # a few spare candidates: rows changed since the sync are re-checked below
-                picked = part.top(qn, mask, limit + min(limit, 16))
-            info.skipped_other_models = part.other_models  # kept by the sync: no count on the hot path
+            base = _mql._merge([*_mql.scope_filter(query).items(), ("embeddingModel", model_id)])
+            narrowed = None
+            if query.filters or (not query.durable and query.scope.thread_id):
+                narrowed = [d["_id"] for d in self.memory.find(base, {"_id": 1})]
+            picked: list[tuple[Any, float]] = []
+            for part in parts:
+                with part.lock:
+                    if part.live_count and part.dims != dims:
+                        raise StoreError(
+                            f"query vector has {dims} dimensions but rows embedded by {model_id} have {part.dims}")
+                    mask = part.mask(query)
+                    if narrowed is not None:
+                        mask = part.only(mask, narrowed)
+                    info.candidates += int(mask.sum())
+                    # a few spare candidates: rows changed since the sync are re-checked below
+                    picked += part.top(qn, mask, limit + min(limit, 16))
+                info.skipped_other_models += part.other_models  # kept by the sync: no count on the hot path
             if not picked:
                 return [], info
             docs = {
@@ -965,40 +978,47 @@ class MongoStore:
         ranked = sorted(((k, c) for k, c in picked if k in docs), key=lambda p: (-p[1], p[0]))[:limit]
         return [Hit(doc_to_memory(docs[k], with_embedding=False), (1.0 + c) / 2.0) for k, c in ranked], info
 
-    def _partition(self, agent: str, model_id: str, dims: int) -> _CachePartition | str:
-        """The synced partition of (agent, model), loading or reloading it when needed."""
-        key = (agent, model_id)
+    @staticmethod
+    def _rows_of(agent: str, user: str | None, model_id: str | dict[str, Any]) -> dict[str, Any]:
+        """The filter of one partition's rows: one (agent, user) range of ``USER_SCAN_INDEX``."""
+        return {"agentWallet": agent, "userAddress": user, "embeddingModel": model_id}
+
+    def _partition(self, agent: str, user: str | None, model_id: str, dims: int) -> _CachePartition | str:
+        """The synced partition of (agent, user, model), loading or reloading it when needed."""
+        key = (agent, user, model_id)
         with self._cache_lock:
             part = self._partitions.pop(key, None)
             if part is not None:
                 self._partitions[key] = part  # most recently used last
         if part is not None and time.monotonic() - part.loaded_at < self.vector_cache_reload_s:
             with part.lock:
-                if self._sync(part, agent, model_id):
-                    return part if self._fits(key, part) else self._too_big(agent, model_id, part.live_count, dims)
-        rows = int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": model_id}))
+                if self._sync(part, model_id):
+                    return part if self._fits(key, part) else self._too_big(agent, user, model_id, part.live_count, dims)
+        rows = int(self.memory.count_documents(self._rows_of(agent, user, model_id)))
         if rows * VectorIndex.row_bytes(dims) > self.vector_cache_bytes:
             with self._cache_lock:
                 self._partitions.pop(key, None)
-            return self._too_big(agent, model_id, rows, dims)
+            return self._too_big(agent, user, model_id, rows, dims)
         old = part
-        part = self._load(agent, model_id, dims, rows)
+        part = self._load(agent, user, model_id, dims, rows)
         part.adopt_ann(old)  # the approximate indexes survive the periodic reload
-        part.other_models = self._count_other_models(agent, model_id)
+        part.other_models = self._count_other_models(part, model_id)
         with self._cache_lock:
             self._partitions[key] = part
-        return part if self._fits(key, part) else self._too_big(agent, model_id, part.live_count, dims)
+        return part if self._fits(key, part) else self._too_big(agent, user, model_id, part.live_count, dims)
 
-    def _count_other_models(self, agent: str, model_id: str) -> int:
-        """The agent's rows embedded by another model (never scored against this one)."""
-        return int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": {"$nin": [model_id, None]}}))
+    def _count_other_models(self, part: _CachePartition, model_id: str) -> int:
+        """The partition's (agent, user) rows embedded by another model (never scored against this one)."""
+        return int(self.memory.count_documents(
+            self._rows_of(part.agent_wallet, part.user_address, {"$nin": [model_id, None]})))
 
-    def _too_big(self, agent: str, model_id: str, rows: int, dims: int) -> str:
+    def _too_big(self, agent: str, user: str | None, model_id: str, rows: int, dims: int) -> str:
         mb = rows * VectorIndex.row_bytes(dims) / 2**20
-        return (f"vector cache skipped: agent {agent!r} has {rows} rows of {model_id} (~{mb:.0f} MiB), more than "
+        whose = f"user {user!r} of agent {agent!r}" if user is not None else f"agent {agent!r} (rows without a user)"
+        return (f"vector cache skipped: {whose} has {rows} rows of {model_id} (~{mb:.0f} MiB), more than "
                 f"vector_cache_bytes ({self.vector_cache_bytes / 2**20:.0f} MiB); served by local-scan")
 
-    def _fits(self, key: tuple[str, str], part: _CachePartition) -> bool:
+    def _fits(self, key: tuple[str, str | None, str], part: _CachePartition) -> bool:
         """Evict least recently used partitions until the cache is within its byte bound;
         False (and ``part`` dropped) when ``part`` alone exceeds it."""
         with self._cache_lock:
@@ -1016,11 +1036,13 @@ class MongoStore:
                      "metadata.status": 1, SYNC_FIELD: 1}
 
     def _apply(self, part: _CachePartition, model_id: str, docs: list[dict[str, Any]]) -> None:
-        """Upsert rows of the partition's model, drop the others (re-embedded, or embedding removed)."""
+        """Upsert rows of the partition's model and user, drop the others (re-embedded, embedding
+        removed, moved to another user)."""
         mine = []
         for d in docs:
             part.stamps[d["_id"]] = d.get(SYNC_FIELD)
-            if d.get("embeddingModel") == model_id and d.get("embedding") is not None:
+            if (d.get("embeddingModel") == model_id and d.get("embedding") is not None
+                    and d.get("userAddress") == part.user_address):  # a row moved to another user is that user's now
                 mine.append(d)
             else:
                 part.remove(d["_id"])
@@ -1033,11 +1055,11 @@ class MongoStore:
                         hai=d.get("haiId"), source=d.get("source"),
                         active=meta.get("status") not in _mql.INACTIVE_STATUSES)
 
-    def _load(self, agent: str, model_id: str, dims: int, rows: int) -> _CachePartition:
-        part = _CachePartition(agent, dims, rows + 64)
+    def _load(self, agent: str, user: str | None, model_id: str, dims: int, rows: int) -> _CachePartition:
+        part = _CachePartition(agent, user, dims, rows + 64)
         part.watermark = now_ms()  # rows written during the load are re-read by the next sync
         batch: list[dict[str, Any]] = []
-        cursor = self.memory.find({"agentWallet": agent, "embeddingModel": model_id}, self._CACHE_FIELDS,
+        cursor = self.memory.find(self._rows_of(agent, user, model_id), self._CACHE_FIELDS,
                                   sort=[("_id", 1)], batch_size=self.scan_batch_size)
         try:
             for doc in cursor:
@@ -1051,11 +1073,17 @@ class MongoStore:
         part.loaded_at = time.monotonic()
         return part
 
-    def _sync(self, part: _CachePartition, agent: str, model_id: str) -> bool:
-        """Apply the rows written since the last sync; False when a full reload is needed."""
+    def _sync(self, part: _CachePartition, model_id: str) -> bool:
+        """Apply the partition's rows written since the last sync; False when a full reload is needed.
+
+        Only the partition's (agent, user) range is read. A row moved to another user (its
+        ``userAddress`` changed) is read by that user's partition; here it is dropped at the
+        next recount, and until then the final fetch (full scope filter) never returns it."""
         started = now_ms()
+        agent, user = part.agent_wallet, part.user_address
         window = self.memory.find(
-            {"agentWallet": agent, SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}}, {SYNC_FIELD: 1}
+            {"agentWallet": agent, "userAddress": user, SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}},
+            {SYNC_FIELD: 1},
         )
         # every row of the window is read again, even one whose stamp the cache already holds: a
         # second write in the same millisecond carries the same stamp and would otherwise be missed
@@ -1067,18 +1095,18 @@ class MongoStore:
             for gone in set(ids) - {d["_id"] for d in docs}:
                 part.remove(gone)
         part.watermark = started
-        if stale:  # a row of the agent changed: it may have moved to or from another model
-            part.other_models = self._count_other_models(agent, model_id)
-        # hard deletes leave no row to read (and the final fetch never returns a deleted row):
-        # compare counts now and then, and reconcile ids when they differ
+        if stale:  # a row of the partition changed: it may have moved to or from another model
+            part.other_models = self._count_other_models(part, model_id)
+        # hard deletes (and moves to another user) leave no row to read (and the final fetch never
+        # returns such a row): compare counts now and then, and reconcile ids when they differ
         if time.monotonic() - part.counted_at < self.vector_cache_recount_s:
             return True
         part.counted_at = time.monotonic()
-        part.other_models = self._count_other_models(agent, model_id)
-        server = int(self.memory.count_documents({"agentWallet": agent, "embeddingModel": model_id}))
+        part.other_models = self._count_other_models(part, model_id)
+        rows = self._rows_of(agent, user, model_id)
+        server = int(self.memory.count_documents(rows))
         if server < part.live_count:
-            present = {d["_id"] for d in self.memory.find({"agentWallet": agent, "embeddingModel": model_id},
-                                                          {"_id": 1})}
+            present = {d["_id"] for d in self.memory.find(rows, {"_id": 1})}
             for gone in part.live_keys() - present:
                 part.remove(gone)
         # more rows than cached: written without the sync stamp (not through a MongoStore)
