@@ -90,7 +90,8 @@ def _fill_user(store: MongoStore, user: str | None, start: int) -> None:
                 i,
                 session_id=f"tr{tag}",
                 summary=f"talked about {WORDS[i]} and {WORDS[i + 1]}",
-                messages=[{"role": "user", "content": f"{WORDS[i + 2]} plans"}],
+                messages=[{"role": "user", "content": f"{WORDS[i + 2]} plans"}]
+                + [{"role": "user", "content": " ".join(WORDS[(i + j) % 8] for j in range(400))} for _ in range(3)],
             )
         )
 
@@ -140,6 +141,10 @@ def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
     ):
         counts = [_aggregate(store, coll, p) for p in pipelines]
         out[name] = (sum(k for k, _ in counts), sum(d for _, d in counts))
+    counts = [
+        _aggregate(store, _mql.TRANSCRIPT_CHUNKS, p) for p in _mql.transcript_chunk_pipelines(turn, ["piano"], 12)
+    ]
+    out["transcript chunks"] = (sum(k for k, _ in counts), sum(d for _, d in counts))
     flt, _, sort = _mql.local_scan_query(query, MODEL)
     out["vector scan"] = _find(store, _mql.MEMORY, flt, sort, 10_000, hint=_mql.USER_SCAN_INDEX)  # as the store
     out["patterns"] = _find(
@@ -160,7 +165,13 @@ def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture
 def store(mongo_client: Any, mongo_db: Any) -> Any:
-    s = MongoStore(client=mongo_client, database=mongo_db.name, vector_search="local", vector_cache_lag_ms=0)
+    s = MongoStore(
+        client=mongo_client,
+        database=mongo_db.name,
+        vector_search="local",
+        vector_cache_lag_ms=0,
+        transcript_chunk_bytes=4096,  # the long transcripts of _fill_user get sealed chunks
+    )
     yield s
     s.close()
 
@@ -283,3 +294,23 @@ def test_the_vector_cache_loads_syncs_and_counts_only_the_users_rows(mongo_clien
         assert {key[1] for key in store._partitions} == {ME, None}  # no other user's rows were cached
     finally:
         store.close()
+
+
+def test_chunks_written_without_a_user_are_still_found_and_get_it_back(store: MongoStore) -> None:
+    _fill_user(store, ME, 0)
+    chunks = store.transcript_chunks
+    assert len(chunks.distinct("sessionId", {"userAddress": ME})) == 3  # each transcript has sealed chunks
+    chunks.update_many({}, {"$unset": {"userAddress": ""}})  # as written before chunks carried the user
+    turn = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+    # "marathon" is only in the long messages; the sealed chunks hold the older of them
+    found = {t.session_id for t, _ in store.search_transcripts(turn, "marathon", 5)}
+    assert found == {f"tr{i}-{ME}" for i in range(3)}
+    transcript = store.get_transcript(f"tr0-{ME}", AGENT)
+    assert transcript is not None
+    store.upsert_transcript(transcript)  # the next write puts the user back on its chunks
+    assert (
+        chunks.count_documents({"userAddress": ME, "sessionId": f"tr0-{ME}"})
+        == chunks.count_documents({"sessionId": f"tr0-{ME}"})
+        > 0
+    )
+    assert {t.session_id for t, _ in store.search_transcripts(turn, "marathon", 5)} == found

@@ -72,6 +72,7 @@ __all__ = [
     "stale_session_filter",
     "stats_pipeline",
     "text_users",
+    "transcript_chunk_pipelines",
     "transcript_search_pipelines",
     "vector_index_definition",
 ]
@@ -200,7 +201,10 @@ INDEXES: dict[str, list[IndexSpec]] = {
     TRANSCRIPT_CHUNKS: [
         IndexSpec("idx_transcript_chunk_key", [("agentWallet", 1), ("sessionId", 1), ("seq", 1), ("digest", 1)],
                   unique=True),
-        IndexSpec("idx_transcript_chunk_text", [("agentWallet", 1), ("messages.content", "text")], **_TEXT_OPTS),
+        IndexSpec(
+            "idx_transcript_chunk_text", [("agentWallet", 1), ("userAddress", 1), ("messages.content", "text")],
+            **_TEXT_OPTS,
+        ),
     ],
     SESSIONS: [
         IndexSpec("idx_session_id", [("sessionId", 1)]),
@@ -398,6 +402,24 @@ def transcript_search_pipelines(query: MemoryQuery, terms: Sequence[str], limit:
             {"$match": _text_match(query, terms, TRANSCRIPTS, user)},
             {"$set": {"_score": {"$meta": "textScore"}}},
             {"$sort": {"_score": -1, "createdAt": -1, "_id": -1}},
+            {"$limit": int(limit)},
+        ]
+        for user in text_users(query)
+    ]
+
+
+def transcript_chunk_pipelines(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[list[dict[str, Any]]]:
+    """``$text`` over the sealed message chunks of long transcripts, one pipeline per value of
+    :func:`text_users` (a chunk carries its transcript's ``userAddress``; chunks written before
+    it did are found by the user-less query until their transcript is next written). Only the
+    chunk's session, position and score come back; the store then reads the transcripts with
+    the full scope filter. ``limit`` results are asked per pipeline."""
+    return [
+        [
+            {"$match": {"$text": {"$search": " ".join(terms)}, "agentWallet": query.scope.agent_wallet,
+                        "userAddress": user}},
+            {"$project": {"sessionId": 1, "seq": 1, "digest": 1, "_score": {"$meta": "textScore"}}},
+            {"$sort": {"_score": -1}},
             {"$limit": int(limit)},
         ]
         for user in text_users(query)

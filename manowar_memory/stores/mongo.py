@@ -20,12 +20,13 @@ Vector search, chosen by ``vector_search``:
   and uses ``atlas`` or ``local``; :attr:`MongoStore.vector_search_choice` says which and why.
 
 The local path first tries the **in-process vector cache** (``VectorSearchInfo.method ==
-"local-cache"``): per (agent, embedding model), a numpy matrix of that agent's rows of that
-model, scored exactly like the scan (and like the embedded store). It stays in sync with
+"local-cache"``): per (agent, user, embedding model), a numpy matrix of those rows (a query
+with a user reads its user's partition and the agent's user-less one and merges their top
+rows), scored exactly like the scan (and like the embedded store). It stays in sync with
 every writer without re-reading the corpus:
 
 * every write through a ``MongoStore`` stamps the row's ``_syncAt`` (epoch ms); before each
-  search the partition re-reads the agent's rows stamped since its last sync minus
+  search the partition re-reads its (agent, user) rows stamped since its last sync minus
   ``vector_cache_lag_ms`` (default 2 s: it should exceed a write's time in flight and the
   clock skew between writers), projected to ``_id`` and the stamp, and fetches only the rows
   whose stamp changed: inserts, re-embeddings, status changes (soft delete, supersede) and
@@ -34,8 +35,9 @@ every writer without re-reading the corpus:
   are flowing;
 * hard deletes leave nothing to read, so at most every ``vector_cache_recount_s`` (default
   1 s) the partition compares its row count with the server's (a count on the
-  ``(agentWallet, embeddingModel)`` index) and drops the ids that are gone (until then a
-  deleted row can take a candidate slot but is never returned); more rows on the server than cached means an insert was missed (written without
+  ``(agentWallet, userAddress, embeddingModel)`` index) and drops the ids that are gone or
+  moved to another user (until then such a row can take a candidate slot but is never
+  returned); more rows on the server than cached means an insert was missed (written without
   the stamp by another client, or in flight longer than the lag), and the partition is
   reloaded; every partition is also reloaded after ``vector_cache_reload_s`` (default 300 s),
   which bounds how long an update missed that way (a re-embedding) can go unseen;
@@ -46,6 +48,17 @@ Memory is bounded by ``vector_cache_bytes`` (default 256 MiB, ``0`` turns the ca
 about ``4 * dims + 150`` bytes per cached row (at 384 dimensions ~1.7 KB, so ~160k rows; at
 1024, ~64k). Least recently used partitions are evicted to make room; a partition that would
 not fit alone is not cached, and its searches use the streaming scan with a note saying so.
+
+One user's reads never touch other users' rows of the same agent: the text indexes (memory;
+transcripts; transcript chunks) have ``(agentWallet, userAddress)`` as equality prefixes, so a
+scope with a user runs one ``$text`` query for the user and one for the agent's user-less rows
+and merges them by score (MongoDB's textScore depends on the document alone, so the merged list
+is the one a single query over both would give); the vector cache, the vector scan, patterns,
+archives and sessions read (agent, user) index ranges too. Databases made by earlier versions
+get the new text indexes when a store opens them (:meth:`MongoStore.ensure_indexes` drops the
+old text index and builds the new one: while it builds, text queries fail with a
+:class:`~manowar_memory.errors.StoreError`; an engine of an earlier version opening the same
+database would put the old index back, so upgrade every engine of a database together).
 
 One active fact per (agent, factHash): the store derives ``activeFactHash`` on every write
 (the hash while the row is an active fact, absent once it is superseded or deleted, so the
@@ -1281,14 +1294,18 @@ class MongoStore:
         doc["messages"] = chunks[-1]
         if sealed:
             doc[CHUNKS_FIELD] = [{"seq": seq, "digest": digest} for seq, digest, _ in sealed]
+        user = transcript.user_address
         with self._errors("upsert"):
             stored = {(c["seq"], c["digest"]) for c in self.transcript_chunks.find(key, {"seq": 1, "digest": 1})}
             for seq, digest, chunk in sealed:  # the chunks first: the document never names a missing one
                 if (seq, digest) not in stored:
                     try:
-                        self.transcript_chunks.insert_one({**key, "seq": seq, "digest": digest, "messages": chunk})
+                        self.transcript_chunks.insert_one(
+                            {**key, "userAddress": user, "seq": seq, "digest": digest, "messages": chunk})
                     except DuplicateKeyError:  # a concurrent writer stored the same chunk
                         pass
+            if stored:  # chunks keep the transcript's user (the text index's prefix); older ones had none
+                self.transcript_chunks.update_many({**key, "userAddress": {"$ne": user}}, {"$set": {"userAddress": user}})
             self._upsert(self.transcripts, key, doc)
             stale = stored - {(seq, digest) for seq, digest, _ in sealed}
             if stale:
@@ -1345,12 +1362,10 @@ class MongoStore:
             scored = {d["sessionId"]: (d, float(d["_score"])) for d in docs}
             # the older messages of long transcripts are in chunks: find their sessions too
             try:
-                chunk_hits = list(self.transcript_chunks.aggregate([
-                    {"$match": {"$text": {"$search": " ".join(terms)}, "agentWallet": query.scope.agent_wallet}},
-                    {"$project": {"sessionId": 1, "seq": 1, "digest": 1, "_score": {"$meta": "textScore"}}},
-                    {"$sort": {"_score": -1}},
-                    {"$limit": max(1000, 20 * int(limit))},
-                ]))
+                chunk_hits = [
+                    c for p in _mql.transcript_chunk_pipelines(query, terms, max(1000, 20 * int(limit)))
+                    for c in self.transcript_chunks.aggregate(p)
+                ]
             except OperationFailure as exc:
                 if exc.code != _INDEX_NOT_FOUND:
                     raise
