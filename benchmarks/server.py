@@ -16,9 +16,16 @@ Each round has two phases, so that a change of machine load hits both paths alik
   giving requests per second.
 
 The report gives the median over the rounds, and each round's "HTTP adds" to show the spread.
+Where the added time goes: both paths report the engine's own time (``timings_ms["total"]`` of
+the result, read after the clock stops), so "outside the engine" is the paired difference with
+the engine's time taken out of both sides (the HTTP layer alone: client, sockets, server,
+validation, the hop to a worker thread and serialisation). The machine's load average is
+printed with the figures: on a shared machine, every process wake-up an HTTP call needs waits
+for a CPU. ``--client httptools`` (a socket and httptools' response parser) shows how much of the
+cost is the benchmark's own client.
 
-    python benchmarks/server.py [--memories 2000] [--clients 1,8] [--requests 300] [--rounds 7]
-                                [--client http.client|httpx] [--embedder fake]
+    python benchmarks/server.py [--memories 2000] [--clients 1,4] [--requests 300] [--rounds 7]
+                                [--client http.client|httpx|httptools] [--embedder fake]
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryEngine, PreTurnResult, Scope
 from manowar_memory.server import hash_key
 
 WORDS = ("trip lisbon tea garden python concert sister budget marathon piano recipe flight hotel museum "
@@ -57,7 +65,17 @@ def fill(engine: MemoryEngine, scope: Scope, n: int) -> list[str]:
     return [f"what did we say about {rng.choice(WORDS)} and {rng.choice(WORDS)}?" for _ in range(50)]
 
 
-def measure(call: Callable[[str], None], queries: list[str], clients: int, requests: int) -> dict[str, float]:
+Call = Callable[[str], object]  # runs one query: the in-process result, or the HTTP response body
+
+
+def engine_ms(result: object) -> float:
+    """The engine's own time of a call (``timings_ms["total"]``), read after the clock stopped."""
+    if isinstance(result, PreTurnResult):
+        return result.timings_ms["total"]
+    return float(json.loads(result)["timings_ms"]["total"])  # type: ignore[arg-type]
+
+
+def measure(call: Call, queries: list[str], clients: int, requests: int) -> dict[str, float]:
     latencies: list[float] = []
     lock = threading.Lock()
 
@@ -76,33 +94,35 @@ def measure(call: Callable[[str], None], queries: list[str], clients: int, reque
             "rps": requests / wall}
 
 
-def measure_paired(paths: dict[str, Callable[[str], None]], queries: list[str], clients: int,
-                   requests: int) -> dict[str, float]:
-    """Each client alternates the two paths on the same query; p50/p95 per path, median difference."""
+def measure_paired(paths: dict[str, Call], queries: list[str], clients: int, requests: int) -> dict[str, float]:
+    """Each client alternates the two paths on the same query; p50/p95 per path, median differences
+    (wall clock, and outside the engine: each side's wall time less the engine's own time)."""
     (a, call_a), (b, call_b) = paths.items()
     lat: dict[str, list[float]] = {a: [], b: []}
     diffs: list[float] = []
+    outside: list[float] = []
     lock = threading.Lock()
 
-    def timed(call: Callable[[str], None], q: str) -> float:
+    def timed(call: Call, q: str) -> tuple[float, float]:
         t = time.perf_counter()
-        call(q)
-        return (time.perf_counter() - t) * 1000
+        result = call(q)
+        return (time.perf_counter() - t) * 1000, engine_ms(result)
 
     def one(i: int) -> None:
         q = queries[i % len(queries)]
         if i % 2:
-            tb, ta = timed(call_b, q), timed(call_a, q)
+            (tb, eb), (ta, ea) = timed(call_b, q), timed(call_a, q)
         else:
-            ta, tb = timed(call_a, q), timed(call_b, q)
+            (ta, ea), (tb, eb) = timed(call_a, q), timed(call_b, q)
         with lock:
             lat[a].append(ta)
             lat[b].append(tb)
             diffs.append(tb - ta)
+            outside.append((tb - eb) - (ta - ea))
 
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(one, range(requests)))
-    out = {"diff": statistics.median(diffs)}
+    out = {"diff": statistics.median(diffs), "outside": statistics.median(outside)}
     for name, values in lat.items():
         values.sort()
         out[f"{name} p50"] = statistics.median(values)
@@ -119,6 +139,7 @@ def free_port() -> int:
 def start_server(store: str, embedder: str, port: int) -> subprocess.Popen[bytes]:
     keys = [{"sha256": hash_key(KEY), "agentWallet": "bench-agent", "userAddress": "bench-user"}]
     env = {**os.environ, "MANOWAR_API_KEYS": json.dumps(keys)}
+    env.pop("MANOWAR_REDIS_URL", None)  # the in-process engine has no Redis cache: neither has the server
     proc = subprocess.Popen([sys.executable, "-m", "manowar_memory.cli", "serve", "--port", str(port), "--store", store,
                              "--embedder", embedder], env=env, stderr=subprocess.PIPE)
     deadline = time.time() + 60
@@ -134,20 +155,25 @@ def start_server(store: str, embedder: str, port: int) -> subprocess.Popen[bytes
     raise SystemExit(f"manowar serve did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
 
 
-def http_caller(port: int, kind: str) -> Callable[[str], None]:
+def http_caller(port: int, kind: str) -> Callable[[str], bytes]:
+    """One keep-alive connection per client thread; each call returns the response body."""
     local = threading.local()
     headers = {"X-API-Key": KEY, "Content-Type": "application/json"}
     if kind == "httpx":
         import httpx
 
-        def httpx_call(query: str) -> None:
+        def httpx_call(query: str) -> bytes:
             if not hasattr(local, "client"):
                 local.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers)
-            local.client.post("/api/memory/context/assemble", json={"query": query}).raise_for_status()
+            r = local.client.post("/api/memory/context/assemble", json={"query": query})
+            r.raise_for_status()
+            return r.content
 
         return httpx_call
+    if kind == "httptools":
+        return httptools_caller(port, local)
 
-    def stdlib_call(query: str) -> None:
+    def stdlib_call(query: str) -> bytes:
         for attempt in (1, 2):  # the server closes a connection idle past its keep-alive timeout: reconnect once
             if not hasattr(local, "conn"):
                 local.conn = http.client.HTTPConnection("127.0.0.1", port)
@@ -164,17 +190,67 @@ def http_caller(port: int, kind: str) -> Callable[[str], None]:
                     raise
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status}: {body[:300]!r}")
+        return body
 
     return stdlib_call
+
+
+def httptools_caller(port: int, local: threading.local) -> Callable[[str], bytes]:
+    """The leanest client: one socket per thread, the request written in one send, the response
+    read with httptools' parser (what uvicorn parses requests with)."""
+    import httptools
+
+    head = (f"POST /api/memory/context/assemble HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-API-Key: {KEY}\r\n"
+            "Content-Type: application/json\r\nContent-Length: ").encode()
+
+    class Reply:
+        def __init__(self) -> None:
+            self.chunks: list[bytes] = []
+            self.done = False
+
+        def on_body(self, data: bytes) -> None:
+            self.chunks.append(data)
+
+        def on_message_complete(self) -> None:
+            self.done = True
+
+    def exchange(request: bytes) -> tuple[Reply, Any]:
+        if not hasattr(local, "sock"):
+            local.sock = socket.create_connection(("127.0.0.1", port))
+            local.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        local.sock.sendall(request)
+        reply = Reply()
+        parser = httptools.HttpResponseParser(reply)
+        while not reply.done:
+            data = local.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the server closed the connection")
+            parser.feed_data(data)
+        return reply, parser
+
+    def call(query: str) -> bytes:
+        body = json.dumps({"query": query}).encode()
+        request = head + str(len(body)).encode() + b"\r\n\r\n" + body
+        try:
+            reply, parser = exchange(request)
+        except ConnectionError:  # closed while idle past the server's keep-alive timeout: reconnect once
+            local.sock.close()
+            del local.sock
+            reply, parser = exchange(request)
+        if parser.get_status_code() != 200:
+            raise RuntimeError(f"HTTP {parser.get_status_code()}: {b''.join(reply.chunks)[:300]!r}")
+        return b"".join(reply.chunks)
+
+    return call
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memories", type=int, default=2000)
-    ap.add_argument("--clients", default="1,8")
+    ap.add_argument("--clients", default="1,4")
     ap.add_argument("--requests", type=int, default=300, help="requests per path and round")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--client", choices=("http.client", "httpx"), default="http.client")
+    ap.add_argument("--client", choices=("http.client", "httpx", "httptools"), default="http.client")
     ap.add_argument("--embedder", default="fake")
     args = ap.parse_args()
 
@@ -188,10 +264,11 @@ def main() -> None:
     server = start_server(store, args.embedder, port)
     engine = MemoryEngine(store=store, embedder=embedder)
     memory = engine.scoped(scope)
-    paths = {"in-process": lambda q: memory.context(q), "http": http_caller(port, args.client)}
+    paths: dict[str, Call] = {"in-process": memory.context, "http": http_caller(port, args.client)}
     try:
         print(f"context/assemble, {args.memories} memories + facts in one scope (SQLite file), embedder={args.embedder}, "
-              f"client={args.client}, {args.rounds} interleaved rounds of {args.requests} requests per path")
+              f"client={args.client}, {args.rounds} interleaved rounds of {args.requests} requests per path; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         for clients in (int(c) for c in args.clients.split(",")):
             for call in paths.values():
                 for q in queries[:20]:
@@ -207,8 +284,12 @@ def main() -> None:
                 print(f"  {name:<11} {statistics.median(x[f'{name} p50'] for x in paired):>8.2f} "
                       f"{statistics.median(x[f'{name} p95'] for x in paired):>8.2f} {statistics.median(rps[name]):>8.0f}")
             diffs = [x["diff"] for x in paired]
+            outside = [x["outside"] for x in paired]
             print(f"  http adds   {statistics.median(diffs):>8.2f} ms at p50 (median of the paired per-query "
                   f"differences; per round: {', '.join(f'{d:.2f}' for d in diffs)})")
+            print(f"  outside the engine {statistics.median(outside):.2f} ms (the same, the engine's own time taken out "
+                  f"of both sides; per round: {', '.join(f'{d:.2f}' for d in outside)}); "
+                  f"load average now {os.getloadavg()[0]:.1f}")
     finally:
         server.terminate()
         server.wait(10)
