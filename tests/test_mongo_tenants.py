@@ -314,3 +314,25 @@ def test_chunks_written_without_a_user_are_still_found_and_get_it_back(store: Mo
         > 0
     )
     assert {t.session_id for t, _ in store.search_transcripts(turn, "marathon", 5)} == found
+
+
+def test_engines_opening_an_old_database_together_end_with_the_new_index(mongo_client: Any, mongo_db: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    mongo_db[_mql.MEMORY].create_index(
+        [("agentWallet", 1), ("content", "text"), ("context", "text")],
+        name="idx_vector_text",
+        weights={"content": 2, "context": 1},
+        default_language="english",
+        language_override="_textLanguage",
+    )
+
+    def open_store(_: int) -> MongoStore:
+        return MongoStore(client=mongo_client, database=mongo_db.name, vector_search="local")
+
+    with ThreadPoolExecutor(4) as pool:
+        stores = list(pool.map(open_store, range(4)))  # none raises
+    text = [i for i in mongo_db[_mql.MEMORY].list_indexes() if "_fts" in i["key"]]
+    assert [(i["name"], list(i["key"])[:2]) for i in text] == [("idx_vector_text", ["agentWallet", "userAddress"])]
+    for s in stores:
+        s.close()

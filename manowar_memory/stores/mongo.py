@@ -508,13 +508,7 @@ class MongoStore:
                     if exc.code not in _INDEX_CONFLICT_CODES:
                         raise
                     for spec, model in zip(specs, models):
-                        try:
-                            coll.create_indexes([model])
-                        except OperationFailure as inner:
-                            if inner.code not in _INDEX_CONFLICT_CODES:
-                                raise
-                            self._drop_conflicting(coll, spec)
-                            coll.create_indexes([model])
+                        self._create_or_replace(coll, spec, model)
 
     def migrate_active_facts(self) -> int:
         """Prepare the unique active-fact index on a collection written without it.
@@ -557,6 +551,23 @@ class MongoStore:
         if superseded:
             log.warning("MongoStore: marked %d duplicate active fact rows superseded (kept, not deleted)", superseded)
         return superseded
+
+    def _create_or_replace(self, coll: Any, spec: _mql.IndexSpec, model: Any) -> None:
+        """Create one index; when an index in its place differs (an earlier version's), drop
+        that one and create it. Another engine opening the same database may be doing the
+        same: each step is tried again once, and creating an index that now exists as
+        specified is a no-op, so two engines end with the one index instead of dropping each
+        other's."""
+        for attempt in range(3):
+            try:
+                coll.create_indexes([model])
+                return
+            except OperationFailure as exc:
+                if exc.code not in _INDEX_CONFLICT_CODES or attempt == 2:
+                    raise
+                if attempt == 1:
+                    self._drop_conflicting(coll, spec)
+                # attempt 0: another engine may have just replaced it; try creating it again
 
     @staticmethod
     def _drop_conflicting(coll: Any, spec: _mql.IndexSpec) -> None:
