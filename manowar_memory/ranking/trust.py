@@ -37,6 +37,7 @@ __all__ = [
 TRUST_LEVELS: tuple[str, ...] = ("system", "learned", "external")
 TRUST_WEIGHT: dict[str, float] = {"system": 1.0, "learned": 0.5, "external": 0.0}
 _TRUST_KEYS = ("trust", "trustLevel", "trust_level")
+_LEVEL_SET = frozenset(TRUST_LEVELS)
 
 _SECRET = secrets.token_bytes(32)  # never leaves the process
 
@@ -64,8 +65,12 @@ def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") ->
     if metadata:
         for key in _TRUST_KEYS:
             value = metadata.get(key)
-            if isinstance(value, str) and value.strip().lower() in TRUST_LEVELS:
-                return value.strip().lower()
+            if isinstance(value, str):
+                if value in _LEVEL_SET:  # the common, already clean spelling
+                    return value
+                value = value.strip().lower()
+                if value in _LEVEL_SET:
+                    return value
     return default
 
 

@@ -68,10 +68,12 @@ class HybridResult:
 
 @dataclass
 class LaneHits:
-    """Each lane's hits as ``(id, score)`` best first (after trust and thresholds) and the rows."""
+    """Each lane's hits as ``(id, score)`` best first (after trust and thresholds), the rows,
+    and the trust level of each row (by id) the lanes read."""
 
     lanes: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     records: dict[str, MemoryRecord] = field(default_factory=dict)
+    trust: dict[str, str] = field(default_factory=dict)
 
 
 @contextmanager
@@ -83,8 +85,11 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
         timings[name] = timings.get(name, 0.0) + (time.perf_counter() - t0) * 1000
 
 
-def record_to_candidate(layer: Layer, rec: MemoryRecord, score: float, *, default_trust: str = "learned") -> Candidate:
-    """A memory row as a candidate, carrying confidence, importance, access and trust signals.
+def record_to_candidate(
+    layer: Layer, rec: MemoryRecord, score: float, *, default_trust: str = "learned", trust: str | None = None
+) -> Candidate:
+    """A memory row as a candidate, carrying confidence, importance, access and trust signals
+    (``trust``: the row's level when the caller already read it from the same metadata).
 
     Forged untrusted-content markers in the stored text are neutralised here, so no search
     result can carry one into a prompt.
@@ -92,7 +97,7 @@ def record_to_candidate(layer: Layer, rec: MemoryRecord, score: float, *, defaul
     meta = dict(rec.metadata)
     conf = meta.get("confidence")
     imp = meta.get("importance")
-    meta["trust"] = trust_level(meta, default_trust)
+    meta["trust"] = trust if trust is not None else trust_level(meta, default_trust)
     return Candidate(
         layer=layer, id=rec.id, text=neutralize_markers(rec.content), score=score, created_at=rec.created_at,
         last_accessed_at=rec.last_accessed_at, access_count=rec.access_count,
@@ -110,11 +115,20 @@ def _normalise_keyword(hits: list[Hit]) -> list[Hit]:
     return [Hit(h.record, max(0.0, h.score) / top) for h in hits]
 
 
-def _trusted(hits: list[Hit], config: RetrievalConfig, report: LaneReport) -> list[Hit]:
+def _trusted(hits: list[Hit], config: RetrievalConfig, report: LaneReport, levels: dict[str, str]) -> list[Hit]:
+    """The hits whose trust level the search includes; ``levels`` keeps each row's level (by
+    id) for the other lanes and fusion, so each row's metadata is read once."""
     allowed = set(config.include_trust)
     if not hits:
         return hits
-    kept = [h for h in hits if trust_level(h.record.metadata, config.default_trust) in allowed]
+    default = config.default_trust
+    kept = []
+    for h in hits:
+        level = levels.get(h.record.id)
+        if level is None:
+            level = levels[h.record.id] = trust_level(h.record.metadata, default)
+        if level in allowed:
+            kept.append(h)
     report.trust_filtered += len(hits) - len(kept)
     return kept
 
@@ -175,6 +189,7 @@ def run_lanes(
     def depth(lane: str) -> int:
         return limit * max(1, config.lane_depths.get(lane, config.lane_depth))
 
+    levels: dict[str, str] = {}  # trust level by row id, read once per row
     pending = vector_future if vector is None else None
     if pending is not None and pending.done():
         vector, pending = _vector_of(pending), None
@@ -216,7 +231,7 @@ def run_lanes(
             keyword_hits = keyword_job() if keyword_job is not None else keyword_call()
         except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
             ctx.degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
-        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report))
+        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report, levels))
 
     if run_vector:
         if vector_error is not None:
@@ -227,12 +242,12 @@ def run_lanes(
         keyword_ids = {h.record.id for h in keyword_hits}
         usable = [h for h in vector_hits if h.score >= threshold or h.record.id in keyword_ids]
         report.below_threshold = len(vector_hits) - len(usable)
-        vector_hits = _trusted(usable, config, report)
+        vector_hits = _trusted(usable, config, report, levels)
         if not vector_hits and keyword_hits and report.fallback is None:
             report.fallback = "vector lane returned nothing usable; keyword results stand in"
             ctx.degrade(f"{layer}: {report.fallback}")
 
-    out = LaneHits(lanes={
+    out = LaneHits(trust=levels, lanes={
         "keyword": [(h.record.id, h.score) for h in keyword_hits],
         "vector": [(h.record.id, h.score) for h in vector_hits],
     })
@@ -249,7 +264,7 @@ def run_lanes(
                     store, query, text, seeds, list(out.records.values()), cap=config.entity_cap,
                     max_share=config.entity_max_share,
                 )
-                entity_hits = _trusted(found.hits, config, report)
+                entity_hits = _trusted(found.hits, config, report, levels)
                 report.entities = found.entities
             except Exception as exc:  # noqa: BLE001 - the entity lane is best-effort
                 ctx.degrade(f"{layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
@@ -292,7 +307,8 @@ def fuse(hits: LaneHits, layer: Layer, config: RetrievalConfig) -> list[Candidat
             lane_scores.setdefault(item_id, {}).setdefault(name, score)
     candidates = []
     for item_id, score in rrf(hits.lanes, config.lane_weights, config.rrf_k):
-        cand = record_to_candidate(layer, hits.records[item_id], score, default_trust=config.default_trust)
+        cand = record_to_candidate(layer, hits.records[item_id], score, default_trust=config.default_trust,
+                                   trust=hits.trust.get(item_id))
         cand.lanes = lane_scores[item_id]
         cand.trace["fused"] = score
         candidates.append(cand)
