@@ -322,11 +322,13 @@ class TestStageOrder:
         rows = [(record("old", "query words old", age_days=400), 10.0),
                 (record("n1", "query words n1"), 9.0), (record("n2", "query words n2"), 8.9)]
         reranker = FakeReranker(scores=[0.2, 0.9, 0.1])
-        out, report, _ = run(StubStore(keyword=rows), options=RankOptions(rerank=True), reranker=reranker)
+        out, report, _ = run(StubStore(keyword=rows), options=RankOptions(rerank=True), reranker=reranker,
+                             rerank_dominance_delta=0.05)
         assert reranker.calls == 1 and report.rerank == "reranked"
         assert ids(out)[0] == "n2"
         reranker = FakeReranker(scores=[0.2, 0.9, 0.1])
-        _, report, _ = run(StubStore(keyword=rows), options=RankOptions(rerank=True, decay=False), reranker=reranker)
+        _, report, _ = run(StubStore(keyword=rows), options=RankOptions(rerank=True, decay=False), reranker=reranker,
+                           rerank_dominance_delta=0.05)
         assert reranker.calls == 0 and report.rerank == "skipped: top1-dominates"
 
     def test_boosts_apply_to_the_reranked_scores(self) -> None:
