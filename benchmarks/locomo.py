@@ -17,6 +17,10 @@ What it does, per conversation:
 * asks every question with :meth:`MemoryEngine.search` (``layers=("vectors",)``, k = 25)
   and scores recall@5/@10/@25 against the evidence turns (the LoCoMo paper's Table 3
   metric: |evidence ∩ top-k| / |evidence|, averaged over questions);
+* asks it again with :meth:`MemoryEngine.pre_turn` as a ranker (row ``pre_turn``: vectors
+  layer, 25 hits and 25 items, a budget of 200 characters per item so it never binds; the
+  packed items in prompt order are the ranking), the setting of ``benchmarks/peers.py``.
+  Each call bumps the access counts of what it packed, as in use;
 * runs, on the same memory texts, the baselines: BM25 from ``bm25s`` (English stop words
   removed), dense-only with the same embedder (cosine, exact), and equal-weight RRF
   (k = 60) of those two;
@@ -64,11 +68,12 @@ from manowar_memory import MemoryConfig, MemoryEngine, Scope
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 CATEGORY_ORDER = ["ALL", "single-hop", "multi-hop", "temporal", "open-domain", "adversarial"]
-RETRIEVERS = ["manowar", "bm25", "dense", "rrf"]
+RETRIEVERS = ["manowar", "pre_turn", "bm25", "dense", "rrf"]
 KS = (5, 10, 25)
 BUDGETS = (900, 1800, 4000)
 ITEM_CHARS = 120  # the engine's default max_item_chars
 ITEM_COST = 130  # a packed line: "[VECTORS] " + up to 120 characters + newline
+RANKED_ITEMS = max(KS)  # pre_turn as a ranker: this many items, budget_chars = 200 per item (never binding)
 _EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
 _SESSION = re.compile(r"session_(\d+)")
 
@@ -340,6 +345,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             found, _ = engine.search(q.text, scope, layers=("vectors",), k=max(KS))
             times["manowar"].append(time.perf_counter() - t0)
             ranked["manowar"].append([to_dia.get(c.id, "?") for c in found])
+        for q in conv.questions:
+            t0 = time.perf_counter()
+            packed = engine.pre_turn(q.text, scope, ["vectors"], limit=RANKED_ITEMS, max_items=RANKED_ITEMS,
+                                     budget_chars=200 * RANKED_ITEMS)
+            times["pre_turn"].append(time.perf_counter() - t0)
+            ranked["pre_turn"].append([to_dia.get(i.id, "?") for i in packed.items])
         bm_lists, dense_lists = [], []
         for q in conv.questions:
             t0 = time.perf_counter()

@@ -2,8 +2,9 @@
 (when the LoCoMo development split and the local model are available) the quality bar.
 
 The LoCoMo check runs ``benchmarks/locomo.py`` on the file named by ``MANOWAR_LOCOMO_DATA``
-(the data is CC BY-NC and never part of this repository) and asserts recall@10 ≥ 70 with no
-category below BM25's.
+(the data is CC BY-NC and never part of this repository) and asserts recall@10 ≥ 75 for search
+and for pre_turn as a 25-item ranker, with no category below BM25's. ``MANOWAR_LOCOMO_CACHE``
+names a directory that keeps the embeddings between runs.
 """
 
 from __future__ import annotations
@@ -343,11 +344,15 @@ def test_locomo_dev_quality_bar() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import locomo
 
+    cache = os.environ.get("MANOWAR_LOCOMO_CACHE")  # a directory for embeddings kept between runs
     args = locomo.argparse.Namespace(
-        data=Path(data), corrected_evidence=None, embedder="local", no_thread_context=False, cache_dir=None,
-        cache_queries=False, conversations=None, no_packing=True,
+        data=Path(data), corrected_evidence=None, embedder="local", no_thread_context=False,
+        cache_dir=Path(cache) if cache else None, cache_queries=bool(cache), conversations=None, no_packing=True,
     )
     table = locomo.run(args)["table"].as_json()
-    assert table["manowar"]["ALL"]["R@10"] >= 70
+    # measured on the 5 development conversations: search 76.0, pre_turn (25 items) 75.9
+    assert table["manowar"]["ALL"]["R@10"] >= 75
+    assert table["pre_turn"]["ALL"]["R@10"] >= 75
     for category, row in table["bm25"].items():
         assert table["manowar"][category]["R@10"] >= row["R@10"], category
+        assert table["pre_turn"][category]["R@10"] >= row["R@10"], category
