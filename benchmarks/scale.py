@@ -20,10 +20,11 @@ isotropic noise, so neighbourhoods exist as with text embeddings); queries are p
 ``pre-turn``: ``MemoryEngine.pre_turn`` over all six layers on the same kind of scope, query
 embeddings cached (FakeEmbedder model id; the rows carry the synthetic vectors and
 Zipf-distributed text from benchmarks/latency.py). Three engines on the same file answer each
-query in turn (interleaved, so a busy machine slows all alike): the approximate path, the same
-with the store's fast paths off (no memory map, keyword lane over every match; what the store did
-before them), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
-takes seconds). Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
+query in turn (interleaved, so a busy machine slows all alike; which one reads a query first,
+cold, rotates): the approximate path, the same
+with the store's keyword pool off (the keyword lane's statement over every match, what the store
+did before it), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
+takes seconds; it shares the approximate path's engine). ``--configs`` picks some of them. Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
 keyword and vector lanes (``timings_ms``). The store is filled through ``add_memories`` in
 batches of 20,000 (one transaction each); the fill time and the files' size on disk are
 printed. ``--keep DIR`` keeps the filled file there and reuses it on the next run.
@@ -240,22 +241,28 @@ def pre_turn(args: argparse.Namespace) -> None:
             scope = Scope(agent_wallet=AGENT, user_address=USER, thread_id="t")
             defaults = SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor
             engines: dict[str, tuple[MemoryEngine, bool]] = {}
-            for name, exact, fast in (("ann", False, True), ("ann, store fast paths off", False, False),
+            by_fast: dict[bool, MemoryEngine] = {}  # the exact scan shares the approximate path's engine
+            for name, exact, fast in (("ann", False, True), ("ann, keyword pool off", False, False),
                                       ("exact", True, True)):
-                SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (0, 0)
-                _exact(exact)
-                engine = MemoryEngine(store=SQLiteStore(path), embedder=MODEL, extractor=None)
-                t0 = time.perf_counter()
-                engine.pre_turn(texts[0], scope)  # loads the rows, restores or builds the ANN index
-                print(f"  {name}: first pre_turn (rows loaded, ANN index ready) {time.perf_counter() - t0:.1f}s",
-                      file=sys.stderr, flush=True)
-                engines[name] = (engine, exact)
+                if name not in args.configs:
+                    continue
+                if fast not in by_fast:
+                    SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (defaults[0], 0)
+                    _exact(False)
+                    engine = by_fast[fast] = MemoryEngine(store=SQLiteStore(path), embedder=MODEL, extractor=None)
+                    t0 = time.perf_counter()
+                    engine.pre_turn(texts[0], scope)  # loads the rows, restores or builds the ANN index
+                    print(f"  {name}: first pre_turn (rows loaded, ANN index ready) {time.perf_counter() - t0:.1f}s",
+                          file=sys.stderr, flush=True)
+                engines[name] = (by_fast[fast], exact)
             SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults
             wall: dict[str, list[float]] = {name: [] for name in engines}
             cpu: dict[str, list[float]] = {name: [] for name in engines}
             lanes: dict[str, dict[str, list[float]]] = {name: {} for name in engines}
+            order = list(engines.items())
             for i, text in enumerate(texts + texts):  # first pass warms the query-embedding cache
-                for name, (engine, exact) in engines.items():
+                # the configuration that runs a text first reads it cold: the first one rotates
+                for name, (engine, exact) in order[i % len(order):] + order[: i % len(order)]:
                     if exact and i % len(texts) >= args.exact_queries:
                         continue
                     _exact(exact)
@@ -272,7 +279,7 @@ def pre_turn(args: argparse.Namespace) -> None:
                 print(f"{size:>9} {name:<26} {p50:>8.2f} {p95:>8.2f} {statistics.median(cpu[name]):>8.2f} "
                       f"{statistics.median(lanes[name]['keyword']):>8.2f} {statistics.median(lanes[name]['vector']):>8.2f}"
                       f"   ({len(wall[name])} queries)", flush=True)
-            for engine, _ in engines.values():
+            for engine in by_fast.values():
                 engine.close()
     _exact(False)
 
@@ -356,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=20, help="pre-turn: queries also run on the exact scan")
     parser.add_argument("--keep", default=None, help="pre-turn: keep the filled SQLite files in this directory")
+    parser.add_argument("--configs", nargs="+", default=["ann", "ann, keyword pool off", "exact"],
+                        help="pre-turn: which of the three configurations to run")
     parser.add_argument("--locomo", type=Path, help="locomo-dev.json (recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
     parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")

@@ -583,18 +583,18 @@ def test_keyword_lane_pool_gives_the_results_of_a_full_scan_and_falls_back_when_
             store, query, text, limit)
 
 
-def test_file_connections_map_the_database_into_memory(tmp_path) -> None:
+def test_file_connections_map_the_database_into_memory_only_when_asked(tmp_path) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     try:
         with store._conn() as conn:
-            assert conn.execute("PRAGMA mmap_size").fetchone()[0] > 0
+            assert conn.execute("PRAGMA mmap_size").fetchone()[0] == 0
     finally:
         store.close()
-    SQLiteStore.mmap_size, before = 0, SQLiteStore.mmap_size
+    SQLiteStore.mmap_size, before = 1 << 28, SQLiteStore.mmap_size
     try:
         store = SQLiteStore(tmp_path / "m.db")
         with store._conn() as conn:
-            assert conn.execute("PRAGMA mmap_size").fetchone()[0] == 0
+            assert conn.execute("PRAGMA mmap_size").fetchone()[0] == 1 << 28
         store.close()
     finally:
         SQLiteStore.mmap_size = before

@@ -295,10 +295,12 @@ class SQLiteStore:
     #: every match when fewer than the results wanted pass. Results are identical either way
     #: (0: always the statement over every match).
     keyword_pool_factor: int = 4
-    #: Bytes of a database file that connections map into memory (``PRAGMA mmap_size``): row
-    #: reads at random (the lanes' winners, the keyword lane's filter) skip a read call per page
-    #: (SQLite caps it at its compile-time maximum, 2 GiB by default; 0 turns it off).
-    mmap_size: int = 1 << 31
+    #: Bytes of a database file each connection maps into memory (``PRAGMA mmap_size``; 0, the
+    #: default, reads pages with read calls). One connection's random row reads get cheaper
+    #: mapped (keyword lane over 1M rows: 22 to 17 ms CPU), but each thread's connection maps
+    #: the file anew and takes its own page faults: ``pre_turn`` at 100k rows measured ~1 ms
+    #: CPU slower with it, so it is off unless set (benchmarks/scale.py pre-turn).
+    mmap_size: int = 0
 
     def __init__(
         self, path: str | Path = ":memory:", *, context_weight: float | None = None, busy_timeout: float = 30.0,
@@ -343,7 +345,8 @@ class SQLiteStore:
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
+            if self.mmap_size:
+                conn.execute(f"PRAGMA mmap_size = {int(self.mmap_size)}")
         self._all_conns.append(conn)
         return conn
 
