@@ -1,12 +1,27 @@
 """Side by side on LoCoMo: the vector stores and retrievers users would pick instead, and this engine.
 
-    python benchmarks/peers.py --data PATH/locomo10.json [--embedder local|onnx|onnx-int8]
-        [--conversations conv-26 ...] [--peers chroma mem0 ...] [--json OUT]
+    python benchmarks/peers.py --data PATH/locomo10.json [--mode shared|native|both]
+        [--embedder local|onnx|onnx-int8] [--conversations conv-26 ...] [--peers chroma mem0 ...] [--json OUT]
 
 Every system gets the same LoCoMo turns (one memory per dialog turn, the text of
-``benchmarks/locomo.py``), the same embedder and the same questions, and is kept per
-conversation the way a user would keep per-user memory (one store, collection, index or
-user id per conversation). Systems:
+``benchmarks/locomo.py``) and the same questions, and is kept per conversation the way a user
+would keep per-user memory (one store, collection, index or user id per conversation).
+
+Two modes (``--mode both`` runs one, then the other):
+
+* ``shared`` (default): every system embeds with the one ``--embedder``, so the comparison
+  is of the systems alone;
+* ``native``: each peer embeds queries with the runtime its integration uses for
+  all-MiniLM-L6-v2 by default -- sentence-transformers on torch through LangChain's
+  ``HuggingFaceEmbeddings``, LlamaIndex's ``HuggingFaceEmbedding`` and mem0's ``huggingface``
+  embedder; Chroma's own ``DefaultEmbeddingFunction`` (ONNX Runtime, every text padded to 256
+  tokens) pointed at a local ONNX export of the same weights, since it would otherwise download
+  one -- and this engine runs with its fastest embedders, ``onnx`` (the float graph, the torch
+  vectors within float rounding) and ``onnx-int8`` (its own vector space, so its own document
+  table). Peers' document vectors come from sentence-transformers on torch, ours from our
+  embedder; every row of the output names the embedder that system used.
+
+Systems:
 
 * ``langchain-inmemory``: LangChain ``InMemoryVectorStore.similarity_search``;
 * ``langchain-ensemble``: LangChain ``EnsembleRetriever`` over ``BM25Retriever`` and that
@@ -24,13 +39,14 @@ user id per conversation). Systems:
 Reported: recall@5/10/25 per LoCoMo category (as in ``benchmarks/locomo.py``), ingest time,
 and per-question query latency p50/p95 with the query embedding included (embedded live,
 never cached, for every system), plus our ``pre_turn`` against each: latency ratio and
-recall@10 difference. Document embeddings are computed once and shared; a system that asks
+recall@10 difference. Document embeddings are computed once per embedder and shared; a system that asks
 for a text not in that table (the engine's thread context embeds a turn with the one before
 it) has it embedded live, and ingest times leave all document embedding out, so they compare
 the systems' own work. A peer whose package is missing is reported as skipped with the pip
 command; a peer that fails is reported with its error.
 
-Peers come from the ``bench`` extra: ``pip install "manowar-memory[bench,langchain,llamaindex,local,onnx]"``.
+Peers come from the ``bench`` extra: ``pip install "manowar-memory[bench,langchain,llamaindex,local,onnx]"``
+(it pins peer packages that may clash with the rest of the project's extras: use a venv of its own).
 """
 
 from __future__ import annotations
@@ -75,8 +91,9 @@ class SharedEmbedder(BaseEmbedder):
     Live document embeddings (texts not in the table) are timed, so ingest times can leave
     them out; query embeddings are never cached."""
 
-    def __init__(self, inner: Embedder, table: dict[str, list[float]]) -> None:
+    def __init__(self, inner: Embedder, table: dict[str, list[float]], label: str = "") -> None:
         self.inner = inner
+        self.label = label or inner.model_id
         self.model_id = inner.model_id
         self._dimensions = inner.dimensions
         self.table = table
@@ -132,6 +149,7 @@ Retrieve = Callable[[str], list[str]]  # question -> dia ids, best first
 @dataclass
 class Result:
     name: str
+    embedder: str = ""
     status: str = "ok"
     ingest_s: float = 0.0
     latencies: list[float] = field(default_factory=list)
@@ -158,9 +176,10 @@ class System:
     name = "system"
     needs: tuple[str, ...] = ()
 
-    def __init__(self, embedder: SharedEmbedder, workdir: Path) -> None:
+    def __init__(self, embedder: SharedEmbedder, workdir: Path, native: Any = None) -> None:
         self.embedder = embedder
         self.workdir = workdir
+        self.native = native  # native mode: the peer integration's own embedding object (see NATIVE)
 
     def ingest(self, conv: Conversation) -> Retrieve:
         raise NotImplementedError
@@ -212,7 +231,7 @@ class LangChainInMemory(System):
     def ingest(self, conv: Conversation) -> Retrieve:
         from langchain_core.vectorstores import InMemoryVectorStore
 
-        store = InMemoryVectorStore(_lc_embeddings(self.embedder))
+        store = InMemoryVectorStore(self.native or _lc_embeddings(self.embedder))
         texts, metas = _lc_docs(conv)
         store.add_texts(texts, metadatas=metas)
         return lambda q: [d.metadata["dia_id"] for d in store.similarity_search(q, k=K)]
@@ -227,7 +246,7 @@ class LangChainEnsemble(System):
         from langchain_community.retrievers import BM25Retriever
         from langchain_core.vectorstores import InMemoryVectorStore
 
-        store = InMemoryVectorStore(_lc_embeddings(self.embedder))
+        store = InMemoryVectorStore(self.native or _lc_embeddings(self.embedder))
         texts, metas = _lc_docs(conv)
         store.add_texts(texts, metadatas=metas)
         bm25 = BM25Retriever.from_texts(texts, metadatas=metas, k=K)
@@ -249,7 +268,7 @@ class LlamaIndexVector(System):
     def ingest(self, conv: Conversation) -> Retrieve:
         from llama_index.core import VectorStoreIndex
 
-        index = VectorStoreIndex(_li_nodes(conv), embed_model=_li_embedding(self.embedder))
+        index = VectorStoreIndex(_li_nodes(conv), embed_model=self.native or _li_embedding(self.embedder))
         retriever = index.as_retriever(similarity_top_k=K)
         return lambda q: [n.node.metadata["dia_id"] for n in retriever.retrieve(q)]
 
@@ -265,7 +284,7 @@ class LlamaIndexFusion(System):
         from llama_index.retrievers.bm25 import BM25Retriever
 
         nodes = _li_nodes(conv)
-        index = VectorStoreIndex(nodes, embed_model=_li_embedding(self.embedder))
+        index = VectorStoreIndex(nodes, embed_model=self.native or _li_embedding(self.embedder))
         bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=K)
         fusion = QueryFusionRetriever(
             [index.as_retriever(similarity_top_k=K), bm25], similarity_top_k=K, num_queries=1,
@@ -278,15 +297,15 @@ class Chroma(System):
     name = "chroma"
     needs = ("chromadb",)
 
-    def __init__(self, embedder: SharedEmbedder, workdir: Path) -> None:
-        super().__init__(embedder, workdir)
+    def __init__(self, embedder: SharedEmbedder, workdir: Path, native: Any = None) -> None:
+        super().__init__(embedder, workdir, native)
         import chromadb
 
         self.client = chromadb.EphemeralClient(chromadb.Settings(anonymized_telemetry=False))
 
     def ingest(self, conv: Conversation) -> Retrieve:
         collection = self.client.create_collection(
-            f"locomo-{conv.sample_id}", embedding_function=None, metadata={"hnsw:space": "cosine"}
+            f"locomo-{conv.sample_id}", embedding_function=self.native, metadata={"hnsw:space": "cosine"}
         )
         ids = [t.dia_id for t in conv.turns]
         vectors = self.embedder.documents(conv.memory_texts)
@@ -295,7 +314,10 @@ class Chroma(System):
                            documents=conv.memory_texts[start:start + 1000])
 
         def retrieve(q: str) -> list[str]:
-            found = collection.query(query_embeddings=[self.embedder.query(q)], n_results=K)
+            if self.native is not None:  # the collection's own embedding function embeds the question
+                found = collection.query(query_texts=[q], n_results=K)
+            else:
+                found = collection.query(query_embeddings=[self.embedder.query(q)], n_results=K)
             return list(found["ids"][0])
 
         return retrieve
@@ -305,8 +327,8 @@ class Mem0(System):
     name = "mem0"
     needs = ("mem0",)
 
-    def __init__(self, embedder: SharedEmbedder, workdir: Path) -> None:
-        super().__init__(embedder, workdir)
+    def __init__(self, embedder: SharedEmbedder, workdir: Path, native: Any = None) -> None:
+        super().__init__(embedder, workdir, native)
         from mem0 import Memory
         from mem0.embeddings.base import EmbeddingBase
 
@@ -330,7 +352,7 @@ class Mem0(System):
             def embed_batch(self, texts: Any, memory_action: Any = "add") -> list[list[float]]:
                 return [self.embed(t, memory_action) for t in texts]
 
-        self.memory.embedding_model = Mem0Embedding()
+        self.memory.embedding_model = native or Mem0Embedding()
 
     def ingest(self, conv: Conversation) -> Retrieve:
         for turn, text in zip(conv.turns, conv.memory_texts):
@@ -368,17 +390,128 @@ class Manowar(System):
         self.engine.close()
 
 
-SYSTEMS: dict[str, Callable[[SharedEmbedder, Path], System]] = {
+SYSTEMS: dict[str, Callable[[SharedEmbedder, Path, Any], System]] = {
     "langchain-inmemory": LangChainInMemory,
     "langchain-ensemble": LangChainEnsemble,
     "llamaindex-vector": LlamaIndexVector,
     "llamaindex-fusion": LlamaIndexFusion,
     "chroma": Chroma,
     "mem0": Mem0,
-    "manowar-search": lambda e, w: Manowar(e, w, "search"),
-    OURS: lambda e, w: Manowar(e, w, "pre_turn"),
+    "manowar-search": lambda e, w, n: Manowar(e, w, "search"),
+    OURS: lambda e, w, n: Manowar(e, w, "pre_turn"),
 }
 NEEDS = {name: getattr(cls, "needs", ("manowar_memory",)) for name, cls in SYSTEMS.items()}
+
+
+# ---------------------------------------------------------------- native mode: the peers' own embedding runtimes
+
+
+def _model_dir() -> Path:
+    from manowar_memory.embeddings.local import bundled_model_path
+
+    return bundled_model_path(extra="local")
+
+
+def _native_langchain(docs: SharedEmbedder, workdir: Path) -> Any:
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    class TableDocuments(HuggingFaceEmbeddings):  # queries: HuggingFaceEmbeddings.embed_query, untouched
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return docs.documents(texts)
+
+    embeddings = TableDocuments(model_name=str(_model_dir()), model_kwargs={"device": "cpu"})
+    embeddings.embed_query("warm-up")
+    return embeddings
+
+
+def _native_llamaindex(docs: SharedEmbedder, workdir: Path) -> Any:
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    class TableDocuments(HuggingFaceEmbedding):  # type: ignore[misc]  # queries: _get_query_embedding, untouched
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return docs.documents([text])[0]
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return docs.documents(texts)
+
+    embedding = TableDocuments(model_name=str(_model_dir()), device="cpu", embed_batch_size=256)
+    embedding.get_query_embedding("warm-up")
+    return embedding
+
+
+def _native_mem0(docs: SharedEmbedder, workdir: Path) -> Any:
+    from mem0.configs.embeddings.base import BaseEmbedderConfig
+    from mem0.embeddings.huggingface import HuggingFaceEmbedding
+
+    class TableDocuments(HuggingFaceEmbedding):  # type: ignore[misc]  # "search" embeddings: mem0's own code
+        def embed(self, text: Any, memory_action: Any = None) -> Any:
+            if memory_action == "search":
+                return super().embed(text, memory_action)
+            return docs.documents([text])[0]
+
+        def embed_batch(self, texts: Any, memory_action: Any = "add") -> Any:
+            if memory_action == "search":
+                return super().embed_batch(texts, memory_action)
+            return docs.documents(list(texts))
+
+    embedder = TableDocuments(BaseEmbedderConfig(model=str(_model_dir()), embedding_dims=384))
+    embedder.embed("warm-up", "search")
+    return embedder
+
+
+def _native_chroma(docs: SharedEmbedder, workdir: Path) -> Any:
+    """Chroma's default embedding function, offline: its folder layout filled with a local ONNX
+    export of the same MiniLM weights (token outputs; Chroma pools and normalises itself)."""
+    import shutil
+
+    import torch
+    from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
+    from transformers import AutoModel
+
+    root = workdir / "chroma-default-ef"
+    folder = root / ONNXMiniLM_L6_V2.EXTRACTED_FOLDER_NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    source = _model_dir()
+    for name in ("config.json", "special_tokens_map.json", "tokenizer_config.json", "tokenizer.json", "vocab.txt"):
+        shutil.copy(source / name, folder / name)
+    class TokenStates(torch.nn.Module):  # the transformer alone, like the graph Chroma downloads
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = AutoModel.from_pretrained(str(source), local_files_only=True).eval()
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                token_type_ids=token_type_ids).last_hidden_state
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"last_hidden_state": {0: "batch", 1: "tokens"}}
+    with torch.no_grad():
+        torch.onnx.export(TokenStates(), tuple(torch.ones(1, 8, dtype=torch.long) for _ in names), str(folder / "model.onnx"),
+                          input_names=names, output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17,
+                          dynamo=False)
+
+    class LocalDefault(ONNXMiniLM_L6_V2):  # type: ignore[misc]
+        DOWNLOAD_PATH = root
+
+    function = LocalDefault(preferred_providers=["CPUExecutionProvider"])
+    function(["warm-up"])
+    return function
+
+
+NATIVE: dict[str, tuple[str, Callable[[SharedEmbedder, Path], Any]]] = {
+    "langchain-inmemory": ("sentence-transformers/torch (langchain_huggingface.HuggingFaceEmbeddings)", _native_langchain),
+    "langchain-ensemble": ("sentence-transformers/torch (langchain_huggingface.HuggingFaceEmbeddings)", _native_langchain),
+    "llamaindex-vector": ("sentence-transformers/torch (llama_index HuggingFaceEmbedding)", _native_llamaindex),
+    "llamaindex-fusion": ("sentence-transformers/torch (llama_index HuggingFaceEmbedding)", _native_llamaindex),
+    "chroma": ("onnxruntime, padded to 256 (chromadb DefaultEmbeddingFunction, local export)", _native_chroma),
+    "mem0": ("sentence-transformers/torch (mem0 huggingface embedder)", _native_mem0),
+}
+NATIVE_NEEDS = {
+    "langchain-inmemory": ("langchain_huggingface",), "langchain-ensemble": ("langchain_huggingface",),
+    "llamaindex-vector": ("llama_index.embeddings.huggingface",),
+    "llamaindex-fusion": ("llama_index.embeddings.huggingface",), "chroma": ("torch", "transformers"), "mem0": ("torch",),
+}
+_native_cache: dict[Callable[[SharedEmbedder, Path], Any], Any] = {}
 
 
 def _missing(modules: Sequence[str]) -> str | None:
@@ -393,9 +526,17 @@ def _missing(modules: Sequence[str]) -> str | None:
     return None
 
 
-def run_system(name: str, convs: list[Conversation], embedder: SharedEmbedder, workdir: Path) -> Result:
-    result = Result(name)
-    missing = _missing(NEEDS[name])
+def run_system(
+    name: str, convs: list[Conversation], embedder: SharedEmbedder, workdir: Path, *, native: bool = False,
+    label: str | None = None,
+) -> Result:
+    """Ingest every conversation into system ``name``, then ask its questions one by one.
+
+    ``native``: a peer embeds queries with its integration's own embedding object (``NATIVE``),
+    built before the clock starts, like the imports."""
+    native = native and name in NATIVE
+    result = Result(label or name, embedder=NATIVE[name][0] if native else embedder.label)
+    missing = _missing(NEEDS[name] + (NATIVE_NEEDS[name] if native else ()))
     if missing:
         result.status = f"skipped: {missing} is not installed ({BENCH})"
         return result
@@ -404,9 +545,15 @@ def run_system(name: str, convs: list[Conversation], embedder: SharedEmbedder, w
 
         for module in NEEDS[name]:  # import time is not ingest time
             importlib.import_module(module)
+        own = None
+        if native:  # model loading is not ingest time either
+            build = NATIVE[name][1]
+            if build not in _native_cache:
+                _native_cache[build] = build(embedder, workdir.parent)
+            own = _native_cache[build]
         before = embedder.live_document_s
         t0 = time.perf_counter()
-        system = SYSTEMS[name](embedder, workdir)
+        system = SYSTEMS[name](embedder, workdir, own)
         retrievers = [system.ingest(conv) for conv in convs]
         result.ingest_s = time.perf_counter() - t0 - (embedder.live_document_s - before)
         for conv, retrieve in zip(convs, retrievers):
@@ -425,31 +572,53 @@ def run_system(name: str, convs: list[Conversation], embedder: SharedEmbedder, w
 # ---------------------------------------------------------------- report
 
 
+def _is_ours(res: Result) -> bool:
+    return res.name.startswith("manowar-")
+
+
 def report(results: list[Result], header: str) -> str:
     lines = [header, "", "Recall@k (%), turn level"]
-    head = f"{'system':<20}{'category':<13}{'n':>5}   {'R@5':>6} {'R@10':>6} {'R@25':>6}"
+    width = max([20] + [len(r.name) + 2 for r in results])
+    head = f"{'system':<{width}}{'category':<13}{'n':>5}   {'R@5':>6} {'R@10':>6} {'R@25':>6}"
     lines += [head, "-" * len(head)]
     for res in results:
         if res.status != "ok":
-            lines += [f"{res.name:<20}{res.status}", ""]
+            lines += [f"{res.name:<{width}}{res.status}", ""]
             continue
         for cat in CATEGORY_ORDER:
             if cat in res.recall:
-                lines.append(f"{res.name if cat == 'ALL' else '':<20}{cat:<13}{len(res.recall[cat]):>5}   "
+                lines.append(f"{res.name if cat == 'ALL' else '':<{width}}{cat:<13}{len(res.recall[cat]):>5}   "
                              + " ".join(f"{res.r(cat, k):>6.1f}" for k in KS))
         lines.append("")
-    ours = next((r for r in results if r.name == OURS and r.status == "ok"), None)
+    ok = [r for r in results if r.status == "ok"]
+    ours_all = [r for r in ok if r.name.startswith(OURS)]
+    ours = min(ours_all, key=lambda r: r.p(0.5)) if ours_all else None  # the ratio columns use our fastest pre_turn
     lines += ["Ingest (document embedding excluded) and query latency (query embedding included)",
-              f"{'system':<20}{'ingest s':>9}{'p50 ms':>9}{'p95 ms':>9}{'R@10':>7}"
-              + (f"   {'ours p50 / theirs':>18}{'ours R@10 - theirs':>20}" if ours else "")]
+              f"{'system':<{width}}{'ingest s':>9}{'p50 ms':>9}{'p95 ms':>9}{'R@5':>7}{'R@10':>7}{'R@25':>7}"
+              + (f"{'ours p50/theirs':>17}{'ours R@10-theirs':>18}" if ours else "") + "   query embedder"]
     for res in results:
         if res.status != "ok":
-            lines.append(f"{res.name:<20}{res.status}")
+            lines.append(f"{res.name:<{width}}{res.status}")
             continue
-        row = f"{res.name:<20}{res.ingest_s:>9.2f}{res.p(0.5):>9.2f}{res.p(0.95):>9.2f}{res.r():>7.1f}"
-        if ours and res is not ours:
-            row += f"   {ours.p(0.5) / res.p(0.5):>18.2f}{ours.r() - res.r():>+20.1f}"
-        lines.append(row)
+        row = (f"{res.name:<{width}}{res.ingest_s:>9.2f}{res.p(0.5):>9.2f}{res.p(0.95):>9.2f}"
+               + "".join(f"{res.r('ALL', k):>7.1f}" for k in KS))
+        if ours:
+            row += (f"{ours.p(0.5) / res.p(0.5):>17.2f}{ours.r() - res.r():>+18.1f}" if res is not ours
+                    else f"{'(ours)':>17}{'':>18}")
+        lines.append(row + f"   {res.embedder}")
+    if ours:
+        lines.append(f"(ratio columns against {ours.name})")
+    peers = [r for r in ok if not _is_ours(r)]
+    if peers and ours_all:
+        fastest = min(peers, key=lambda r: r.p(0.5))
+        best = max(peers, key=lambda r: r.r())
+        lines += ["", (f"Target (issue #14): our pre_turn p50 below the fastest peer's ({fastest.name}, "
+                      f"{fastest.p(0.5):.2f} ms) and R@10 at least 10 points above the best peer's "
+                      f"({best.name}, {best.r():.1f})")]
+        for res in ours_all:
+            met = res.p(0.5) < fastest.p(0.5) and res.r() - best.r() >= 10
+            lines.append(f"  {res.name}: p50 {res.p(0.5):.2f} ms ({res.p(0.5) / fastest.p(0.5):.2f}x the fastest "
+                         f"peer's), R@10 {res.r() - best.r():+.1f} points: {'met' if met else 'NOT met'}")
     return "\n".join(lines)
 
 
@@ -475,12 +644,56 @@ def compare_embedders(specs: Sequence[str], questions: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _table(spec: str, texts: list[str], label: str) -> tuple[SharedEmbedder, float]:
+    """``spec``'s embedder with every document embedded once, and the seconds that took."""
+    inner = resolve_embedder(spec)
+    if inner is None:
+        raise SystemExit("an embedder is required")
+    t0 = time.perf_counter()
+    table = dict(zip(texts, inner.embed(texts, input_type="document")))
+    elapsed = time.perf_counter() - t0
+    shared = SharedEmbedder(inner, table, label=f"{label} [{inner.model_id}]")
+    shared.query("warm-up")
+    return shared, elapsed
+
+
+Job = tuple[str, str, SharedEmbedder, bool]  # system, row name, embedder, native
+
+
+def plan(mode: str, names: Sequence[str], texts: list[str], spec: str) -> tuple[list[Job], str]:
+    """The systems to run in ``mode`` with their embedders, and a header line naming the embedders."""
+    if mode == "shared":
+        shared, took = _table(spec, texts, spec)
+        return ([(n, n, shared, False) for n in names],
+                (f"mode shared: every system embeds with {spec} [{shared.inner.model_id}] "
+                f"({type(shared.inner).__name__}); documents embedded once in {took:.1f} s"))
+    peers = [n for n in names if n in NATIVE]
+    ours = [n for n in names if n not in NATIVE]
+    jobs: list[Job] = []
+    notes = []
+    if peers:
+        torch_docs, took = _table("local", texts, "sentence-transformers/torch")
+        jobs += [(n, n, torch_docs, True) for n in peers]
+        notes.append(f"peers' documents by sentence-transformers on torch in {took:.1f} s")
+    for ours_spec in ("onnx", "onnx-int8"):
+        if ours:
+            table, took = _table(ours_spec, texts, ours_spec)
+            jobs += [(n, f"{n} [{ours_spec}]", table, False) for n in ours]
+            notes.append(f"ours with {ours_spec} [{table.inner.model_id}] in {took:.1f} s")
+    return jobs, ("mode native: each peer embeds queries with its integration's default runtime for "
+                  "all-MiniLM-L6-v2, ours with its fastest embedders; " + "; ".join(notes))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (locomo10.json or a subset)")
     parser.add_argument("--corrected-evidence", type=Path, help="audit JSON with correct_evidence per question")
-    parser.add_argument("--embedder", default="local", help="embedder spec shared by every system (local, onnx, onnx-int8)")
+    parser.add_argument("--mode", choices=["shared", "native", "both"], default="shared",
+                        help="shared: one embedder for every system (--embedder); native: each peer's default "
+                             "embedding runtime, ours on onnx and onnx-int8; both: one, then the other")
+    parser.add_argument("--embedder", default="local",
+                        help="shared mode: the embedder spec every system uses (local, onnx, onnx-int8)")
     parser.add_argument("--conversations", nargs="*", help="only these sample ids")
     parser.add_argument("--peers", nargs="*", choices=list(SYSTEMS), help="only these systems (default: all)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
@@ -495,38 +708,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         convs = [c for c in convs if c.sample_id in set(args.conversations)]
     for conv in convs:
         conv.memory_texts = memory_texts(conv)
-    inner = resolve_embedder(args.embedder)
-    if inner is None:
-        parser.error("an embedder is required")
     texts = list(dict.fromkeys(t for c in convs for t in c.memory_texts))
-    t0 = time.perf_counter()
-    embedder = SharedEmbedder(inner, dict(zip(texts, inner.embed(texts, input_type="document"))))
-    embed_s = time.perf_counter() - t0
-    embedder.query("warm-up")
     n_q = sum(len(c.questions) for c in convs)
-    header = (f"LoCoMo: {len(convs)} conversations, {len(texts)} turns, {n_q} questions; embedder "
-              f"{inner.model_id} ({type(inner).__name__}), documents embedded once in {embed_s:.1f} s")
-    print(header, flush=True)
-    results = []
-    with tempfile.TemporaryDirectory(prefix="manowar-peers-") as tmp:
-        for name in args.peers or list(SYSTEMS):
-            workdir = Path(tmp) / name
-            workdir.mkdir()
-            res = run_system(name, convs, embedder, workdir)
-            print(f"  {name}: {res.status}" + (f", R@10 {res.r():.1f}, p50 {res.p(0.5):.2f} ms"
-                                                 if res.status == "ok" else ""), flush=True)
-            results.append(res)
-    text = report(results, header)
+    data_line = f"LoCoMo: {len(convs)} conversations, {len(texts)} turns, {n_q} questions"
+    print(data_line, flush=True)
+    payload: dict[str, Any] = {}
+    texts_out = []
+    for mode in (["shared", "native"] if args.mode == "both" else [args.mode]):
+        jobs, embed_line = plan(mode, args.peers or list(SYSTEMS), texts, args.embedder)
+        print(embed_line, flush=True)
+        results = []
+        with tempfile.TemporaryDirectory(prefix="manowar-peers-") as tmp:
+            for name, row, embedder, native in jobs:
+                workdir = Path(tmp) / row.replace(" ", "_").replace("[", "").replace("]", "")
+                workdir.mkdir()
+                res = run_system(name, convs, embedder, workdir, native=native, label=row)
+                print(f"  {row}: {res.status}" + (f", R@10 {res.r():.1f}, p50 {res.p(0.5):.2f} ms"
+                                                  if res.status == "ok" else ""), flush=True)
+                results.append(res)
+        _native_cache.clear()
+        text = report(results, f"{data_line}\n{embed_line}")
+        texts_out.append(text)
+        print("\n" + text, flush=True)
+        payload[mode] = {"embedders": embed_line, "systems": {
+            r.name: {"status": r.status, "embedder": r.embedder, "ingest_s": r.ingest_s, "p50_ms": r.p(0.5),
+                     "p95_ms": r.p(0.95), "n": len(r.latencies),
+                     "recall": {c: {f"R@{k}": r.r(c, k) for k in KS} for c in r.recall}} for r in results}}
     if args.compare_embedders:
-        text += "\n\n" + compare_embedders(args.compare_embedders, [q.text for c in convs for q in c.questions])
-    print(text, flush=True)
+        text = compare_embedders(args.compare_embedders, [q.text for c in convs for q in c.questions])
+        print("\n" + text, flush=True)
+        payload["query_embedding"] = text
     if args.json:
         import json
 
-        payload = {r.name: {"status": r.status, "ingest_s": r.ingest_s, "p50_ms": r.p(0.5), "p95_ms": r.p(0.95),
-                            "recall": {c: {f"R@{k}": r.r(c, k) for k in KS} for c in r.recall}} for r in results}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"embedder": inner.model_id, "systems": payload}, indent=2) + "\n")
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
 
