@@ -135,16 +135,21 @@ def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
     query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME, thread_id="t"))
     turn = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME, thread_id="t"), durable=False)
     out: dict[str, tuple[int, int]] = {}
-    for name, pipelines, coll in (
-        ("keyword", _mql.keyword_pipelines(query, ["alpine", "lisbon"], 12), _mql.MEMORY),
-        ("transcripts", _mql.transcript_search_pipelines(turn, ["hiking", "plans"], 12), _mql.TRANSCRIPTS),
+    for name, coll, pipelines, sort in (
+        ("keyword", _mql.MEMORY, _mql.keyword_pipelines(query, ["alpine", "lisbon"], 12), None),
+        ("transcripts", _mql.TRANSCRIPTS, _mql.transcript_search_pipelines(turn, ["hiking", "plans"], 12), None),
+        (
+            "transcript chunks",
+            _mql.TRANSCRIPT_CHUNKS,
+            _mql.transcript_chunk_pipelines(turn, ["piano"], 12),
+            {"_score": -1},
+        ),
     ):
-        counts = [_aggregate(store, coll, p) for p in pipelines]
-        out[name] = (sum(k for k, _ in counts), sum(d for _, d in counts))
-    counts = [
-        _aggregate(store, _mql.TRANSCRIPT_CHUNKS, p) for p in _mql.transcript_chunk_pipelines(turn, ["piano"], 12)
-    ]
-    out["transcript chunks"] = (sum(k for k, _ in counts), sum(d for _, d in counts))
+        # the store sends the branches as one pipeline; explain reports each branch's counts
+        branches = [_aggregate(store, coll, p) for p in pipelines]
+        union = _aggregate(store, coll, _mql.union_by_score(coll, pipelines, 12, sort))
+        assert union == (sum(k for k, _ in branches), sum(d for _, d in branches))
+        out[name] = union
     flt, _, sort = _mql.local_scan_query(query, MODEL)
     out["vector scan"] = _find(store, _mql.MEMORY, flt, sort, 10_000, hint=_mql.USER_SCAN_INDEX)  # as the store
     out["patterns"] = _find(

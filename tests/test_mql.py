@@ -129,13 +129,15 @@ def test_keyword_pipelines_keep_a_caller_filter_on_the_user_field() -> None:
         assert {"userAddress": "u2"} in match["$and"]  # ANDed, never replacing the scope
 
 
-def test_merge_by_score_orders_as_one_query_would() -> None:
-    mine = [{"_id": 5, "_score": 3.0, "createdAt": 10}, {"_id": 2, "_score": 1.0, "createdAt": 30}]
-    shared = [{"_id": 7, "_score": 3.0, "createdAt": 20}, {"_id": 1, "_score": 1.0, "createdAt": 30},
-              {"_id": 9, "_score": 0.5}]
-    merged = _mql.merge_by_score([mine, shared], 4)
-    assert [d["_id"] for d in merged] == [7, 5, 2, 1]  # score, then newest, then _id, all descending
-    assert _mql.merge_by_score([[], mine], 1) == mine[:1]
+def test_union_by_score_sends_the_branches_as_one_pipeline() -> None:
+    first, second = _mql.keyword_pipelines(q(user_address="u1"), ["x"], 4)
+    union = _mql.union_by_score("memory", [first, second], 4)
+    assert union[: len(first)] == first
+    assert union[len(first)] == {"$unionWith": {"coll": "memory", "pipeline": second}}
+    assert union[-2:] == [{"$sort": {"_score": -1, "createdAt": -1, "_id": -1}}, {"$limit": 4}]
+    assert _mql.union_by_score("memory", [first], 4) == first  # one branch: sent as it is
+    tail = _mql.union_by_score("c", [first, second], 9, {"_score": -1})[-2:]
+    assert tail == [{"$sort": {"_score": -1}}, {"$limit": 9}]
 
 
 def test_transcript_pipeline_uses_the_transcript_filter() -> None:

@@ -63,7 +63,6 @@ __all__ = [
     "memory_rows_of_users_filter",
     "memory_update_pipeline",
     "memory_user_counts_pipeline",
-    "merge_by_score",
     "ms_to_date",
     "other_model_filter",
     "parse_prefilter_fields",
@@ -74,6 +73,7 @@ __all__ = [
     "text_users",
     "transcript_chunk_pipelines",
     "transcript_search_pipelines",
+    "union_by_score",
     "vector_index_definition",
 ]
 
@@ -150,7 +150,7 @@ _TEXT_OPTS = {"default_language": "english", "language_override": "_textLanguage
 #   (agent, user) pair: other users of the same agent never cost a reader anything. MongoDB only
 #   uses such an index when every prefix field is an equality, so a scope with a user runs one
 #   $text query for the user and one for the agent's user-less rows (:func:`text_users`) and the
-#   store merges them by score (:func:`merge_by_score`);
+#   store sends them as one pipeline and merges them by score (:func:`union_by_score`);
 # * (agentWallet, userAddress, ...) indexes for the other reads of one user's turn (the vector
 #   lane's scan, patterns, archives, sessions, transcripts), for the same reason;
 # * a few compound indexes for the store's own queries (fact dedupe, model-restricted scans).
@@ -380,8 +380,8 @@ def _text_match(query: MemoryQuery, terms: Sequence[str], collection: str, user:
 def keyword_pipelines(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[list[dict[str, Any]]]:
     """``$text`` over memory content and context (OR of the terms, English stemming; the text
     index weighs content 2 : context 1, as the embedded store's BM25 does), best textScore
-    first, one pipeline per value of :func:`text_users`; :func:`merge_by_score` makes one list
-    of their results. The score is returned as ``_score``; embeddings are not."""
+    first, one pipeline per value of :func:`text_users`; :func:`union_by_score` makes them one
+    pipeline. The score is returned as ``_score``; embeddings are not."""
     return [
         [
             {"$match": _text_match(query, terms, MEMORY, user)},
@@ -396,7 +396,7 @@ def keyword_pipelines(query: MemoryQuery, terms: Sequence[str], limit: int) -> l
 
 def transcript_search_pipelines(query: MemoryQuery, terms: Sequence[str], limit: int) -> list[list[dict[str, Any]]]:
     """``$text`` over transcript summaries and message contents, best first (``_score``), one
-    pipeline per value of :func:`text_users` (merged with :func:`merge_by_score`)."""
+    pipeline per value of :func:`text_users` (joined by :func:`union_by_score`)."""
     return [
         [
             {"$match": _text_match(query, terms, TRANSCRIPTS, user)},
@@ -426,17 +426,25 @@ def transcript_chunk_pipelines(query: MemoryQuery, terms: Sequence[str], limit: 
     ]
 
 
-def merge_by_score(results: Iterable[Iterable[Mapping[str, Any]]], limit: int) -> list[Any]:
-    """The documents of several ``$text`` results (each sorted by ``_score``, ``createdAt``,
-    ``_id``, all descending) as one list in that same order, ``limit`` long.
+def union_by_score(
+    collection: str, pipelines: Sequence[Sequence[Mapping[str, Any]]], limit: int,
+    sort: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """One pipeline of several ``$text`` pipelines on ``collection`` (one per value of
+    :func:`text_users`): the first, then each other through ``$unionWith``, sorted again by
+    ``sort`` (default ``_score``, ``createdAt``, ``_id``, all descending) and cut to ``limit``:
+    one round trip, and each branch still reads only its own (agent, user) index range.
 
     MongoDB's textScore is computed from the matched document alone (term frequencies, field
     weights, document length; no collection statistics such as IDF), so a document scores the
-    same in the user's query as it would in one query over both ranges: the merged list is the
-    list a single query over the user's and the user-less rows gives."""
-    docs = [d for result in results for d in result]
-    docs.sort(key=lambda d: (float(d["_score"]), d.get("createdAt") or 0, d["_id"]), reverse=True)
-    return docs[: int(limit)]
+    same in its branch as it would in one query over both ranges: the merged list is the list
+    a single query over the user's and the user-less rows gives."""
+    first, *rest = pipelines
+    out = [dict(stage) for stage in first]
+    if not rest:
+        return out
+    out += [{"$unionWith": {"coll": collection, "pipeline": [dict(stage) for stage in p]}} for p in rest]
+    return [*out, {"$sort": dict(sort or {"_score": -1, "createdAt": -1, "_id": -1})}, {"$limit": int(limit)}]
 
 
 # ----------------------------------------------------------------------------- vector lane

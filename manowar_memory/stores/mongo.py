@@ -857,8 +857,8 @@ class MongoStore:
         if not terms or limit <= 0:
             return []
         with self._errors("text search"):
-            docs = _mql.merge_by_score(
-                (self.memory.aggregate(p) for p in _mql.keyword_pipelines(query, terms, limit)), limit)
+            docs = list(self.memory.aggregate(
+                _mql.union_by_score(MEMORY, _mql.keyword_pipelines(query, terms, limit), limit)))
         return [Hit(doc_to_memory(d, with_embedding=False), float(d["_score"])) for d in docs]
 
     # -- vector search --
@@ -1368,15 +1368,14 @@ class MongoStore:
             terms = query_terms(text)
             if not terms:
                 return []
-            docs = _mql.merge_by_score(
-                (self.transcripts.aggregate(p) for p in _mql.transcript_search_pipelines(query, terms, limit)), limit)
+            docs = list(self.transcripts.aggregate(
+                _mql.union_by_score(TRANSCRIPTS, _mql.transcript_search_pipelines(query, terms, limit), limit)))
             scored = {d["sessionId"]: (d, float(d["_score"])) for d in docs}
             # the older messages of long transcripts are in chunks: find their sessions too
             try:
-                chunk_hits = [
-                    c for p in _mql.transcript_chunk_pipelines(query, terms, max(1000, 20 * int(limit)))
-                    for c in self.transcript_chunks.aggregate(p)
-                ]
+                many = max(1000, 20 * int(limit))
+                chunk_hits = list(self.transcript_chunks.aggregate(_mql.union_by_score(
+                    TRANSCRIPT_CHUNKS, _mql.transcript_chunk_pipelines(query, terms, many), 2 * many, {"_score": -1})))
             except OperationFailure as exc:
                 if exc.code != _INDEX_NOT_FOUND:
                     raise
