@@ -4,7 +4,7 @@
     python benchmarks/scale.py lane [--sizes 10000 100000] [--queries 200]
     python benchmarks/scale.py pre-turn [--sizes 100000 1000000] [--queries 100] [--exact-queries 20] [--keep DIR]
     python benchmarks/scale.py recall --locomo /path/to/locomo-dev.json [--embedder local] [--cache-dir DIR]
-        [--scan-fractions 0.3 0.2 0.1]
+        [--scan-fractions 0.3 0.2 0.1] [--eight-bit]
 
 ``index``: the in-process :class:`VectorIndex` alone (mask + top 48), approximate and exact in
 the same run, recall@10 of the approximate top 10 against the exact one; no SQLite, so a
@@ -23,7 +23,9 @@ Zipf-distributed text from benchmarks/latency.py). Three engines on the same fil
 query in turn (interleaved, so a busy machine slows all alike; which one reads a query first,
 cold, rotates): the approximate path, the same
 with the store's keyword pool off (the keyword lane's statement over every match, what the store
-did before it), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
+did before it), the approximate path with 8-bit scalar codes (``AnnGroup.fast_scan`` off, the
+layout before 4-bit fast-scan codes, with the candidates per query of then; its index is built
+anew on each run), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
 takes seconds; it shares the approximate path's engine). ``--configs`` picks some of them. Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
 keyword and vector lanes (``timings_ms``). The store is filled through ``add_memories`` in
 batches of 20,000 (one transaction each); the fill time and the files' size on disk are
@@ -220,6 +222,11 @@ def index_only(args: argparse.Namespace) -> None:
         del index
 
 
+def _former_candidates(index: VectorIndex) -> None:
+    """Candidates per query as asked of 8-bit codes before fast-scan codes (4 per result, >= 64)."""
+    index.ann_oversample, index.ann_min_candidates = 4, 64
+
+
 def _disk_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6
 
@@ -241,21 +248,29 @@ def pre_turn(args: argparse.Namespace) -> None:
             scope = Scope(agent_wallet=AGENT, user_address=USER, thread_id="t")
             defaults = SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor
             engines: dict[str, tuple[MemoryEngine, bool]] = {}
-            by_fast: dict[bool, MemoryEngine] = {}  # the exact scan shares the approximate path's engine
-            for name, exact, fast in (("ann", False, True), ("ann, keyword pool off", False, False),
-                                      ("exact", True, True)):
+            # the exact scan shares the approximate path's engine; the 8-bit one opens first so that
+            # its index (built anew: a saved index of other codes is not restored) is saved first
+            by_setup: dict[tuple[bool, bool], MemoryEngine] = {}
+            for name, exact, fast, fast_scan in (("ann, 8-bit codes", False, True, False), ("ann", False, True, True),
+                                                 ("ann, keyword pool off", False, False, True),
+                                                 ("exact", True, True, True)):
                 if name not in args.configs:
                     continue
-                if fast not in by_fast:
+                if (fast, fast_scan) not in by_setup:
                     SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (defaults[0], 0)
+                    AnnGroup.fast_scan = fast_scan
                     _exact(False)
-                    engine = by_fast[fast] = MemoryEngine(store=SQLiteStore(path), embedder=MODEL, extractor=None)
+                    engine = MemoryEngine(store=SQLiteStore(path), embedder=MODEL, extractor=None)
+                    by_setup[(fast, fast_scan)] = engine
                     t0 = time.perf_counter()
                     engine.pre_turn(texts[0], scope)  # loads the rows, restores or builds the ANN index
+                    if not fast_scan:
+                        _former_candidates(engine.store._indexes[MODEL])  # type: ignore[attr-defined]
                     print(f"  {name}: first pre_turn (rows loaded, ANN index ready) {time.perf_counter() - t0:.1f}s",
                           file=sys.stderr, flush=True)
-                engines[name] = (by_fast[fast], exact)
+                engines[name] = (by_setup[(fast, fast_scan)], exact)
             SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults
+            AnnGroup.fast_scan = True
             wall: dict[str, list[float]] = {name: [] for name in engines}
             cpu: dict[str, list[float]] = {name: [] for name in engines}
             lanes: dict[str, dict[str, list[float]]] = {name: {} for name in engines}
@@ -279,7 +294,7 @@ def pre_turn(args: argparse.Namespace) -> None:
                 print(f"{size:>9} {name:<26} {p50:>8.2f} {p95:>8.2f} {statistics.median(cpu[name]):>8.2f} "
                       f"{statistics.median(lanes[name]['keyword']):>8.2f} {statistics.median(lanes[name]['vector']):>8.2f}"
                       f"   ({len(wall[name])} queries)", flush=True)
-            for engine in by_fast.values():
+            for engine in by_setup.values():
                 engine.close()
     _exact(False)
 
@@ -312,9 +327,13 @@ def recall(args: argparse.Namespace) -> None:
     cache = DiskDocumentCache(args.cache_dir, queries=True) if args.cache_dir else None
     engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None, cache=cache)
     AnnGroup.min_scan = 1  # only the default share of the group is scanned, as at scale
+    AnnGroup.fast_scan = not args.eight_bit
     t0 = time.perf_counter()
     dims = len(engine.embedder.embed(["dimension probe"], input_type="query")[0])  # type: ignore[union-attr]
     exact, ann, pooled_exact, pooled_ann = (VectorIndex(dims, ann_threshold=t) for t in (0, 100, 0, 100))
+    if args.eight_bit:
+        for index in (ann, pooled_ann):
+            _former_candidates(index)
     everything: list[tuple[Any, np.ndarray, np.ndarray]] = []
     for ci, conv in enumerate(convs):
         turns = _embed(engine, memory_texts(conv), "document")
@@ -327,7 +346,8 @@ def recall(args: argparse.Namespace) -> None:
     print(f"embedded {sum(len(c.turns) + len(c.questions) for c in convs)} texts in {time.perf_counter() - t0:.0f}s",
           file=sys.stderr)
     n_pooled = sum(len(c.turns) for c in convs)
-    print(f"LoCoMo, {sum(len(c.questions) for c in convs)} questions, {args.embedder}; evidence recall@10")
+    codes = "8-bit scalar codes, former candidates" if args.eight_bit else "4-bit fast-scan codes"
+    print(f"LoCoMo, {sum(len(c.questions) for c in convs)} questions, {args.embedder}, {codes}; evidence recall@10")
     for fraction in args.scan_fractions:
         AnnGroup.scan_fraction = fraction
         found: dict[str, list[float]] = {"exact": [], "ann": []}
@@ -363,13 +383,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=20, help="pre-turn: queries also run on the exact scan")
     parser.add_argument("--keep", default=None, help="pre-turn: keep the filled SQLite files in this directory")
-    parser.add_argument("--configs", nargs="+", default=["ann", "ann, keyword pool off", "exact"],
-                        help="pre-turn: which of the three configurations to run")
+    parser.add_argument("--configs", nargs="+", default=["ann", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
+                        help="pre-turn: which of the four configurations to run")
     parser.add_argument("--locomo", type=Path, help="locomo-dev.json (recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
     parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")
     parser.add_argument("--scan-fractions", type=float, nargs="+", default=[AnnGroup.scan_fraction],
                         help="recall: shares of the group the approximate path scans (default: the library's)")
+    parser.add_argument("--eight-bit", action="store_true",
+                        help="recall: the former approximate path (8-bit scalar codes, 4 candidates per result)")
     parser.add_argument("--workdir", default=None, help="where the scratch SQLite files go (default: the temp dir)")
     args = parser.parse_args(argv)
     if args.what == "recall" and args.locomo is None:

@@ -308,3 +308,53 @@ def test_sqlite_file_store_saves_and_reuses_ann_only_at_its_revision(low_thresho
         assert builds == [301]
     finally:
         store.close()
+
+
+def test_codes_follow_the_dimensions_and_both_kinds_equal_exact(low_threshold) -> None:
+    """4-bit fast-scan codes where the dimensions divide, 8-bit scalar codes otherwise; with
+    every list probed both give the exact scan's answers (candidates are re-scored exactly)."""
+    rng = np.random.default_rng(11)
+    for dims, kind in ((16, "pq4fs"), (15, "sq8")):
+        x = rng.standard_normal((400, dims)).astype(np.float32)
+        ann, exact = VectorIndex(dims), VectorIndex(dims, ann_threshold=0)
+        for key, v in enumerate(x):
+            for index in (ann, exact):
+                index.upsert(key, v, agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=True)
+        query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"))
+        for q in rng.standard_normal((10, dims)).astype(np.float32):
+            q /= np.linalg.norm(q)
+            assert [k for k, _ in ann.top(q, ann.mask(query), 10)] == [k for k, _ in exact.top(q, exact.mask(query), 10)]
+        (group,) = ann.ann.values()
+        assert group.kind == kind == AnnGroup.kind_for(dims)
+        assert group.nbytes > 0
+
+
+def test_finds_tells_matching_labels_from_shuffled_ones() -> None:
+    rng = np.random.default_rng(12)
+    x = _unit(rng, 500)
+    group = AnnGroup.build(x, np.arange(500, dtype=np.int64))
+    probe = np.arange(0, 500, 31, dtype=np.int64)
+    assert group.finds(x[probe], probe)
+    assert group.relabel({i: (i + 250) % 500 for i in range(500)})  # every label now names another row
+    assert not group.finds(x[probe], probe)
+    assert group.finds(x[probe], (probe + 250) % 500)
+
+
+def test_a_saved_index_of_other_codes_is_rebuilt(low_threshold, builds, tmp_path, monkeypatch) -> None:
+    rng = np.random.default_rng(13)
+    path = tmp_path / "mem.db"
+    queries = _unit(rng, 3)
+    store = SQLiteStore(path)
+    store.add_memories(_records(rng, 300, user="alice"))
+    first = _top_ids(store, queries)
+    store.close()
+    assert builds == [300]
+    monkeypatch.setattr(AnnGroup, "fast_scan", False)
+    store = SQLiteStore(path)
+    try:
+        assert _top_ids(store, queries) == first
+        assert builds == [300, 300]  # the saved fast-scan index was not adopted as 8-bit codes
+        (group,) = store._indexes[MODEL].ann.values()
+        assert group.kind == "sq8"
+    finally:
+        store.close()

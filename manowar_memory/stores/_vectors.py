@@ -9,7 +9,7 @@ the stores report ``(1 + cos) / 2``.
 Rows are grouped by (agent, user): one conversation scope's own rows. A query scans exactly
 the rows its mask allows (only those rows, so other scopes' growth costs it a mask pass and
 nothing more) until a group it reads holds ``ann_threshold`` allowed rows or more; such a group
-gets an approximate index (:class:`~._ann.AnnGroup`, faiss IVF with 8-bit codes) that is kept
+gets an approximate index (:class:`~._ann.AnnGroup`, faiss IVF with 4-bit fast-scan codes) that is kept
 in sync with every upsert and removal, rebuilt when the group has doubled since it was trained,
 and whose candidates are re-scored exactly, so reported scores are always exact cosines.
 With a ``persist_path`` (the SQLite file store) the approximate indexes are saved beside the
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 _COLUMNS = ("agent", "user", "mode", "hai", "source", "group", "live", "active", "in_ann")
 _ROW_OVERHEAD = 8 * 4 + 120  # code columns, flags and the key's dict/list entries, roughly
-_PERSIST_VERSION = 1
+_PERSIST_VERSION = 2  # 2: fast-scan product codes (version 1 files held 8-bit codes: rebuilt)
 
 
 def _threshold_from_env() -> int:
@@ -62,8 +62,11 @@ class VectorIndex:
 
     #: Allowed rows of one group from which queries use the approximate index (0: never).
     ann_threshold: int = DEFAULT_ANN_THRESHOLD
-    #: Candidates asked of the approximate index per result, before exact re-scoring.
-    ann_oversample: int = 4
+    #: Candidates asked of the approximate index per result (and at least ``ann_min_candidates``),
+    #: all re-scored exactly: 4-bit codes rank coarsely, and re-scoring a few hundred rows costs
+    #: ~0.1 ms, far less than probing more of the group.
+    ann_oversample: int = 8
+    ann_min_candidates: int = 256
 
     def __init__(
         self, dims: int, capacity: int = 1024, *, ann_threshold: int | None = None, persist_path: str | Path | None = None,
@@ -104,7 +107,7 @@ class VectorIndex:
     def row_bytes(dims: int) -> int:
         """Approximate memory per row of ``dims`` dimensions (the cache bound uses it): the float32
         vector, the columns, and the row's share of an approximate index should its group get one."""
-        return 4 * dims + _ROW_OVERHEAD + CODE_BYTES_PER_DIM * dims + ID_BYTES
+        return 4 * dims + _ROW_OVERHEAD + int(CODE_BYTES_PER_DIM * dims + 0.999) + ID_BYTES
 
     @property
     def nbytes(self) -> int:
@@ -276,7 +279,7 @@ class VectorIndex:
             share = counts[gid] / max(1, self.group_sizes[gid])
             # every live row of the group allowed: the index holds exactly those, no filter needed
             allowed = None if counts[gid] >= self.group_sizes[gid] else mask
-            found = ann.search(q, max(k * self.ann_oversample, 64), allowed, share) if ann is not None else None
+            found = ann.search(q, max(k * self.ann_oversample, self.ann_min_candidates), allowed, share) if ann is not None else None
             if found is not None and found.shape[0] >= min(k, counts[gid]):  # else: too few, scan exactly
                 parts.append(found)
                 exact &= gids != gid
@@ -360,7 +363,8 @@ class VectorIndex:
             agent, user = by_group[gid]
             labels = np.flatnonzero(self.in_ann[: self.size] & (self.group[: self.size] == gid))
             i = len(meta["groups"])  # type: ignore[arg-type]
-            meta["groups"].append({"agent": names[agent], "user": names[user], "trained_on": ann.trained_on})  # type: ignore[attr-defined]
+            meta["groups"].append({"agent": names[agent], "user": names[user], "trained_on": ann.trained_on,  # type: ignore[attr-defined]
+                                   "kind": ann.kind})
             arrays[f"index{i}"] = ann.to_bytes()
             arrays[f"labels{i}"] = labels.astype(np.int64)
             arrays[f"keys{i}"] = np.asarray([self.keys[int(p)] for p in labels], dtype=np.int64)
@@ -392,7 +396,7 @@ class VectorIndex:
         """Adopt one saved group if its rows are exactly this group's live rows, under their new positions."""
         agent, user = self.codes.get(str(meta["agent"])), self.codes.get(None if meta["user"] is None else str(meta["user"]))
         gid = self.groups.get((agent, user)) if agent is not None and user is not None else None
-        if gid is None or keys.shape[0] != self.group_sizes[gid]:
+        if gid is None or keys.shape[0] != self.group_sizes[gid] or meta.get("kind") != AnnGroup.kind_for(self.dims):
             return
         positions = [self.position.get(int(k)) for k in keys]
         if any(p is None or not self.live[p] or self.group[p] != gid for p in positions):
@@ -402,7 +406,7 @@ class VectorIndex:
         if ann.ntotal != new.shape[0] or not ann.relabel(dict(zip(labels.tolist(), new.tolist()))):
             return
         probe = new[:: max(1, new.shape[0] // 16)]
-        if any(float(np.abs(ann.reconstruct(int(p)) - self.vectors[p]).max()) > 0.05 for p in probe):
+        if not ann.finds(self.vectors[probe], probe):  # the labels do not match the rows
             return
         self.ann[gid] = ann
         self.in_ann[new] = True
