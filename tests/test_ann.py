@@ -29,7 +29,6 @@ def low_threshold(monkeypatch):
     """ANN from 50 allowed rows on, every list probed (results must then equal the exact scan)."""
     monkeypatch.setattr(VectorIndex, "ann_threshold", 50)
     monkeypatch.setattr(AnnGroup, "min_scan", 10**9)
-    monkeypatch.setattr(AnnGroup, "max_probe_share", 1.0)
 
 
 @pytest.fixture
@@ -358,3 +357,53 @@ def test_a_saved_index_of_other_codes_is_rebuilt(low_threshold, builds, tmp_path
         assert group.kind == "sq8"
     finally:
         store.close()
+    store = SQLiteStore(path)  # the rebuilt index was saved, though the revision is the same
+    try:
+        assert _top_ids(store, queries) == first
+        assert builds == [300, 300]
+    finally:
+        store.close()
+
+
+def test_a_partly_allowed_group_probes_every_list_until_exact_is_cheaper() -> None:
+    """A mask allowing less of the group than the scan fraction probes every list (the codes
+    are far fewer bytes than the allowed rows' vectors); only a tiny share goes exact (None)."""
+    rng = np.random.default_rng(14)
+    x = _unit(rng, 2000)
+    group = AnnGroup.build(x, np.arange(2000, dtype=np.int64))
+    allowed = np.zeros(2000, dtype=bool)
+    allowed[::5] = True  # 20 % of the group, under the scan fraction
+    found = group.search(x[5], 50, allowed, 0.2)
+    assert found is not None and len(found) == 50 and allowed[found].all()
+    assert 5 in set(found.tolist())  # every list probed: the row itself is among the candidates
+    tiny = np.zeros(2000, dtype=bool)
+    tiny[:10] = True
+    assert group.search(x[5], 50, tiny, 10 / 2000) is None
+
+
+def test_top_with_the_scope_groups_known_equals_exact(low_threshold) -> None:
+    """``groups_of`` names the groups a scope's mask can allow; with one of them live the pool
+    skips the per-group count, with two it counts as before: both equal the exact scan."""
+    rng = np.random.default_rng(15)
+    rows = [(i, v, ("u1", "u2")[i % 2], "chat", i % 9 != 0) for i, v in enumerate(_unit(rng, 600))]
+    ann, exact = _pair(rows)
+    others, userless = _unit(rng, 100), _unit(rng, 100)
+    for index in (ann, exact):  # another agent's rows: never in the scope's groups
+        for key, v in enumerate(others, start=1000):
+            index.upsert(key, v, agent="agent-B", user="u1", mode=None, hai=None, source="chat", active=True)
+    queries = [MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1")),
+               MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u2"), active_only=True)]
+    for query in queries:
+        assert len(ann.groups_of(query)) == 1
+        for q in _unit(rng, 5):
+            got = ann.top(q, ann.mask(query), 10, ann.groups_of(query))
+            assert [key for key, _ in got] == [key for key, _ in exact.top(q, exact.mask(query), 10)]
+    for index in (ann, exact):  # now the agent's user-less rows: two live groups for each user
+        for key, v in enumerate(userless, start=2000):
+            index.upsert(key, v, agent=AGENT, user=None, mode=None, hai=None, source="chat", active=True)
+    for query in queries:
+        assert len(ann.groups_of(query)) == 2
+        for q in _unit(rng, 5):
+            got = ann.top(q, ann.mask(query), 10, ann.groups_of(query))
+            assert [key for key, _ in got] == [key for key, _ in exact.top(q, exact.mask(query), 10)]
+    assert ann.groups_of(MemoryQuery(scope=Scope(agent_wallet="nobody"))) == []

@@ -232,16 +232,31 @@ class VectorIndex:
         keep[positions] = True
         return mask & keep
 
-    def top(self, q: np.ndarray, mask: np.ndarray, k: int) -> list[tuple[Hashable, float]]:
+    def groups_of(self, query: MemoryQuery) -> list[int]:
+        """The groups whose rows :meth:`mask` can allow for ``query`` (its agent with its user,
+        and with no user), for :meth:`top`."""
+        s = query.scope
+        agent = self.codes.get(s.agent_wallet)
+        if agent is None:
+            return []
+        users = [0] if s.user_address is None else [self.codes.get(s.user_address, -1), 0]
+        return [g for g in (self.groups.get((agent, u)) for u in users) if g is not None]
+
+    def top(
+        self, q: np.ndarray, mask: np.ndarray, k: int, groups: list[int] | None = None,
+    ) -> list[tuple[Hashable, float]]:
         """The ``k`` best ``(key, cosine)`` among the masked rows, best first (ties in row order).
-        ``q`` must be normalised. Exact below ``ann_threshold`` allowed rows per group."""
+        ``q`` must be normalised. Exact below ``ann_threshold`` allowed rows per group.
+        ``groups``: the only groups the mask can allow (:meth:`groups_of`), if known; when one
+        of them has live rows, the allowed rows are not counted per group (a pass over them)."""
         n = mask.shape[0]
         candidates = int(mask.sum())
         if candidates == 0 or k <= 0:
             return []
         k = min(k, candidates)
         if self.ann_threshold and candidates >= self.ann_threshold:
-            pool = self._ann_pool(q, mask, k)
+            live = [g for g in groups if self.group_sizes[g] > 0] if groups is not None else []
+            pool = self._ann_pool(q, mask, k, live[0] if len(live) == 1 else None, candidates)
             if pool is not None:
                 scores = self.vectors[pool] @ q
                 order = np.lexsort((pool, -scores))[:k]
@@ -258,9 +273,22 @@ class VectorIndex:
         return [(self.keys[int(rows[i])], float(scores[i])) for i in best]
 
     # -- approximate path --
-    def _ann_pool(self, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray | None:
+    def _ann_pool(
+        self, q: np.ndarray, mask: np.ndarray, k: int, only: int | None = None, candidates: int = 0,
+    ) -> np.ndarray | None:
         """Positions to re-score exactly: the ANN candidates of each large group plus every
-        allowed row of the small ones; None when no group is large enough (scan exactly)."""
+        allowed row of the small ones; None when no group is large enough (scan exactly).
+        ``only``: the one group every allowed row (``candidates`` of them) belongs to, if known."""
+        if only is not None:
+            if candidates < self.ann_threshold:
+                return None
+            ann = self._ann_ready(only)
+            share = candidates / max(1, self.group_sizes[only])
+            allowed = None if candidates >= self.group_sizes[only] else mask
+            found = ann.search(q, max(k * self.ann_oversample, self.ann_min_candidates), allowed, share) if ann is not None else None
+            if found is None or found.shape[0] < k:  # too few: scan exactly
+                return None
+            return np.unique(found)
         rows = np.flatnonzero(mask)
         gids = self.group[rows]
         first = int(gids[0])
@@ -385,31 +413,34 @@ class VectorIndex:
                 if meta.get("version") != _PERSIST_VERSION or meta.get("rev") != rev or meta.get("dims") != self.dims:
                     log.info("vector index: saved ANN indexes at %s are of another revision; rebuilt when needed", path)
                     return
-                for i, g in enumerate(meta["groups"]):
-                    self._restore_group(g, data[f"index{i}"], data[f"labels{i}"], data[f"keys{i}"])
+                adopted = [self._restore_group(g, data[f"index{i}"], data[f"labels{i}"], data[f"keys{i}"])
+                           for i, g in enumerate(meta["groups"])]
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             log.warning("vector index: saved ANN indexes at %s unreadable (%s); rebuilt when needed", path, exc)
             return
-        self._saved_rev = rev
+        if all(adopted):  # else a group rebuilt here must be saved again, though the revision is the same
+            self._saved_rev = rev
 
-    def _restore_group(self, meta: dict[str, object], data: np.ndarray, labels: np.ndarray, keys: np.ndarray) -> None:
-        """Adopt one saved group if its rows are exactly this group's live rows, under their new positions."""
+    def _restore_group(self, meta: dict[str, object], data: np.ndarray, labels: np.ndarray, keys: np.ndarray) -> bool:
+        """Adopt one saved group if its rows are exactly this group's live rows, under their new
+        positions (and it holds the codes groups are built with now); False if not adopted."""
         agent, user = self.codes.get(str(meta["agent"])), self.codes.get(None if meta["user"] is None else str(meta["user"]))
         gid = self.groups.get((agent, user)) if agent is not None and user is not None else None
         if gid is None or keys.shape[0] != self.group_sizes[gid] or meta.get("kind") != AnnGroup.kind_for(self.dims):
-            return
+            return False
         positions = [self.position.get(int(k)) for k in keys]
         if any(p is None or not self.live[p] or self.group[p] != gid for p in positions):
-            return
+            return False
         ann = AnnGroup.from_bytes(data, int(meta["trained_on"]))  # type: ignore[call-overload]
         new = np.asarray(positions, dtype=np.int64)
         if ann.ntotal != new.shape[0] or not ann.relabel(dict(zip(labels.tolist(), new.tolist()))):
-            return
+            return False
         probe = new[:: max(1, new.shape[0] // 16)]
         if not ann.finds(self.vectors[probe], probe):  # the labels do not match the rows
-            return
+            return False
         self.ann[gid] = ann
         self.in_ann[new] = True
+        return True
 
     # -- reload (MongoDB's periodic full reload of a cached partition) --
     def adopt_ann(self, old: VectorIndex | None) -> None:

@@ -830,7 +830,7 @@ class SQLiteStore:
                     where, params = self._memory_where(query)
                     mask = index.only(mask, (r[0] for r in conn.execute(f"SELECT rowid FROM memory WHERE {where}", params)))
                 info.candidates = int(mask.sum())
-                picked = index.top(q, mask, limit)
+                picked = index.top(q, mask, limit, index.groups_of(query))
                 if not picked:
                     return [], info
             info.skipped_other_models = self._other_model_rows.get(model_id, 0)
