@@ -1,4 +1,4 @@
-"""Vector search at scale: the approximate index (faiss IVF, 8-bit codes) against the exact scan.
+"""Vector search at scale: the approximate index (faiss IVF, 4-bit fast-scan codes) against the exact scan.
 
     python benchmarks/scale.py index [--sizes 10000 100000 1000000] [--queries 200]
     python benchmarks/scale.py lane [--sizes 10000 100000] [--queries 200]
@@ -24,8 +24,8 @@ query in turn (interleaved, so a busy machine slows all alike; which one reads a
 cold, rotates): the approximate path, the same
 with the store's keyword pool off (the keyword lane's statement over every match, what the store
 did before it), the approximate path with 8-bit scalar codes (``AnnGroup.fast_scan`` off, the
-layout before 4-bit fast-scan codes, with the candidates per query of then; its index is built
-anew on each run), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
+layout before 4-bit fast-scan codes, with the candidates per query and the scan share of then;
+its index is built anew on each run), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
 takes seconds; it shares the approximate path's engine). ``--configs`` picks some of them. Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
 keyword and vector lanes (``timings_ms``). The store is filled through ``add_memories`` in
 batches of 20,000 (one transaction each); the fill time and the files' size on disk are
@@ -223,8 +223,11 @@ def index_only(args: argparse.Namespace) -> None:
 
 
 def _former_candidates(index: VectorIndex) -> None:
-    """Candidates per query as asked of 8-bit codes before fast-scan codes (4 per result, >= 64)."""
+    """Candidates per query as asked of 8-bit codes before fast-scan codes (4 per result, >= 64),
+    and the share of the group they scanned then (30 %), on the groups built so far."""
     index.ann_oversample, index.ann_min_candidates = 4, 64
+    for group in index.ann.values():
+        group.scan_fraction = 0.3
 
 
 def _disk_mb(path: Path) -> float:
@@ -333,7 +336,7 @@ def recall(args: argparse.Namespace) -> None:
     exact, ann, pooled_exact, pooled_ann = (VectorIndex(dims, ann_threshold=t) for t in (0, 100, 0, 100))
     if args.eight_bit:
         for index in (ann, pooled_ann):
-            _former_candidates(index)
+            index.ann_oversample, index.ann_min_candidates = 4, 64
     everything: list[tuple[Any, np.ndarray, np.ndarray]] = []
     for ci, conv in enumerate(convs):
         turns = _embed(engine, memory_texts(conv), "document")
