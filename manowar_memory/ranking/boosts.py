@@ -91,14 +91,18 @@ def apply_boosts(
     descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
     now = now_ms() if now is None else now
     weights: dict[int, float] = {}
+    names = ("recency", "temporal", "proof", "trust")
     for cand in candidates:
         level = trust_level(cand.metadata, default_trust)
         factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha, level)
-        total = math.prod(factors.values())
-        for name, value in factors.items():
+        trace = cand.trace
+        total = 1.0
+        for name in names:
+            value = factors[name]
+            total *= value
             if value != 1.0:
-                cand.trace[f"boost_{name}"] = value
-        cand.trace["boost"] = total
+                trace["boost_" + name] = value
+        trace["boost"] = total
         cand.score *= total
         weights[id(cand)] = TRUST_WEIGHT[level]
 

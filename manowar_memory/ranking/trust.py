@@ -110,7 +110,9 @@ def neutralize_markers(text: str) -> str:
     zero-width, format, combining and control characters removed; look-alike brackets and
     letters (fullwidth, Cyrillic, Greek, Canadian syllabics...) folded to ASCII; any case,
     separators and delimiter."""
-    if not text or not _MAYBE_MARKER.search(text):  # fast path: plain ASCII with no bracket
+    if not text or (text.isascii() and "<" not in text and ">" not in text):  # fast path: plain ASCII, no bracket
+        return text
+    if not _MAYBE_MARKER.search(text):
         return text
     return _neutralize_cached(text) if len(text) <= 2000 else _neutralize(text)
 

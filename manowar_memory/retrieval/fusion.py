@@ -40,8 +40,7 @@ def rrf(
                 out.append((i, float(s)))
         return out
     totals: dict[str, float] = {}
-    best_rank: dict[str, int] = {}
-    first_seen: dict[str, int] = {}
+    best_rank: dict[str, int] = {}  # ids enter in first-seen order (dicts keep insertion order)
     for name in sorted(live):
         w = float(weights.get(name, 1.0))
         lane_seen: set[str] = set()
@@ -49,9 +48,14 @@ def rrf(
             if item_id in lane_seen:  # a lane lists an id once; later repeats are ignored
                 continue
             lane_seen.add(item_id)
-            totals[item_id] = totals.get(item_id, 0.0) + w / (k + rank)
-            best_rank[item_id] = min(best_rank.get(item_id, rank), rank)
-            first_seen.setdefault(item_id, len(first_seen))
+            if item_id in totals:
+                totals[item_id] += w / (k + rank)
+                if rank < best_rank[item_id]:
+                    best_rank[item_id] = rank
+            else:
+                totals[item_id] = w / (k + rank)
+                best_rank[item_id] = rank
     best = sum(float(weights.get(name, 1.0)) for name in live) / (k + 1)
-    fused = sorted(totals, key=lambda i: (-totals[i], best_rank[i], first_seen[i]))
+    # sorted() is stable and ``totals`` holds ids in first-seen order: that breaks the last ties
+    fused = sorted(totals, key=lambda i: (-totals[i], best_rank[i]))
     return [(i, min(1.0, totals[i] / best)) for i in fused]

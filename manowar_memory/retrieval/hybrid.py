@@ -11,7 +11,8 @@
      query is still being embedded (``vector_future``), the keyword lane runs first, in the
      embedding's shadow, and the vector lane waits for the vector (``embed_wait`` in
      ``timings_ms``: the part of the embedding the lanes could not hide);
-   * **entity**: memories sharing named entities with the top fused hits of the first two
+   * **entity**: memories sharing named entities with the keyword lane's top hits (the
+     vector lane's when the keyword lane found nothing), in the embedding's shadow too
      (:mod:`manowar_memory.retrieval.entity_lane`).
 
    Trust is enforced on the raw lanes, before fusion (fusion turns ranks into scores, so a
@@ -181,8 +182,12 @@ def run_lanes(
     model_id: str | None, ctx: RankContext, timings: dict[str, float],
     vector_future: concurrent.futures.Future[list[float]] | None = None,
 ) -> LaneHits:
-    """The keyword and vector lanes side by side (or the keyword lane first while
-    ``vector_future`` is still running), then the entity lane seeded by their fused top."""
+    """The keyword and vector lanes side by side, and the entity lane seeded by the keyword
+    lane's top hits (the vector lane's when the keyword lane has none).
+
+    While ``vector_future`` is still running, the keyword lane and then the entity lane run in
+    the embedding's shadow, and the vector lane waits for the vector. The entity lane is
+    seeded the same way on every path, so a cached embedding never changes the results."""
     config, report = ctx.config, ctx.report
     weights = config.lane_weights
 
@@ -195,6 +200,7 @@ def run_lanes(
         vector, pending = _vector_of(pending), None
     run_vector = (vector is not None or pending is not None) and model_id is not None and weights.get("vector", 1.0) > 0
     run_keyword = weights.get("keyword", 1.0) > 0
+    run_entity = config.entity_lane and weights.get("entity", 0.0) > 0
 
     def keyword_call() -> list[Hit]:
         with _timed(timings, "keyword"):
@@ -208,7 +214,37 @@ def run_lanes(
             # SQLite's FTS5 and numpy's matrix product both release the GIL, so the two lanes overlap
             future = ctx.threads.beside(keyword_call)
             keyword_job = future.result if future is not None else None
+
+    keyword_hits: list[Hit] = []
+
+    def read_keyword() -> None:
+        nonlocal keyword_hits
+        try:
+            keyword_hits = keyword_job() if keyword_job is not None else keyword_call()
+        except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
+            ctx.degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
+        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report, levels))
+
+    entity_hits: list[Hit] | None = None  # None: not run yet
+
+    def run_entity_lane(seed_hits: list[Hit]) -> list[Hit]:
+        with _timed(timings, "entity"):
+            try:
+                found = entity_lane(
+                    store, query, text, [h.record for h in seed_hits[: config.entity_seed_count]],
+                    [h.record for h in seed_hits], cap=config.entity_cap, max_share=config.entity_max_share,
+                )
+            except Exception as exc:  # noqa: BLE001 - the entity lane is best-effort
+                ctx.degrade(f"{layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
+                return []
+            report.entities = found.entities
+            return _trusted(found.hits, config, report, levels)
+
     if pending is not None and run_vector:
+        if run_keyword:
+            read_keyword()  # already run: its hits are read (trust, scores) in the embedding's shadow
+            if run_entity and keyword_hits:
+                entity_hits = run_entity_lane(keyword_hits)
         with _timed(timings, "embed_wait"):
             vector = _vector_of(pending)
         run_vector = run_vector and vector is not None
@@ -225,13 +261,8 @@ def run_lanes(
         except Exception as exc:  # noqa: BLE001 - the store's vector path failed: keyword stands in
             vector_error = exc
 
-    keyword_hits: list[Hit] = []
-    if run_keyword:
-        try:
-            keyword_hits = keyword_job() if keyword_job is not None else keyword_call()
-        except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
-            ctx.degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
-        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report, levels))
+    if run_keyword and pending is None:
+        read_keyword()
 
     if run_vector:
         if vector_error is not None:
@@ -247,29 +278,19 @@ def run_lanes(
             report.fallback = "vector lane returned nothing usable; keyword results stand in"
             ctx.degrade(f"{layer}: {report.fallback}")
 
+    if entity_hits is None:
+        entity_hits = []
+        if run_entity and (keyword_hits or vector_hits):
+            entity_hits = run_entity_lane(keyword_hits or vector_hits)
+
     out = LaneHits(trust=levels, lanes={
         "keyword": [(h.record.id, h.score) for h in keyword_hits],
         "vector": [(h.record.id, h.score) for h in vector_hits],
     })
-    for lane_hits in (keyword_hits, vector_hits):
+    for lane_hits in (keyword_hits, vector_hits, entity_hits):
         for h in lane_hits:
             out.records.setdefault(h.record.id, h.record)
-
-    entity_hits: list[Hit] = []
-    if config.entity_lane and weights.get("entity", 0.0) > 0 and out.records:
-        with _timed(timings, "entity"):
-            seeds = [out.records[i] for i, _ in rrf(out.lanes, weights, config.rrf_k)[: config.entity_seed_count]]
-            try:
-                found = entity_lane(
-                    store, query, text, seeds, list(out.records.values()), cap=config.entity_cap,
-                    max_share=config.entity_max_share,
-                )
-                entity_hits = _trusted(found.hits, config, report, levels)
-                report.entities = found.entities
-            except Exception as exc:  # noqa: BLE001 - the entity lane is best-effort
-                ctx.degrade(f"{layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
-        for h in entity_hits:
-            out.records.setdefault(h.record.id, h.record)
+    if run_entity and out.records:
         out.lanes["entity"] = [(h.record.id, h.score) for h in entity_hits]
 
     report.keyword, report.vector, report.entity = len(keyword_hits), len(vector_hits), len(entity_hits)
