@@ -226,8 +226,8 @@ def test_keyword_merge_equals_one_query_over_both_ranges(store: MongoStore) -> N
     assert {ME, None} <= {d.get("userAddress") for d in single}  # both ranges took part
 
 
-def test_an_agent_wide_index_is_replaced_on_open(mongo_client: Any, mongo_db: Any) -> None:
-    # a database made by an earlier version: the text index has only the agent as prefix
+def _old_agent_wide_text_index(mongo_db: Any) -> None:
+    """The text index a database made by an earlier version has: only the agent as its prefix."""
     mongo_db[_mql.MEMORY].create_index(
         [("agentWallet", 1), ("content", "text"), ("context", "text")],
         name="idx_vector_text",
@@ -235,6 +235,10 @@ def test_an_agent_wide_index_is_replaced_on_open(mongo_client: Any, mongo_db: An
         default_language="english",
         language_override="_textLanguage",
     )
+
+
+def test_an_agent_wide_index_is_replaced_on_open(mongo_client: Any, mongo_db: Any) -> None:
+    _old_agent_wide_text_index(mongo_db)
     mongo_db[_mql.MEMORY].insert_one(
         {
             "agentWallet": AGENT,
@@ -324,13 +328,7 @@ def test_chunks_written_without_a_user_are_still_found_and_get_it_back(store: Mo
 def test_engines_opening_an_old_database_together_end_with_the_new_index(mongo_client: Any, mongo_db: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    mongo_db[_mql.MEMORY].create_index(
-        [("agentWallet", 1), ("content", "text"), ("context", "text")],
-        name="idx_vector_text",
-        weights={"content": 2, "context": 1},
-        default_language="english",
-        language_override="_textLanguage",
-    )
+    _old_agent_wide_text_index(mongo_db)
 
     def open_store(_: int) -> MongoStore:
         return MongoStore(client=mongo_client, database=mongo_db.name, vector_search="local")
