@@ -4,19 +4,22 @@
     python benchmarks/tenants.py /path/to/locomo-dev.json --store mongodb [--mongo-url mongodb://...]
 
 One agent; user ``user-0`` holds the first LoCoMo conversation (its turns as ingest items:
-time, session thread, dialogue id). Other users of the same agent are added, each holding one
-of the conversations (in turn), until there are ``--others`` of them (default 1, then 50). At
-each step the script times ``MemoryEngine.pre_turn`` for user-0's questions (the first
-``--queries``; one warm pass first, which also caches the query embeddings) and prints the
-p50/p95 of the call and the p50 of each lane from the result's ``timings_ms``. Only the
-engine's public API runs in the timed part.
+time, session thread, dialogue id). One store is filled per step of ``--others`` (default 1
+and 50): user-0's conversation plus that many other users of the same agent, each holding one
+of the conversations (in turn). After a warm pass in each store (query embeddings cached,
+vector caches loaded), user-0's questions (the first ``--queries``, ``--rounds`` times) are
+asked of every store in turn, the store that answers first rotating, so a busy moment of the
+machine slows every store alike. The script prints, per store, the p50/p95 of
+``MemoryEngine.pre_turn``, the p50 of the process's CPU time per call, the ratio of the p50
+to the first store's, and the p50 of each entry of ``timings_ms``. Only the engine's public
+API runs in the timed part.
 
 The embedder defaults to ``fake:384`` (hashed vectors, no model): the figures measure the
 store's reads, not embedding or ranking quality; pass ``--embedder local`` for the real model.
 MongoDB runs in a scratch database (dropped at the end) on ``--mongo-url``, else
 ``MANOWAR_MONGO_URL``, else ``MONGODB_URI``; the vector lane is the self-hosted path.
 
-The machine's other load moves absolute figures: compare the rows of one run.
+The machine's other load moves absolute figures: compare the rows of one run (the ratio).
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,19 +87,11 @@ def _ingest(engine: MemoryEngine, user: str, conv: Conversation) -> int:
     return len(items)
 
 
-def _time(engine: MemoryEngine, scope: Scope, questions: list[str]) -> tuple[list[float], dict[str, list[float]]]:
-    call: Callable[[str], Any] = lambda q: engine.pre_turn(q, scope)  # noqa: E731
-    for q in questions:  # warm: query embeddings cached, vector cache loaded
-        call(q)
-    totals: list[float] = []
-    lanes: dict[str, list[float]] = {}
-    for q in questions:
-        t0 = time.perf_counter()
-        result = call(q)
-        totals.append((time.perf_counter() - t0) * 1000)
-        for name, ms in result.timings_ms.items():
-            lanes.setdefault(name, []).append(ms)
-    return totals, lanes
+def _call(engine: MemoryEngine, scope: Scope, question: str) -> tuple[float, float, dict[str, float]]:
+    """One ``pre_turn``: wall ms, process CPU ms and its ``timings_ms``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = engine.pre_turn(question, scope)
+    return (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000, result.timings_ms
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -105,33 +100,43 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     questions = [q.text for q in mine.questions][: args.queries]
     last_thread = ingest_items(mine, memory_texts(mine))[-1]["thread_id"]
     scope = Scope(agent_wallet=AGENT, user_address="user-0", thread_id=last_thread)
-    rows_out: list[dict[str, Any]] = []
-    with _engine(args) as engine:
-        rows = _ingest(engine, "user-0", mine)
-        present = 0
-        for target in sorted(args.others):
-            t0 = time.perf_counter()
-            while present < target:
-                present += 1
-                rows += _ingest(engine, f"user-{present}", convs[present % len(convs)])
-            load_s = time.perf_counter() - t0
-            totals, lanes = _time(engine, scope, questions)
-            row = {
-                "others": target,
-                "rows": rows,
-                "load_s": round(load_s, 1),
-                "p50": statistics.median(totals),
-                "p95": _pct(totals, 0.95),
-                "lanes": {k: statistics.median(v) for k, v in lanes.items() if k != "total"},
-            }
-            rows_out.append(row)
-            lane_text = ", ".join(f"{k} {v:.2f}" for k, v in sorted(row["lanes"].items(), key=lambda kv: -kv[1]))
-            print(
-                f"{args.store:<8} {target:>6} {rows:>7} {row['p50']:>8.2f} {row['p95']:>8.2f}   "
-                f"lanes p50 ms: {lane_text}",
-                flush=True,
-            )
-    return rows_out
+    steps = sorted(set(args.others))
+    with ExitStack() as stack:
+        engines: list[MemoryEngine] = []
+        rows: list[int] = []
+        for target in steps:  # one store per step, each filled before any timing
+            engine = stack.enter_context(_engine(args))
+            count = _ingest(engine, "user-0", mine)
+            for user in range(1, target + 1):
+                count += _ingest(engine, f"user-{user}", convs[user % len(convs)])
+            engines.append(engine)
+            rows.append(count)
+            print(f"  filled: {target} other users, {count} rows", flush=True)
+        for engine in engines:  # warm: query embeddings cached, vector caches loaded
+            for q in questions:
+                engine.pre_turn(q, scope)
+        walls: list[list[float]] = [[] for _ in engines]
+        cpus: list[list[float]] = [[] for _ in engines]
+        lanes: list[dict[str, list[float]]] = [{} for _ in engines]
+        for i, q in enumerate(questions * args.rounds):  # interleaved: a busy moment slows every store alike
+            for j in range(len(engines)):
+                k = (i + j) % len(engines)  # which store answers first rotates
+                wall, cpu, timings = _call(engines[k], scope, q)
+                walls[k].append(wall)
+                cpus[k].append(cpu)
+                for name, ms in timings.items():
+                    lanes[k].setdefault(name, []).append(ms)
+    out: list[dict[str, Any]] = []
+    base = statistics.median(walls[0])
+    for target, count, wall, cpu, lane in zip(steps, rows, walls, cpus, lanes):
+        row = {
+            "others": target, "rows": count, "p50": statistics.median(wall), "p95": _pct(wall, 0.95),
+            "cpu_p50": statistics.median(cpu),
+            "lanes": {k: statistics.median(v) for k, v in lane.items() if k != "total"},
+        }
+        row["ratio"] = row["p50"] / base
+        out.append(row)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,11 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mongo-url", help="MongoDB URL (default MANOWAR_MONGO_URL, else MONGODB_URI)")
     parser.add_argument("--embedder", default="fake:384", help="default fake:384 (no model; store reads only)")
     parser.add_argument("--others", type=int, nargs="+", default=[1, 50], help="other users at each step")
-    parser.add_argument("--queries", type=int, default=100, help="user-0's questions timed at each step")
+    parser.add_argument("--queries", type=int, default=100, help="user-0's questions timed in each store")
+    parser.add_argument("--rounds", type=int, default=2, help="timed passes over the questions")
     parser.add_argument("--workdir", type=Path, default=None, help="where the SQLite file goes")
     args = parser.parse_args(argv)
-    print(f"{'store':<8} {'others':>6} {'rows':>7} {'p50 ms':>8} {'p95 ms':>8}", flush=True)
-    run(args)
+    rows = run(args)
+    print(f"{'store':<8} {'others':>6} {'rows':>7} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'ratio':>6}")
+    for row in rows:
+        lane_text = ", ".join(f"{k} {v:.2f}" for k, v in sorted(row["lanes"].items(), key=lambda kv: -kv[1]))
+        print(f"{args.store:<8} {row['others']:>6} {row['rows']:>7} {row['p50']:>8.2f} {row['p95']:>8.2f} "
+              f"{row['cpu_p50']:>8.2f} {row['ratio']:>6.2f}   lanes p50 ms: {lane_text}")
     return 0
 
 
