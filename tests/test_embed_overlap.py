@@ -85,3 +85,62 @@ def test_a_failed_query_embedding_still_raises_after_the_lanes() -> None:
         engine.embedder.inner.fail_queries = False  # type: ignore[attr-defined]
         gate.set()
         assert engine.pre_turn("Which instrument does the user play?", SCOPE, ("vectors",)).items
+
+
+class RecordingStore(SQLiteStore):
+    """Records each keyword search's text and whether the query vector existed by then."""
+
+    def __init__(self, embedded: threading.Event) -> None:
+        super().__init__(":memory:")
+        self.embedded = embedded
+        self.calls: list[tuple[str, bool]] = []
+
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+        self.calls.append((text, self.embedded.is_set()))
+        return super().keyword_search(query, text, limit)
+
+
+class SlowEmbedder(FakeEmbedder):
+    """Embeds a query after ``delay`` seconds, then sets ``embedded``."""
+
+    __test__ = False
+
+    def __init__(self, embedded: threading.Event, delay: float) -> None:
+        super().__init__(64)
+        self.embedded, self.delay = embedded, delay
+
+    def _embed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
+        if input_type == "query":
+            threading.Event().wait(self.delay)
+            self.embedded.set()
+        return super()._embed_batch(texts, input_type)
+
+
+STORY = ["Last summer Melanie painted a sunrise with Caroline by the lake.",
+         "In May Caroline joined a support group.", "The user plays the cello."]
+
+
+def test_the_entity_lane_runs_in_the_embeddings_shadow_with_the_same_results() -> None:
+    """The entity lane is seeded by the keyword lane's top hits, so it runs before the query
+    vector exists, and a slow embedding gives exactly what an instant one gives."""
+    embedded = threading.Event()
+    store = RecordingStore(embedded)
+    question = "What did Melanie paint?"
+    with MemoryEngine(store=store, embedder=SlowEmbedder(embedded, 0.3), extractor=None) as slow, \
+            MemoryEngine(store="sqlite:///:memory:", embedder=FakeEmbedder(64), extractor=None) as instant:
+        slow.ingest(SCOPE, STORY)
+        instant.ingest(SCOPE, STORY)
+        embedded.clear()
+        store.calls.clear()
+        result = slow.pre_turn(question, SCOPE, ("vectors",))
+        expected = instant.pre_turn(question, SCOPE, ("vectors",))
+    assert [text for text, _ in store.calls] == [question, "Caroline"]  # the keyword lane, then the entity lane's
+    assert not any(done for _, done in store.calls), store.calls  # both before the vector existed
+    assert result.lanes["vectors"]["entities"] == ["Caroline"]
+    assert [i.text for i in result.items] == [i.text for i in expected.items]
+    assert [i.score for i in result.items] == pytest.approx([i.score for i in expected.items], rel=1e-5)  # the clock moved
+    for lane in ("keyword", "vector", "entity"):  # the same hits, scores and order in every lane
+        assert [s for _, s in result.lanes["vectors"]["hits"][lane]] == [
+            s for _, s in expected.lanes["vectors"]["hits"][lane]], lane
+    assert result.lanes["vectors"]["entity"] == expected.lanes["vectors"]["entity"] > 0
+    assert "vectors.embed_wait" in result.timings_ms

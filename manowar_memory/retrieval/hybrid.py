@@ -70,11 +70,13 @@ class HybridResult:
 @dataclass
 class LaneHits:
     """Each lane's hits as ``(id, score)`` best first (after trust and thresholds), the rows,
-    and the trust level of each row (by id) the lanes read."""
+    the trust level of each row (by id) the lanes read, and the candidates already made of
+    some rows (by id; made while the query was being embedded, scored by :func:`fuse`)."""
 
     lanes: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     records: dict[str, MemoryRecord] = field(default_factory=dict)
     trust: dict[str, str] = field(default_factory=dict)
+    prepared: dict[str, Candidate] = field(default_factory=dict)
 
 
 @contextmanager
@@ -226,6 +228,7 @@ def run_lanes(
         keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report, levels))
 
     entity_hits: list[Hit] | None = None  # None: not run yet
+    prepared: dict[str, Candidate] = {}
 
     def run_entity_lane(seed_hits: list[Hit]) -> list[Hit]:
         with _timed(timings, "entity"):
@@ -245,6 +248,10 @@ def run_lanes(
             read_keyword()  # already run: its hits are read (trust, scores) in the embedding's shadow
             if run_entity and keyword_hits:
                 entity_hits = run_entity_lane(keyword_hits)
+        for h in (*keyword_hits, *(entity_hits or ())):  # fusion's candidates, made while waiting
+            if h.record.id not in prepared:
+                prepared[h.record.id] = record_to_candidate(layer, h.record, 0.0, trust=levels.get(h.record.id),
+                                                            default_trust=config.default_trust)
         with _timed(timings, "embed_wait"):
             vector = _vector_of(pending)
         run_vector = run_vector and vector is not None
@@ -283,7 +290,7 @@ def run_lanes(
         if run_entity and (keyword_hits or vector_hits):
             entity_hits = run_entity_lane(keyword_hits or vector_hits)
 
-    out = LaneHits(trust=levels, lanes={
+    out = LaneHits(trust=levels, prepared=prepared, lanes={
         "keyword": [(h.record.id, h.score) for h in keyword_hits],
         "vector": [(h.record.id, h.score) for h in vector_hits],
     })
@@ -328,8 +335,11 @@ def fuse(hits: LaneHits, layer: Layer, config: RetrievalConfig) -> list[Candidat
             lane_scores.setdefault(item_id, {}).setdefault(name, score)
     candidates = []
     for item_id, score in rrf(hits.lanes, config.lane_weights, config.rrf_k):
-        cand = record_to_candidate(layer, hits.records[item_id], score, default_trust=config.default_trust,
-                                   trust=hits.trust.get(item_id))
+        cand = hits.prepared.get(item_id)
+        if cand is None:
+            cand = record_to_candidate(layer, hits.records[item_id], score, default_trust=config.default_trust,
+                                       trust=hits.trust.get(item_id))
+        cand.score = score
         cand.lanes = lane_scores[item_id]
         cand.trace["fused"] = score
         candidates.append(cand)
