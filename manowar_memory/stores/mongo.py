@@ -991,7 +991,7 @@ class MongoStore:
                         mask = part.only(mask, narrowed)
                     info.candidates += int(mask.sum())
                     # a few spare candidates: rows changed since the sync are re-checked below
-                    picked += part.top(qn, mask, limit + min(limit, 16))
+                    picked += part.top(qn, mask, limit + min(limit, 16), part.groups_of(query))
                 info.skipped_other_models += part.other_models  # kept by the sync: no count on the hot path
             if not picked:
                 return [], info
