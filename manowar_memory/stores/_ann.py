@@ -58,10 +58,11 @@ class AnnGroup:
     #: Rows (at least) each query scans, and the fraction of the group, whichever is larger;
     #: divided by the share of the group the query's mask allows, and at most every list.
     #: LoCoMo evidence recall@10 against the exact scan (benchmarks/scale.py recall, onnx):
-    #: -1.86 / -0.69 (per conversation / all in one group) at 30 %, -1.11 / -0.39 at 40 %;
-    #: with fast-scan codes 40 % costs ~0.3 ms more than 30 % at a million rows.
+    #: -1.86 / -0.69 (per conversation / all in one group) at 30 %, -1.11 / -0.39 at 40 %,
+    #: -0.83 / -0.10 at 50 %: half the group keeps both within a point. The fast-scan codes
+    #: make the wider probe cheap (a million rows: ~0.3 ms per extra 10 % of the group).
     min_scan: int = 4096
-    scan_fraction: float = 0.4
+    scan_fraction: float = 0.5
     #: Build with 4-bit fast-scan codes where the dimensions allow (False: 8-bit scalar codes,
     #: the former layout, kept for comparison: benchmarks/scale.py).
     fast_scan: bool = True
