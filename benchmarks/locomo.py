@@ -308,8 +308,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
           + (f", corrected evidence applied to {applied}" if args.corrected_evidence else "") + ")", flush=True)
 
     cache = DiskDocumentCache(args.cache_dir, queries=args.cache_queries) if args.cache_dir else None
+    overrides = json.loads(getattr(args, "config", None) or "{}")  # --config: candidate defaults to measure
+    if args.no_thread_context:
+        overrides["thread_context"] = False
     engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, cache=cache,
-                          config=MemoryConfig(thread_context=not args.no_thread_context))
+                          config=MemoryConfig.model_validate(overrides))
     if engine.embedder is None:
         raise SystemExit("an embedder is required (--embedder local)")
     raw_embedder = engine.embedder if args.cache_queries else engine.embedder.inner
@@ -458,6 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache-queries", action="store_true",
                         help="cache query embeddings on disk too (for tuning runs; timings then leave out the model)")
     parser.add_argument("--conversations", nargs="*", help="only these sample ids")
+    parser.add_argument("--config", help='MemoryConfig overrides as JSON, e.g. \'{"retrieval": {"entity_seed_count": 8}}\' '
+                        "(to measure a candidate default before changing it)")
     parser.add_argument("--no-packing", action="store_true", help="skip the packed-context survival pass")
     args = parser.parse_args(argv)
     if not args.data.is_file():
