@@ -304,8 +304,10 @@ class Chroma(System):
         self.client = chromadb.EphemeralClient(chromadb.Settings(anonymized_telemetry=False))
 
     def ingest(self, conv: Conversation) -> Retrieve:
+        # chromadb's ephemeral clients share one in-process system: a name of this instance's own,
+        # so a second run in the process (--mode both) does not meet the first run's collection
         collection = self.client.create_collection(
-            f"locomo-{conv.sample_id}", embedding_function=self.native, metadata={"hnsw:space": "cosine"}
+            f"locomo-{conv.sample_id}-{id(self):x}", embedding_function=self.native, metadata={"hnsw:space": "cosine"}
         )
         ids = [t.dia_id for t in conv.turns]
         vectors = self.embedder.documents(conv.memory_texts)
