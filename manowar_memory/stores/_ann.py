@@ -15,8 +15,8 @@ are an eighth of the bytes, scanned ~10x faster (a 30 % probe of 200k rows: 0.4 
 
 Why an inverted file and not a graph (HNSW): a group is built in seconds even at a million rows
 on two cores (k-means on a sample, then one assignment pass), rows are removed (one pass over
-the labels, hashed; fast-scan lists support no direct map) and re-added in place, and a restrictive filter only skips codes of the lists it scans
-instead of cutting a graph's paths.
+the labels, hashed; fast-scan lists support no direct map) and re-added in place, and a
+restrictive filter only skips codes of the lists it scans instead of cutting a graph's paths.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -107,7 +108,7 @@ class VectorIndex:
     def row_bytes(dims: int) -> int:
         """Approximate memory per row of ``dims`` dimensions (the cache bound uses it): the float32
         vector, the columns, and the row's share of an approximate index should its group get one."""
-        return 4 * dims + _ROW_OVERHEAD + int(CODE_BYTES_PER_DIM * dims + 0.999) + ID_BYTES
+        return 4 * dims + _ROW_OVERHEAD + math.ceil(CODE_BYTES_PER_DIM * dims) + ID_BYTES
 
     @property
     def nbytes(self) -> int:
@@ -282,13 +283,8 @@ class VectorIndex:
         if only is not None:
             if candidates < self.ann_threshold:
                 return None
-            ann = self._ann_ready(only)
-            share = candidates / max(1, self.group_sizes[only])
-            allowed = None if candidates >= self.group_sizes[only] else mask
-            found = ann.search(q, max(k * self.ann_oversample, self.ann_min_candidates), allowed, share) if ann is not None else None
-            if found is None or found.shape[0] < k:  # too few: scan exactly
-                return None
-            return np.unique(found)
+            found = self._group_candidates(only, candidates, q, mask, k)
+            return None if found is None else np.unique(found)
         rows = np.flatnonzero(mask)
         gids = self.group[rows]
         first = int(gids[0])
@@ -303,18 +299,26 @@ class VectorIndex:
         parts: list[np.ndarray] = []
         exact = np.ones(rows.shape[0], dtype=bool)
         for gid in large:
-            ann = self._ann_ready(gid)
-            share = counts[gid] / max(1, self.group_sizes[gid])
-            # every live row of the group allowed: the index holds exactly those, no filter needed
-            allowed = None if counts[gid] >= self.group_sizes[gid] else mask
-            found = ann.search(q, max(k * self.ann_oversample, self.ann_min_candidates), allowed, share) if ann is not None else None
-            if found is not None and found.shape[0] >= min(k, counts[gid]):  # else: too few, scan exactly
+            found = self._group_candidates(gid, counts[gid], q, mask, k)
+            if found is not None:
                 parts.append(found)
                 exact &= gids != gid
         if not parts:
             return None
         parts.append(rows[exact])
         return np.unique(np.concatenate(parts))
+
+    def _group_candidates(self, gid: int, count: int, q: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray | None:
+        """The ANN candidates of group ``gid`` (``count`` of its rows allowed by ``mask``), or None
+        when its rows are to be scanned exactly (no index, or too few candidates found)."""
+        ann = self._ann_ready(gid)
+        if ann is None:
+            return None
+        # every live row of the group allowed: the index holds exactly those, no filter needed
+        allowed = None if count >= self.group_sizes[gid] else mask
+        share = count / max(1, self.group_sizes[gid])
+        found = ann.search(q, max(k * self.ann_oversample, self.ann_min_candidates), allowed, share)
+        return found if found is not None and found.shape[0] >= min(k, count) else None
 
     def _ann_ready(self, gid: int) -> AnnGroup | None:
         """Group ``gid``'s ANN index, built, rebuilt or brought up to date first as needed."""
