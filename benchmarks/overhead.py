@@ -1,7 +1,7 @@
 """The engine's own cost of ``pre_turn`` (everything but the query embedding) on a LoCoMo-sized scope.
 
     python benchmarks/overhead.py --data PATH/locomo10.json [--conversation conv-43] [--embedder local]
-        [--layers vectors] [--rounds 3] [--other-scopes 0] [--profile]
+        [--layers vectors] [--rounds 3] [--other-scopes 0] [--config JSON] [--profile]
 
 One conversation's turns (about 700) are ingested into one scope of an in-memory SQLite store,
 as ``benchmarks/locomo.py`` does; ``--other-scopes N`` also ingests the next N conversations
@@ -31,6 +31,7 @@ pyinstrument``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -43,7 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.cache.base import InMemoryCache
 
 from locomo import Conversation, ingest_items, load_conversations, memory_texts  # type: ignore[import-not-found]
@@ -77,7 +78,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     target = convs[start]
     others = (convs[start + 1:] + convs[:start])[: args.other_scopes]
     cache = _NoEmbeddingCache() if args.cold_queries else None
-    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None, cache=cache)
+    config = MemoryConfig.model_validate(json.loads(args.config or "{}"))  # --config: a candidate default
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None, cache=cache,
+                          config=config)
     t0 = time.perf_counter()
     scope = _ingest(engine, target)
     for conv in others:
@@ -146,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--other-scopes", type=int, default=0, help="other conversations ingested beside it")
     parser.add_argument("--embed-queries", action="store_true", help="time an uncached query embedding before each call")
     parser.add_argument("--cold-queries", action="store_true", help="no embedding cache: each call embeds its query")
+    parser.add_argument("--config", help='MemoryConfig overrides as JSON, e.g. \'{"thread_context_messages": 1}\'')
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile of the timed calls")
     run(parser.parse_args(argv))
     return 0

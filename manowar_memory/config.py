@@ -120,11 +120,19 @@ class MemoryConfig(BaseModel):
     fact_max_chars: int = Field(240, ge=40)
     thread_context: bool = Field(
         True,
-        description="Index each ingested row that names its thread with the message it followed there (the row's "
+        description="Index each ingested row that names its thread with the messages it followed there (the row's "
         "``context``: searched by the keyword lane at a lower weight, never shown). A reply like "
         "'Yes, in June' is then found by the words of the question it answers.",
     )
-    thread_context_chars: int = Field(400, ge=0, description="Most characters of thread context kept per row.")
+    thread_context_messages: int = Field(
+        3, ge=1, le=20,
+        description="How many earlier messages of its thread an ingested row is indexed with. A conversation's "
+        "topic spans several turns: on the LoCoMo development split (benchmarks/locomo.py, search), recall@10 is "
+        "76.1 with 1 message, 79.8 with 2, 79.9 with 3 (pre_turn 75.9 -> 80.0) and 79.8 with 4.",
+    )
+    thread_context_chars: int = Field(
+        400, ge=0, description="Most characters of each earlier message kept in a row's thread context."
+    )
     concurrent_layers: bool = True
     query_cache: bool | None = Field(
         None,

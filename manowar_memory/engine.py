@@ -567,34 +567,36 @@ class MemoryEngine:
     def _thread_contexts(self, scope: Scope, items: Sequence[IngestItem]) -> list[str | None]:
         """Each item's ``context``: its own when given; else, with ``thread_context`` on and an
         item that names its ``thread_id`` (a message of a conversation, not a document that
-        merely shares the scope's thread), the message it followed in that thread: the
-        previous item of the same thread in this call, or for the first one the newest stored
-        row of the thread written before it."""
-        cap = self.config.thread_context_chars
+        merely shares the scope's thread), the ``thread_context_messages`` messages it followed
+        in that thread, oldest first, each cut to ``thread_context_chars``: the earlier items of
+        the same thread in this call and, before them, the thread's stored rows written before it."""
+        cap, count = self.config.thread_context_chars, self.config.thread_context_messages
         out: list[str | None] = []
-        last: dict[str, tuple[int, str]] = {}  # thread -> (created_at, content) of its latest item so far
+        earlier: dict[str, list[tuple[int, str]]] = {}  # thread -> (created_at, content) of its items so far
+        stored: dict[str, list[tuple[int, str]]] = {}  # thread -> its newest stored rows, read once per call
         for item in items:
             thread = item.thread_id
             stamp = item.created_at if item.created_at is not None else now_ms()
             context = item.context.strip() if item.context else None  # the caller's own: kept whole
             if item.context is None and self.config.thread_context and thread and cap > 0:
-                prev = last.get(thread)
-                if prev is None or prev[0] > stamp:
-                    prev = self._previous_in_thread(scope, thread, stamp)
-                context = prev[1][:cap].strip() if prev is not None else None
+                before = [m for m in earlier.get(thread, ()) if m[0] <= stamp][-count:]
+                if len(before) < count:
+                    if thread not in stored:
+                        stored[thread] = self._stored_in_thread(scope, thread)
+                    older = [m for m in stored[thread] if m[0] <= stamp][: count - len(before)]
+                    before = older[::-1] + before
+                context = " ".join(text[:cap].strip() for _, text in before)
             out.append(context or None)
             if thread:
-                last[thread] = (stamp, item.content.strip())
+                earlier.setdefault(thread, []).append((stamp, item.content.strip()))
         return out
 
-    def _previous_in_thread(self, scope: Scope, thread: str, before: int) -> tuple[int, str] | None:
-        """The newest active row of ``thread`` (this scope) created at or before ``before``."""
+    def _stored_in_thread(self, scope: Scope, thread: str) -> list[tuple[int, str]]:
+        """``(created_at, content)`` of the newest active rows of ``thread`` (this scope), newest first."""
         query = MemoryQuery(scope=dataclasses.replace(scope, thread_id=thread), durable=False,
                             exclude_sources=("fact",))
-        for row in self.store.list_memories(query, limit=20):
-            if row.thread_id == thread and row.created_at <= before:
-                return row.created_at, row.content
-        return None
+        rows = self.store.list_memories(query, limit=20 + self.config.thread_context_messages)
+        return [(row.created_at, row.content) for row in rows if row.thread_id == thread]
 
     def post_turn(
         self,

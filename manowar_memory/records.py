@@ -131,7 +131,7 @@ class MemoryRecord(_Scoped):
     content: str
     context: str | None = Field(
         None,
-        description="Text the row is found by but never shown: by default the message it followed in its "
+        description="Text the row is found by but never shown: by default the messages it followed in its "
         "thread (see MemoryConfig.thread_context). The keyword lane indexes it at a lower weight than content.",
     )
     source: MemorySource = "knowledge"

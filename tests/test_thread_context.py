@@ -1,4 +1,4 @@
-"""Thread context: each ingested row is indexed with the message it followed in its thread
+"""Thread context: each ingested row is indexed with the messages it followed in its thread
 (``MemoryRecord.context``), searched by the keyword lane at a lower weight and never shown."""
 
 from __future__ import annotations
@@ -50,11 +50,28 @@ def _contexts(engine: MemoryEngine, ids: list[str]) -> list[str | None]:
     return [engine.get_item(SCOPE, i).context for i in ids]
 
 
-def test_each_row_is_indexed_with_the_previous_message_of_its_thread(make_engine) -> None:
-    engine = make_engine()
+def test_each_row_is_indexed_with_the_messages_before_it_in_its_thread(make_engine) -> None:
+    engine = make_engine()  # three earlier messages by default, oldest first
     ids = engine.ingest(SCOPE, _items(DIALOG) + _items(["A different thread opens here"], thread="s2"))
-    assert _contexts(engine, ids) == [None, DIALOG[0], DIALOG[1], DIALOG[2], None]
+    assert _contexts(engine, ids) == [None, DIALOG[0], " ".join(DIALOG[:2]), " ".join(DIALOG[:3]), None]
     assert [engine.get_item(SCOPE, i).content for i in ids[:4]] == DIALOG  # content is untouched
+
+    one = make_engine(thread_context_messages=1)
+    ids = one.ingest(SCOPE, _items(DIALOG))
+    assert _contexts(one, ids) == [None, DIALOG[0], DIALOG[1], DIALOG[2]]
+    two = make_engine(thread_context_messages=2, thread_context_chars=6)  # the cap is per message
+    ids = two.ingest(SCOPE, _items(DIALOG))
+    assert _contexts(two, ids) == [None, "Where", "Where Lisbon", "Lisbon How is"]
+
+
+def test_interleaved_threads_keep_their_own_windows(make_engine) -> None:
+    engine = make_engine(thread_context_messages=2)
+    items = [
+        {"content": f"{thread}-{n}", "thread_id": thread, "created_at": T0 + 10 * n + (thread == "b")}
+        for n in range(3) for thread in ("a", "b")
+    ]
+    ids = engine.ingest(SCOPE, items)
+    assert _contexts(engine, ids) == [None, None, "a-0", "b-0", "a-0 a-1", "b-0 b-1"]
 
 
 def test_a_reply_is_found_by_the_words_of_the_question_it_answers(make_engine) -> None:
@@ -84,8 +101,9 @@ def test_the_first_row_of_a_later_call_follows_the_stored_thread(make_engine) ->
     engine = make_engine()
     engine.ingest(SCOPE, _items(DIALOG[:2]))
     later = engine.ingest(SCOPE, _items(DIALOG[2:], start=T0 + 10_000))
-    assert _contexts(engine, later) == [DIALOG[1], DIALOG[2]]
-    # a row dated before the stored ones follows the newest stored row written before it
+    # the stored rows come first, then the earlier items of this call
+    assert _contexts(engine, later) == [" ".join(DIALOG[:2]), " ".join(DIALOG[:3])]
+    # a row dated before some stored ones follows only the stored rows written before it
     (early,) = engine.ingest(SCOPE, _items(["An early note"], start=T0 + 500))
     assert _contexts(engine, [early]) == [DIALOG[0]]
 
