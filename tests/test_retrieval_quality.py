@@ -350,9 +350,10 @@ def test_locomo_dev_quality_bar() -> None:
         cache_dir=Path(cache) if cache else None, cache_queries=bool(cache), conversations=None, no_packing=True,
     )
     table = locomo.run(args)["table"].as_json()
-    # measured on the 5 development conversations: search 76.0, pre_turn (25 items) 75.9
-    assert table["manowar"]["ALL"]["R@10"] >= 75
-    assert table["pre_turn"]["ALL"]["R@10"] >= 75
+    # measured on the 5 development conversations: search 79.9, pre_turn (25 items) 80.0
+    # (76.1 and 75.9 when a row's thread context was the one message before it)
+    assert table["manowar"]["ALL"]["R@10"] >= 79
+    assert table["pre_turn"]["ALL"]["R@10"] >= 79
     for category, row in table["bm25"].items():
         assert table["manowar"][category]["R@10"] >= row["R@10"], category
         assert table["pre_turn"][category]["R@10"] >= row["R@10"], category
