@@ -722,14 +722,15 @@ class MemoryEngine:
         return out
 
     def _turn_context(self, history: Sequence[Message]) -> str | None:
-        """A turn row's thread context: the end of the exchange it follows (the session's last
-        user and assistant messages before it), so "Yes, in June" is found by the question."""
+        """A turn row's thread context: the exchange it follows (the session's last
+        ``thread_context_messages`` user and assistant messages before it, at least two, each
+        cut to ``thread_context_chars``), so "Yes, in June" is found by the question."""
         cap = self.config.thread_context_chars
         if not self.config.thread_context or cap <= 0:
             return None
-        said = [collapse_ws(m.content) for m in history if m.role in ("user", "assistant") and m.content.strip()][-2:]
-        text = " ".join(said)
-        return (text[-cap:] if len(text) > cap else text).strip() or None
+        count = max(2, self.config.thread_context_messages)
+        said = [collapse_ws(m.content) for m in history if m.role in ("user", "assistant") and m.content.strip()]
+        return " ".join(text[:cap].strip() for text in said[-count:]).strip() or None
 
     @staticmethod
     def _compact_summary(msgs: Sequence[Message]) -> str:

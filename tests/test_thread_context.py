@@ -144,6 +144,10 @@ def test_a_turn_row_is_indexed_with_the_exchange_it_follows(make_engine) -> None
     found, _ = engine.search("instrument", scope, layers=("vectors",), k=5)
     assert [c.id for c in found] == [first.vector_id, second.vector_id]  # content first, context second
 
+    third = engine.post_turn(scope, [{"role": "user", "content": "Cello it is."}], extract_facts=False)
+    assert engine.get_item(scope, third.vector_id).context == (  # the last three messages, as for ingest
+        "Which instrument did you play as a child? The cello, for eight years. Lovely.")
+
     off = make_engine(thread_context=False)
     off.post_turn(scope, [{"role": "user", "content": "I need a new hobby."},
                           {"role": "assistant", "content": "Which instrument did you play?"}], extract_facts=False)
