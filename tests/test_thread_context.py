@@ -153,3 +153,12 @@ def test_a_turn_row_is_indexed_with_the_exchange_it_follows(make_engine) -> None
                           {"role": "assistant", "content": "Which instrument did you play?"}], extract_facts=False)
     later = off.post_turn(scope, [{"role": "user", "content": "The cello."}], extract_facts=False)
     assert off.get_item(scope, later.vector_id).context is None
+
+
+def test_one_call_or_one_message_at_a_time_gives_the_same_contexts(make_engine) -> None:
+    together = make_engine()
+    ids = together.ingest(SCOPE, _items(DIALOG))
+    apart = make_engine()
+    apart_ids = [apart.ingest(SCOPE, [item])[0] for item in _items(DIALOG)]
+    assert _contexts(apart, apart_ids) == _contexts(together, ids) == [
+        None, DIALOG[0], " ".join(DIALOG[:2]), " ".join(DIALOG[:3])]
