@@ -579,7 +579,13 @@ class MemoryEngine:
             stamp = item.created_at if item.created_at is not None else now_ms()
             context = item.context.strip() if item.context else None  # the caller's own: kept whole
             if item.context is None and self.config.thread_context and thread and cap > 0:
-                before = [m for m in earlier.get(thread, ()) if m[0] <= stamp][-count:]
+                before = []  # newest first, then reversed; a batch in time order reads `count` entries
+                for message in reversed(earlier.get(thread, ())):
+                    if message[0] <= stamp:
+                        before.append(message)
+                        if len(before) == count:
+                            break
+                before.reverse()
                 if len(before) < count:
                     if thread not in stored:
                         stored[thread] = self._stored_in_thread(scope, thread)
