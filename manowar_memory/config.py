@@ -32,7 +32,12 @@ class RetrievalConfig(BaseModel):
         default_factory=lambda: {"keyword": 1.0, "vector": 0.15, "entity": 0.1},
         description="Per-lane RRF weights (Comis: keyword 1.0, vector 1.5; tuned here, see the class doc).",
     )
-    lane_depth: int = Field(4, ge=1, description="Each lane fetches limit × lane_depth candidates before fusion.")
+    lane_depth: int = Field(
+        2, ge=1,
+        description="Each lane fetches limit × lane_depth candidates before fusion. On LoCoMo dev, 2 ranks exactly "
+        "as 4 did (recall@5/10/25 and packed evidence unchanged: deeper keyword hits never reached the results) "
+        "and reads half the rows; 1 loses 0.3 points of recall@25.",
+    )
     lane_depths: dict[str, int] = Field(
         default_factory=lambda: {"vector": 1},
         description="Per-lane overrides of lane_depth, e.g. {'vector': 1}: a weak lane's deep ranks only add noise.",
