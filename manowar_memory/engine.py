@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import itertools
 import logging
 import os
 import threading
@@ -203,6 +204,11 @@ def open_store(spec: Store | str | None) -> Store:
     raise ConfigurationError(
         f"unknown store {spec!r}; use 'sqlite:///path/to/memory.db', 'sqlite:///:memory:' or 'mongodb://host/db'"
     )
+
+
+def _newest_until(messages: Iterable[tuple[int, str]], stamp: int, count: int) -> list[tuple[int, str]]:
+    """The first ``count`` of ``messages`` (newest first) written at or before ``stamp``."""
+    return list(itertools.islice((m for m in messages if m[0] <= stamp), count))
 
 
 class MemoryEngine:
@@ -579,19 +585,14 @@ class MemoryEngine:
             stamp = item.created_at if item.created_at is not None else now_ms()
             context = item.context.strip() if item.context else None  # the caller's own: kept whole
             if item.context is None and self.config.thread_context and thread and cap > 0:
-                before = []  # newest first, then reversed; a batch in time order reads `count` entries
-                for message in reversed(earlier.get(thread, ())):
-                    if message[0] <= stamp:
-                        before.append(message)
-                        if len(before) == count:
-                            break
-                before.reverse()
-                if len(before) < count:
+                # newest first: this call's earlier items (a batch in time order reads `count` of
+                # them), then the stored rows
+                window = _newest_until(reversed(earlier.get(thread, ())), stamp, count)
+                if len(window) < count:
                     if thread not in stored:
                         stored[thread] = self._stored_in_thread(scope, thread)
-                    older = [m for m in stored[thread] if m[0] <= stamp][: count - len(before)]
-                    before = older[::-1] + before
-                context = " ".join(text[:cap].strip() for _, text in before)
+                    window += _newest_until(stored[thread], stamp, count - len(window))
+                context = " ".join(text[:cap].strip() for _, text in reversed(window))
             out.append(context or None)
             if thread:
                 earlier.setdefault(thread, []).append((stamp, item.content.strip()))
