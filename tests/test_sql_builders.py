@@ -100,17 +100,20 @@ def test_keyword_rowids_reads_only_the_scopes_rowid_ranges() -> None:
     assert params == ['"kayak"', 3 * span, 4 * span - 1, '"kayak"', 7 * span, 8 * span - 1, "a1", 48]
 
 
-def test_keyword_pool_reads_only_the_index_and_rowids_passing_reads_by_rowid() -> None:
+def test_keyword_pool_reads_only_the_index_and_rows_passing_reads_by_rowid() -> None:
     sql, params = _sql.keyword_pool('"kayak"', [3], 192, 0.5)
     assert "JOIN" not in sql and "memory m" not in sql
     assert sql.endswith("ORDER BY f.score DESC, memory_rowid LIMIT ?")
     span = 1 << _sql.FTS_ROWID_SHIFT
     assert params == ['"kayak"', 3 * span, 4 * span - 1, 192]
-    sql, params = _sql.rowids_passing([5, 9], "agent_wallet = ?", ["a1"])
-    assert sql == "SELECT rowid FROM memory NOT INDEXED WHERE rowid IN (?,?) AND (agent_wallet = ?)"
+    sql, params = _sql.rows_passing([5, 9], "agent_wallet = ?", ["a1"])
+    assert sql == (f"SELECT {NO_BLOB} FROM memory NOT INDEXED "
+                   "WHERE rowid IN (?,?) AND (agent_wallet = ?)")
+    assert "NULL AS embedding" in sql  # the rows come back whole but for their vectors
     assert params == [5, 9, "a1"]
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE memory (agent_wallet TEXT, user_address TEXT)")
+    columns = [c.strip() for c in _sql.MEMORY_COLUMNS.split(",") if c.strip() != "rowid"]
+    conn.execute(f"CREATE TABLE memory ({', '.join(columns)})")
     conn.execute("CREATE INDEX idx_agent ON memory (agent_wallet)")
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     assert plan == ["SEARCH memory USING INTEGER PRIMARY KEY (rowid=?)"], plan  # not the whole agent by index

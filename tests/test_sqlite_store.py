@@ -4,6 +4,7 @@ transcripts, patterns, archives, stats."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -581,6 +582,33 @@ def test_keyword_lane_pool_gives_the_results_of_a_full_scan_and_falls_back_when_
     for query, text, limit in cases:
         assert [(h.record.id, h.score) for h in store.keyword_search(query, text, limit)] == _keyword_reference(
             store, query, text, limit)
+
+
+def test_keyword_lane_reads_the_pools_rows_a_limit_at_a_time_until_enough_pass(store: SQLiteStore) -> None:
+    """The pool's memory rows are read ``limit`` at a time, best first, each read keeping only
+    rows that pass the filter: the lane stops at the first read that fills ``limit``, reads no
+    row past it, and gives what the statement over every match gives."""
+    store.keyword_pool_factor = 3
+    rows = [_record("kayak kayak kayak", rid=f"old{k}") for k in range(3)]  # the best matches, superseded below
+    rows += [_record("kayak kayak paddle", rid=f"mid{k}") for k in range(3)]
+    rows += [_record("kayak paddle river lake", rid=f"low{k}") for k in range(3)]
+    store.add_memories(rows)
+    store.update_memories([(f"old{k}", {"metadata": {"status": "superseded"}}) for k in range(3)])
+    statements: list[str] = []
+    with store._conn() as conn:
+        conn.set_trace_callback(statements.append)
+    try:
+        got = [(h.record.id, h.score) for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak", 3)]
+    finally:
+        with store._conn() as conn:
+            conn.set_trace_callback(None)
+    assert [rid for rid, _ in got] == ["mid0", "mid1", "mid2"]
+    assert got == _keyword_reference(store, MemoryQuery(scope=SCOPE), "kayak", 3)
+    reads = [sql for sql in statements if "NOT INDEXED" in sql]
+    assert len(reads) == 2, statements  # old0-2 (none pass), then mid0-2 (all pass); low0-2 never read
+    assert not any("JOIN memory m" in sql for sql in statements)  # no fallback to every match
+    in_lists = [re.search(r"rowid IN \(([^)]*)\)", sql) for sql in reads]
+    assert [len(m.group(1).split(",")) for m in in_lists if m] == [3, 3]  # six rows asked for, not nine
 
 
 def test_file_connections_map_the_database_into_memory_only_when_asked(tmp_path) -> None:

@@ -29,7 +29,7 @@ __all__ = [
     "memory_rows_of_users",
     "memory_update",
     "memory_user_counts",
-    "rowids_passing",
+    "rows_passing",
     "stale_session_scopes",
     "transcript_scopes_older_than",
 ]
@@ -48,10 +48,12 @@ _STALE_SESSION = "expires_at <= ? OR last_accessed_at < ?"
 
 def memory_columns(*, with_embedding: bool = True) -> str:
     """:data:`MEMORY_COLUMNS`, or the same list with ``NULL AS embedding`` (no blob read)."""
-    if with_embedding:
-        return MEMORY_COLUMNS
-    cols = [c.strip() for c in MEMORY_COLUMNS.split(",")]
-    return ", ".join("NULL AS embedding" if c == "embedding" else c for c in cols)
+    return MEMORY_COLUMNS if with_embedding else _MEMORY_COLUMNS_NO_BLOB
+
+
+_MEMORY_COLUMNS_NO_BLOB = ", ".join(
+    "NULL AS embedding" if c == "embedding" else c for c in (c.strip() for c in MEMORY_COLUMNS.split(","))
+)
 
 
 #: A memory row's FTS5 rowid is its scope's number (:func:`fts_rowid`) shifted by this many
@@ -99,7 +101,7 @@ def keyword_pool(match: str, scope_ids: Sequence[int], pool: int, context_weight
     matches in the rowid ranges of ``scope_ids``, in the lane's order (score descending, then
     memory rowid), read from the full-text index alone (no memory row is touched).
 
-    If at least ``limit`` of them pass the scope filter (:func:`rowids_passing`), the first
+    If at least ``limit`` of them pass the scope filter (:func:`rows_passing`), the first
     ``limit`` passing ones are exactly what :func:`keyword_rowids` returns, because every row
     outside the pool comes later in that order; otherwise the store runs :func:`keyword_rowids`."""
     arms, arm_params = _keyword_arms(match, scope_ids, context_weight)
@@ -109,11 +111,13 @@ def keyword_pool(match: str, scope_ids: Sequence[int], pool: int, context_weight
     return sql, [*arm_params, pool]
 
 
-def rowids_passing(rowids: Sequence[int], where: str, params: Sequence[Any]) -> Statement:
-    """Which of ``rowids`` (memory rows) pass ``where`` (a WHERE clause over ``memory``), read by
-    rowid (``NOT INDEXED``: a scope index would otherwise read the whole scope)."""
-    return (f"SELECT rowid FROM memory NOT INDEXED WHERE rowid IN ({','.join('?' * len(rowids))}) AND ({where})",
-            [*rowids, *params])
+def rows_passing(rowids: Sequence[int], where: str, params: Sequence[Any]) -> Statement:
+    """The memory rows (:func:`memory_columns`, no embedding) among ``rowids`` that pass ``where``
+    (a WHERE clause over ``memory``), read by rowid (``NOT INDEXED``: a scope index would
+    otherwise read the whole scope); in no particular order."""
+    sql = (f"SELECT {_MEMORY_COLUMNS_NO_BLOB} FROM memory NOT INDEXED "
+           f"WHERE rowid IN ({','.join('?' * len(rowids))}) AND ({where})")
+    return sql, [*rowids, *params]
 
 
 def keyword_rowids(match: str, scope_ids: Sequence[int], where: str, params: Sequence[Any], limit: int,

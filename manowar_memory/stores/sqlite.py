@@ -557,15 +557,16 @@ class SQLiteStore:
         raise insert_gave_up(rec.id)
 
     def _row_to_record(self, row: sqlite3.Row, with_embedding: bool = False) -> MemoryRecord:
-        emb = row["embedding"]
+        """A memory row read with :data:`_sql.MEMORY_COLUMNS` (in that order) as a record."""
+        (_, id_, agent_wallet, user_address, thread_id, mode, hai_id, content, context, source, decay_score,
+         access_count, created_at, updated_at, last_accessed_at, metadata, emb, embedding_model) = row
         return MemoryRecord.model_construct(
-            id=row["id"], agent_wallet=row["agent_wallet"], user_address=row["user_address"],
-            thread_id=row["thread_id"], mode=row["mode"], hai_id=row["hai_id"], content=row["content"],
-            context=row["context"], source=row["source"], decay_score=row["decay_score"], access_count=row["access_count"],
-            created_at=row["created_at"], updated_at=row["updated_at"], last_accessed_at=row["last_accessed_at"],
-            metadata=json.loads(row["metadata"]),
+            id=id_, agent_wallet=agent_wallet, user_address=user_address, thread_id=thread_id, mode=mode,
+            hai_id=hai_id, content=content, context=context, source=source, decay_score=decay_score,
+            access_count=access_count, created_at=created_at, updated_at=updated_at,
+            last_accessed_at=last_accessed_at, metadata=json.loads(metadata),
             embedding=np.frombuffer(emb, dtype=np.float32).tolist() if (with_embedding and emb is not None) else None,
-            embedding_model=row["embedding_model"],
+            embedding_model=embedding_model,
         )
 
     def _memory_where(self, q: MemoryQuery) -> tuple[str, list[Any]]:
@@ -735,38 +736,46 @@ class SQLiteStore:
             )]
             if not scope_ids:
                 return []
-            picked = self._keyword_picked(conn, match, scope_ids, where, params, limit)
-            if not picked:
-                return []
-            by_rowid = {
-                r["rowid"]: r
-                for r in conn.execute(
-                    f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
-                    f"WHERE rowid IN ({','.join('?' * len(picked))})",
-                    [p[0] for p in picked],
-                )
-            }
-        return [Hit(self._row_to_record(by_rowid[rowid]), score) for rowid, score in picked if rowid in by_rowid]
+            picked = self._keyword_rows(conn, match, scope_ids, where, params, limit)
+        return [Hit(self._row_to_record(row), score) for row, score in picked]
 
-    def _keyword_picked(self, conn: sqlite3.Connection, match: str, scope_ids: list[int], where: str,
-                        params: list[Any], limit: int) -> list[tuple[int, float]]:
-        """``(rowid, score)`` of the keyword lane's best ``limit`` rows: first from the best
-        ``keyword_pool_factor * limit`` full-text matches alone (only those memory rows are read
-        for the scope filter), and only when too few of them pass, from every match."""
+    def _keyword_rows(self, conn: sqlite3.Connection, match: str, scope_ids: list[int], where: str,
+                      params: list[Any], limit: int) -> list[tuple[sqlite3.Row, float]]:
+        """The keyword lane's best ``limit`` rows (no embedding) with their scores, best first.
+
+        They come from the best ``keyword_pool_factor * limit`` full-text matches, read from the
+        index alone, whose memory rows are read ``limit`` at a time in that order, each read
+        keeping only rows that pass the scope filter: one read when they all pass, as they
+        usually do (the index is already split by scope). Only when fewer than ``limit`` of
+        the pool pass does the lane rank every match against the filter."""
         pool = limit * self.keyword_pool_factor
         if pool > 0:
             sql, pool_params = _sql.keyword_pool(match, scope_ids, pool, self.context_weight)
             candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
-            if not candidates:
-                return []
-            sql, pass_params = _sql.rowids_passing([c[0] for c in candidates], where, params)
-            passing = {r[0] for r in conn.execute(sql, pass_params)}
-            picked = [c for c in candidates if c[0] in passing][:limit]
-            if len(picked) == limit or len(candidates) < pool:
+            picked: list[tuple[sqlite3.Row, float]] = []
+            for start in range(0, len(candidates), limit):
+                chunk = candidates[start:start + limit]
+                sql, pass_params = _sql.rows_passing([rowid for rowid, _ in chunk], where, params)
+                by_rowid = {r[0]: r for r in conn.execute(sql, pass_params)}
+                picked += [(by_rowid[rowid], score) for rowid, score in chunk if rowid in by_rowid]
+                if len(picked) >= limit:
+                    return picked[:limit]
+            if len(candidates) < pool:
                 return picked  # exact: every match outside the pool ranks after the whole pool
         sql, fts_params = _sql.keyword_rowids(match, scope_ids, _qualify(where, "m"), params, limit,
                                               self.context_weight)
-        return [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
+        ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
+        if not ranked:
+            return []
+        by_rowid = {
+            r[0]: r
+            for r in conn.execute(
+                f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
+                f"WHERE rowid IN ({','.join('?' * len(ranked))})",
+                [rowid for rowid, _ in ranked],
+            )
+        }
+        return [(by_rowid[rowid], score) for rowid, score in ranked if rowid in by_rowid]
 
     def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
         current = int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
