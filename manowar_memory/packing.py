@@ -138,6 +138,7 @@ _SPACES = regex.compile(r"[ \t]{2,}")
 _NEWLINES = regex.compile(r"\n{2,}")
 # every line boundary str.splitlines knows (besides \n and \r): VT, FF, FS, GS, RS, NEL, LS, PS
 _LINE_BREAKS = regex.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ASCII_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e"
 _PLACEHOLDERS = (
     "your-", "your_", "localhost", "127.0.0.1", "0.0.0.0", "example.com", "placeholder",
     "your-deployment", "your-server", "your-mcp",
@@ -151,12 +152,18 @@ def _placeholder(url: str) -> bool:
 
 def sanitize(text: str) -> str:
     """Drop placeholder links, collapse spaces, and fold newlines so each item is one line."""
-    text = _MD_LINK.sub(lambda m: m.group(0) if not _placeholder(m.group(2)) else m.group(1), text)
-    text = _URL.sub(lambda m: "" if _placeholder(m.group(0)) else m.group(0), text)
-    text = _LINE_BREAKS.sub("\n", text)
-    text = _NEWLINES.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
-    text = text.replace("\n", " | ")
-    return _SPACES.sub(" ", text).strip()
+    # each pass runs only when the text holds what it looks for (most memories hold none of it)
+    if "http" in text:
+        text = _MD_LINK.sub(lambda m: m.group(0) if not _placeholder(m.group(2)) else m.group(1), text)
+        text = _URL.sub(lambda m: "" if _placeholder(m.group(0)) else m.group(0), text)
+    if not text.isascii() or any(c in text for c in _ASCII_LINE_BREAKS):
+        text = _LINE_BREAKS.sub("\n", text)
+    if "\n" in text or "\r" in text:
+        text = _NEWLINES.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+        text = text.replace("\n", " | ")
+    if "  " in text or "\t" in text:
+        text = _SPACES.sub(" ", text)
+    return text.strip()
 
 
 _NORM_URL = regex.compile(r"https?://\S+")
@@ -166,15 +173,22 @@ _USER_TURN = regex.compile(
 )
 
 
+#: :data:`_NORM_CHARS` over ASCII text as a ``bytes.translate`` table, read off the pattern itself
+_NORM_ASCII = bytes(ord(" ") if _NORM_CHARS.fullmatch(chr(c)) else c for c in range(256))
+
+
 def _normalize(text: str) -> str:
-    text = _NORM_URL.sub(" ", text.lower())
-    text = _NORM_CHARS.sub(" ", text)
+    text = text.lower()
+    if "http" in text:
+        text = _NORM_URL.sub(" ", text)
+    text = text.encode("ascii").translate(_NORM_ASCII).decode("ascii") if text.isascii() else _NORM_CHARS.sub(" ", text)
     return " ".join(text.split())
 
 
 def fingerprint(text: str) -> str:
     """Dedupe key: ``user:`` + the normalised first user turn (when ≥ 24 chars), else ``text:`` + the text."""
-    match = _USER_TURN.search(text)
+    # the pattern ignores case, and Unicode folding can match "user:" in non-ASCII spellings
+    match = _USER_TURN.search(text) if not text.isascii() or "user:" in text.lower() else None
     if match:
         user = _normalize(match.group(1))
         if len(user) >= 24:

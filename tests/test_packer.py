@@ -6,8 +6,10 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from manowar_memory import Candidate
+from manowar_memory import Candidate, packing
 from manowar_memory._util import DAY_MS
 from manowar_memory.packing import LAYER_PRIORITY, fingerprint, pack, sanitize, score_candidate
 
@@ -423,3 +425,39 @@ def test_the_wrapper_is_charged_to_the_budget() -> None:
 def test_a_bad_delimiter_is_refused() -> None:
     with pytest.raises(ValueError, match="lowercase hex"):
         pack("q", {"vectors": [cand("v", "x")]}, untrusted_delimiter="not-hex>>>")
+
+
+def _sanitize_every_pass(text: str) -> str:
+    """:func:`sanitize` as it was before its passes were skipped on texts that cannot need them."""
+    text = packing._MD_LINK.sub(lambda m: m.group(0) if not packing._placeholder(m.group(2)) else m.group(1), text)
+    text = packing._URL.sub(lambda m: "" if packing._placeholder(m.group(0)) else m.group(0), text)
+    text = packing._LINE_BREAKS.sub("\n", text)
+    text = packing._NEWLINES.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return packing._SPACES.sub(" ", text.replace("\n", " | ")).strip()
+
+
+def _fingerprint_by_regex(text: str) -> str:
+    """:func:`fingerprint` with the user-turn search always run and normalising by regex alone."""
+    def norm(t: str) -> str:
+        return " ".join(packing._NORM_CHARS.sub(" ", packing._NORM_URL.sub(" ", t.lower())).split())
+
+    match = packing._USER_TURN.search(text)
+    if match and len(norm(match.group(1))) >= 24:
+        return "user:" + norm(match.group(1))[:360]
+    return "text:" + norm(text)[:480]
+
+
+_PIECES = st.sampled_from([
+    "http://a.io/x ", "https://localhost/p", "[docs](https://example.com/d)", "[ok](https://real.org/a)", "user:",
+    "USER: ", "u\u017fer:", "assistant:", "\n", "\r\n", "\n\n\n", "  ", "\t", "\u2028", "\x0b", "\x85", "é", "\u212a", "-_.:",
+    "Tim: Hey John, nice to meet you!", " a fairly long first user turn here ",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=12).map("".join))
+def test_sanitize_and_fingerprint_fast_paths_give_what_every_pass_gives(text: str) -> None:
+    """Plain ASCII memories skip the link, line-break and user-turn passes and normalise with a
+    byte table read off the regex: the outputs must be those of running every pass."""
+    assert sanitize(text) == _sanitize_every_pass(text)
+    assert fingerprint(text) == _fingerprint_by_regex(text)
