@@ -1,9 +1,9 @@
 """The engine's own cost of ``pre_turn`` (everything but the query embedding) on a LoCoMo-sized scope.
 
     python benchmarks/overhead.py --data PATH/locomo10.json [--conversation conv-43] [--embedder local]
-        [--layers vectors] [--rounds 3] [--other-scopes 0] [--config JSON] [--profile]
+        [--layers vectors] [--rounds 3] [--other-scopes 0] [--store URL] [--config JSON] [--profile]
 
-One conversation's turns (about 700) are ingested into one scope of an in-memory SQLite store,
+One conversation's turns (about 700) are ingested into one scope of an in-memory SQLite store (or ``--store``),
 as ``benchmarks/locomo.py`` does; ``--other-scopes N`` also ingests the next N conversations
 into scopes of their own (the same store), to show that other users' rows do not slow this
 scope down. Every question of the conversation is asked once to warm the query-embedding
@@ -79,8 +79,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     others = (convs[start + 1:] + convs[:start])[: args.other_scopes]
     cache = _NoEmbeddingCache() if args.cold_queries else None
     config = MemoryConfig.model_validate(json.loads(args.config or "{}"))  # --config: a candidate default
-    engine = MemoryEngine(store="sqlite:///:memory:", embedder=args.embedder, extractor=None, cache=cache,
-                          config=config)
+    store = args.store
+    if store is None:
+        store = "sqlite:///:memory:"
+    elif store.startswith("sqlite:///") and store != "sqlite:///:memory:":
+        Path(store.removeprefix("sqlite:///")).unlink(missing_ok=True)  # a fresh file each run
+    engine = MemoryEngine(store=store, embedder=args.embedder, extractor=None, cache=cache, config=config)
     t0 = time.perf_counter()
     scope = _ingest(engine, target)
     for conv in others:
@@ -149,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--other-scopes", type=int, default=0, help="other conversations ingested beside it")
     parser.add_argument("--embed-queries", action="store_true", help="time an uncached query embedding before each call")
     parser.add_argument("--cold-queries", action="store_true", help="no embedding cache: each call embeds its query")
+    parser.add_argument("--store", help="store URL (default sqlite:///:memory:; a sqlite:/// file is "
+                        "recreated each run: its reader and writer connections are separate, as in production)")
     parser.add_argument("--config", help='MemoryConfig overrides as JSON, e.g. \'{"thread_context_messages": 1}\'')
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile of the timed calls")
     run(parser.parse_args(argv))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import AliasChoices, BaseModel, Field
 
+from ._access import AccessBumps
 from ._notes import collect, degrade
 from ._util import as_str, collapse_ws, content_hash, now_ms, truncate
 from .cache.base import Cache, InMemoryCache
@@ -273,6 +274,7 @@ class MemoryEngine:
             blas_threads()  # find the BLAS libraries now, not in the first search's vector lane
         self._pending: list[concurrent.futures.Future[dict[str, int]]] = []
         self._pending_lock = threading.Lock()
+        self._access = AccessBumps(self.store, self.threads.background, self.config.access_write_delay_s)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -816,7 +818,14 @@ class MemoryEngine:
         return {"indexed": indexed, "reinforced": reinforced}
 
     def flush(self, timeout: float | None = None) -> FlushResult:
-        """Wait for queued background work (fact extraction) and report how it went."""
+        """Write pending access bumps, wait for queued background work (fact extraction) and
+        report how it went."""
+        access_error: str | None = None
+        try:
+            self._access.flush()
+        except Exception as write_error:  # noqa: BLE001 - reported in the result like a failed extraction
+            access_error = redact(f"access bumps: {type(write_error).__name__}: {write_error}")
+            log.warning("access bumps not written: %s", write_error)
         with self._pending_lock:
             pending, self._pending = self._pending, []
         done, not_done = concurrent.futures.wait(pending, timeout=timeout)
@@ -832,7 +841,10 @@ class MemoryEngine:
                 counts = f.result()
                 indexed += counts.get("indexed", 0)
                 reinforced += counts.get("reinforced", 0)
-        return FlushResult(completed=len(done) - len(errors), failed=len(errors), errors=errors,
+        completed = len(done) - len(errors)
+        if access_error is not None:
+            errors.append(access_error)
+        return FlushResult(completed=completed, failed=len(errors), errors=errors,
                            facts_indexed=indexed, facts_reinforced=reinforced)
 
     # ------------------------------------------------------------------ reads
@@ -1042,7 +1054,7 @@ class MemoryEngine:
             timings["pack"] = (time.perf_counter() - t0) * 1000
             kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]
             if kept_rows:
-                self.threads.background.submit(self.store.bump_access, kept_rows, now_ms())
+                self._access.record(kept_rows, now_ms())
         timings["total"] = (time.perf_counter() - t_start) * 1000
         sc = Scope.coerce(scope)
         return PreTurnResult(
@@ -1246,6 +1258,7 @@ class MemoryEngine:
         """Finish background work and release the store."""
         self.flush()
         self.threads.shutdown(wait=True)
+        self._access.flush()  # bumps of calls that raced close(), on this thread
         self.store.close()
 
     def __enter__(self) -> MemoryEngine:
