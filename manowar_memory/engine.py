@@ -35,7 +35,7 @@ from .redaction import install_log_redaction, redact
 from .rerankers.base import Reranker
 from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
 from .scope import Scope, ScopeLike
-from .stores.base import MemoryQuery, Store, missing_role_methods
+from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store, missing_role_methods
 from .stores.sqlite import SQLiteStore
 from .threads import EngineThreads, blas_threads
 from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
@@ -210,6 +210,11 @@ def open_store(spec: Store | str | None) -> Store:
 def _newest_until(messages: Iterable[tuple[int, str]], stamp: int, count: int) -> list[tuple[int, str]]:
     """The first ``count`` of ``messages`` (newest first) written at or before ``stamp``."""
     return list(itertools.islice((m for m in messages if m[0] <= stamp), count))
+
+
+def _active(record: MemoryRecord) -> bool:
+    """Whether searches (and thread contexts) see the row: neither soft-deleted nor superseded."""
+    return record.metadata.get("status") not in INACTIVE_STATUSES
 
 
 class MemoryEngine:
@@ -606,6 +611,51 @@ class MemoryEngine:
                             exclude_sources=("fact",))
         rows = self.store.list_memories(query, limit=20 + self.config.thread_context_messages)
         return [(row.created_at, row.content) for row in rows if row.thread_id == thread]
+
+    def _rebuild_thread_contexts(self, changes: Sequence[tuple[MemoryRecord, str | None, str | None]]) -> int:
+        """Keep the thread context of the rows that followed changed rows true to their thread's
+        active rows. Each change is ``(row, was, now)``: the row's text went from ``was`` to
+        ``now`` (None: not an active row of the thread, as when deleted or superseded).
+
+        An ingested row is indexed with the ``thread_context_messages`` active rows before it
+        (:meth:`_thread_contexts`), so without this a deleted message's words would still find
+        the rows after it. Each of the next ``thread_context_messages`` rows after a changed
+        row whose context is the one the engine built from the thread as it was gets the one it
+        builds now; a context the caller gave, or one the rows no longer rebuild (a row since
+        deleted or back-filled, timestamps that tie), is left as it is. Reads each touched
+        thread's active rows once; returns how many rows were rewritten."""
+        cap, count = self.config.thread_context_chars, self.config.thread_context_messages
+        if not self.config.thread_context or cap <= 0:
+            return 0
+        by_thread: dict[tuple[Scope, str], list[tuple[MemoryRecord, str | None, str | None]]] = {}
+        for row, was, now in changes:
+            if was != now and row.thread_id and row.source != "fact":
+                by_thread.setdefault((scope_of(row), row.thread_id), []).append((row, was, now))
+
+        def context_of(messages: list[tuple[int, str, str]], follower: MemoryRecord) -> str | None:
+            window = _newest_until(((at, text) for at, rid, text in messages if rid != follower.id),
+                                   follower.created_at, count)
+            return " ".join(text[:cap].strip() for _, text in reversed(window)) or None
+
+        updates: list[tuple[str, dict[str, Any]]] = []
+        for (scope, thread), touched in by_thread.items():
+            query = MemoryQuery(scope=dataclasses.replace(scope, thread_id=thread), durable=False,
+                                exclude_sources=("fact",))
+            changed = {row.id for row, _, _ in touched}
+            rows = [r for r in self.store.list_memories(query) if r.thread_id == thread and r.id not in changed]
+            others = [(r.created_at, r.id, r.content) for r in rows]  # newest first, as the store lists them
+            before = sorted([*others, *((r.created_at, r.id, was) for r, was, _ in touched if was)], key=lambda m: -m[0])
+            after = sorted([*others, *((r.created_at, r.id, now) for r, _, now in touched if now)], key=lambda m: -m[0])
+            oldest_first = sorted(rows, key=lambda r: r.created_at)
+            # only rows of the changed row's own scope: an agent's shared row is never given a user's text
+            followers = {f.id: f for row, _, _ in touched
+                         for f in [r for r in oldest_first if r.created_at >= row.created_at][:count]
+                         if f.user_address == row.user_address}
+            updates += [(f.id, {"context": context_of(after, f)}) for f in followers.values()
+                        if f.context == context_of(before, f) != context_of(after, f)]
+        if updates:
+            self.store.update_memories(updates)
+        return len(updates)
 
     def post_turn(
         self,
@@ -1121,6 +1171,9 @@ class MemoryEngine:
         updated = self.store.update_memory(memory_id, changes)
         if updated is None:
             raise NotFoundError(f"memory {memory_id!r} disappeared during the update")
+        # the rows that followed it were indexed with its text while it was active
+        self._rebuild_thread_contexts([(current, current.content if _active(current) else None,
+                                        updated.content if _active(updated) else None)])
         self._invalidate(scope_of(current), scope_of(updated))
         return updated
 
@@ -1134,8 +1187,27 @@ class MemoryEngine:
             removed = self.store.update_memory(
                 memory_id, {"metadata": meta, "decay_score": 0.0, "updated_at": now_ms()}
             ) is not None
+        if removed and _active(current):
+            self._rebuild_thread_contexts([(current, current.content, None)])  # its words leave the rows after it
         self._invalidate(scope_of(current))
         return removed
+
+    def delete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = False) -> int:
+        """:meth:`delete_item` for several rows of ``scope`` (each must be visible in it); the
+        thread contexts of the rows after them are rebuilt once per thread. Returns how many went."""
+        current = [self.get_item(scope, check_id(i)) for i in dict.fromkeys(memory_ids)]
+        if hard:
+            removed = [r for r in current if self.store.delete_memory(r.id)]
+        else:
+            at = now_ms()
+            updates = [(r.id, {"metadata": {**r.metadata, "status": "deleted", "deletedAt": at}, "decay_score": 0.0,
+                               "updated_at": at}) for r in current]
+            self.store.update_memories(updates)
+            removed = current
+        self._rebuild_thread_contexts([(r, r.content, None) for r in removed if _active(r)])
+        if current:
+            self._invalidate(*(scope_of(r) for r in current))
+        return len(removed)
 
     def resolve_conflict(
         self, scope: ScopeLike, memory_id: str, resolution: str, *, winning_memory_id: str | None = None,
@@ -1176,6 +1248,8 @@ class MemoryEngine:
         updated = self.store.update_memory(memory_id, changes)
         if updated is None:
             raise NotFoundError(f"memory {memory_id!r} disappeared while resolving the conflict")
+        if not _active(updated):
+            self._rebuild_thread_contexts([(current, current.content, None)])  # it left its thread's active rows
         self._invalidate(scope_of(current))
         return updated
 
@@ -1303,6 +1377,10 @@ class MemoryEngine:
     async def adelete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
         """Async twin of :meth:`delete_item`."""
         return await asyncio.to_thread(self.delete_item, scope, memory_id, hard=hard)
+
+    async def adelete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = False) -> int:
+        """Async twin of :meth:`delete_items`."""
+        return await asyncio.to_thread(self.delete_items, scope, memory_ids, hard=hard)
 
     async def aresolve_conflict(self, scope: ScopeLike, memory_id: str, resolution: str, **kwargs: Any) -> MemoryRecord:
         """Async twin of :meth:`resolve_conflict`."""

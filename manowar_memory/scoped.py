@@ -392,11 +392,9 @@ class ScopedMemory:
 
     def delete_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> int:
         """Remove this scope's own rows under these keys (shared rows stay); how many went."""
-        removed = 0
-        for key in dict.fromkeys(str(k) for k in keys):
-            for row in self.owned(filters={**(filters or {}), f"metadata.{DOC_KEY}": key}):
-                removed += int(self._engine.delete_item(self._scope, row.id, hard=True))
-        return removed
+        rows = [row.id for key in dict.fromkeys(str(k) for k in keys)
+                for row in self.owned(filters={**(filters or {}), f"metadata.{DOC_KEY}": key})]
+        return self._engine.delete_items(self._scope, rows, hard=True) if rows else 0
 
     # ---------------------------------------------------------------- writes
     def remember(self, content: str, *, fact_type: str | None = None, confidence: float | None = None,
@@ -455,7 +453,7 @@ class ScopedMemory:
     def delete_owned(self, *, filters: Mapping[str, Any] | None = None, hard: bool = True) -> int:
         """Delete every row this scope owns that matches ``filters``; how many went."""
         rows = self.owned(filters=filters)
-        return sum(int(self._engine.delete_item(self._scope, r.id, hard=hard)) for r in rows)
+        return self._engine.delete_items(self._scope, [r.id for r in rows], hard=hard) if rows else 0
 
     def resolve_conflict(self, memory_id: str, resolution: str, *, winning_memory_id: str | None = None,
                          reason: str | None = None) -> MemoryRecord:

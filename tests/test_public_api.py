@@ -119,7 +119,7 @@ def test_public_methods_are_documented(qualname: str, target: tuple) -> None:
 def test_engine_async_twins_exist_for_every_public_call() -> None:
     engine_cls = manowar_memory.MemoryEngine
     for name in ("remember", "post_turn", "pre_turn", "search_layers", "search", "ingest", "flush",
-                 "get_item", "update_item", "delete_item"):
+                 "get_item", "update_item", "delete_item", "delete_items"):
         twin = getattr(engine_cls, "a" + name)
         assert inspect.iscoroutinefunction(twin), name
 

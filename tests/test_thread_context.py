@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from manowar_memory import MemoryConfig, MemoryEngine, Scope
+from manowar_memory import MemoryConfig, MemoryEngine, NotFoundError, Scope
 from manowar_memory.stores.mongo import MongoStore
 
 SCOPE = Scope(agent_wallet="agent", user_address="maya")
@@ -162,3 +162,84 @@ def test_one_call_or_one_message_at_a_time_gives_the_same_contexts(make_engine) 
     apart_ids = [apart.ingest(SCOPE, [item])[0] for item in _items(DIALOG)]
     assert _contexts(apart, apart_ids) == _contexts(together, ids) == [
         None, DIALOG[0], " ".join(DIALOG[:2]), " ".join(DIALOG[:3])]
+
+
+TALK = [*DIALOG, "Do you miss the rain?"]
+
+
+def _found(engine: MemoryEngine, query: str) -> list[str]:
+    hits, _ = engine.search(query, SCOPE, layers=("vectors",), k=10)
+    return sorted(h.id for h in hits)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_a_deleted_message_leaves_the_context_of_the_rows_after_it(make_engine, hard: bool) -> None:
+    """Its words no longer find the rows that followed it, soft or hard delete; the rows after
+    them, whose windows never held it, keep theirs."""
+    engine = make_engine(thread_context_messages=2)
+    ids = engine.ingest(SCOPE, _items(TALK))
+    assert _found(engine, "Lisbon sister") == sorted(ids[1:4])  # the row itself and the two after it
+    assert engine.delete_item(SCOPE, ids[1], hard=hard)
+    assert _found(engine, "Lisbon sister") == []
+    assert _contexts(engine, [ids[0], *ids[2:]]) == [None, TALK[0], " ".join([TALK[0], TALK[2]]),
+                                                     " ".join(TALK[2:4])]
+
+
+def test_an_edited_or_superseded_message_reindexes_the_rows_after_it(make_engine) -> None:
+    engine = make_engine()
+    ids = engine.ingest(SCOPE, _items(TALK))
+    original = _contexts(engine, ids)
+    engine.update_item(SCOPE, ids[1], content="Porto, alone.")
+    assert _found(engine, "Lisbon") == []
+    assert _found(engine, "Porto") == sorted(ids[1:5])
+    assert _contexts(engine, ids)[2] == " ".join([TALK[0], "Porto, alone."])
+    engine.update_item(SCOPE, ids[1], content=TALK[1])  # and back: the contexts ingest gave
+    assert _contexts(engine, ids) == original
+    engine.update_item(SCOPE, ids[1], status="superseded")  # out of the thread's active rows
+    assert _found(engine, "Lisbon") == []
+    assert _contexts(engine, ids[2:]) == [TALK[0], " ".join([TALK[0], TALK[2]]), " ".join([TALK[0], *TALK[2:4]])]
+    engine.resolve_conflict(SCOPE, ids[2], "supersede", winning_memory_id=ids[3])  # the same, by a conflict
+    assert _found(engine, "weather") == []
+    assert _contexts(engine, ids[3:]) == [TALK[0], " ".join([TALK[0], TALK[3]])]
+
+
+def test_a_context_the_caller_gave_is_left_alone(make_engine) -> None:
+    engine = make_engine()
+    items = _items(TALK)
+    items[2]["context"] = "Chapter 2 of the interview"
+    ids = engine.ingest(SCOPE, items)
+    engine.delete_item(SCOPE, ids[1])
+    assert _contexts(engine, ids[2:4]) == ["Chapter 2 of the interview", " ".join([TALK[0], TALK[2]])]
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_deleting_several_messages_rebuilds_each_thread_once(make_engine, hard: bool) -> None:
+    engine = make_engine(thread_context_messages=2)
+    ids = engine.ingest(SCOPE, _items(TALK) + _items(["Tea or coffee?", "Tea, always.", "Green or black?"],
+                                                   thread="s2", start=T0 + 100))
+    reads: list[object] = []
+    real = engine.store.list_memories
+    engine.store.list_memories = lambda query, limit=None: (reads.append(query), real(query, limit))[1]  # type: ignore[method-assign]
+    try:
+        assert engine.delete_items(SCOPE, [ids[1], ids[2], ids[6]], hard=hard) == 3
+    finally:
+        engine.store.list_memories = real  # type: ignore[method-assign]
+    assert sum(1 for q in reads if getattr(q, "durable", True) is False) == 2  # one read per thread
+    assert _found(engine, "Lisbon") == _found(engine, "weather") == _found(engine, "always") == []
+    assert _contexts(engine, [ids[3], ids[4], ids[7]]) == [TALK[0], " ".join([TALK[0], TALK[3]]), "Tea or coffee?"]
+    with pytest.raises(NotFoundError):  # a row not visible in the scope: nothing is deleted
+        engine.delete_items(SCOPE, [ids[0], "vec_missing"])
+    assert engine.get_item(SCOPE, ids[0]).content == TALK[0]
+
+
+def test_a_users_delete_never_writes_into_the_agents_shared_rows(make_engine) -> None:
+    """A shared (user-less) row of the same thread whose context happens to read like the user's
+    window keeps it: rebuilding it would copy the user's other messages into a row every user sees."""
+    engine = make_engine(thread_context_messages=2)
+    ids = engine.ingest(SCOPE, _items(TALK[:3]))
+    agent = Scope(agent_wallet="agent")
+    (shared,) = engine.ingest(agent, [{"content": "Shared note", "thread_id": "s1", "created_at": T0 + 5000,
+                                       "context": " ".join(TALK[1:3])}])
+    engine.delete_item(SCOPE, ids[1])
+    assert engine.get_item(agent, shared).context == " ".join(TALK[1:3])
+    assert _contexts(engine, [ids[2]]) == [TALK[0]]
