@@ -1195,19 +1195,23 @@ class MemoryEngine:
     def delete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = False) -> int:
         """:meth:`delete_item` for several rows of ``scope`` (each must be visible in it); the
         thread contexts of the rows after them are rebuilt once per thread. Returns how many went."""
+        if isinstance(memory_ids, str):
+            raise InvalidInputError("memory_ids must be a list of ids, not one string (delete_item deletes one row)")
         current = [self.get_item(scope, check_id(i)) for i in dict.fromkeys(memory_ids)]
+        if not current:
+            return 0
         if hard:
-            removed = [r for r in current if self.store.delete_memory(r.id)]
+            removed = self.store.delete_memories([r.id for r in current])
         else:
             at = now_ms()
-            updates = [(r.id, {"metadata": {**r.metadata, "status": "deleted", "deletedAt": at}, "decay_score": 0.0,
-                               "updated_at": at}) for r in current]
-            self.store.update_memories(updates)
-            removed = current
-        self._rebuild_thread_contexts([(r, r.content, None) for r in removed if _active(r)])
-        if current:
-            self._invalidate(*(scope_of(r) for r in current))
-        return len(removed)
+            removed = self.store.update_memories([
+                (r.id, {"metadata": {**r.metadata, "status": "deleted", "deletedAt": at}, "decay_score": 0.0,
+                        "updated_at": at})
+                for r in current
+            ])
+        self._rebuild_thread_contexts([(r, r.content, None) for r in current])
+        self._invalidate(*(scope_of(r) for r in current))
+        return removed
 
     def resolve_conflict(
         self, scope: ScopeLike, memory_id: str, resolution: str, *, winning_memory_id: str | None = None,

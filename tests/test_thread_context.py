@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from manowar_memory import MemoryConfig, MemoryEngine, NotFoundError, Scope
+from manowar_memory import InvalidInputError, MemoryConfig, MemoryEngine, NotFoundError, Scope
 from manowar_memory.stores.mongo import MongoStore
 
 SCOPE = Scope(agent_wallet="agent", user_address="maya")
@@ -230,6 +230,9 @@ def test_deleting_several_messages_rebuilds_each_thread_once(make_engine, hard: 
     with pytest.raises(NotFoundError):  # a row not visible in the scope: nothing is deleted
         engine.delete_items(SCOPE, [ids[0], "vec_missing"])
     assert engine.get_item(SCOPE, ids[0]).content == TALK[0]
+    with pytest.raises(InvalidInputError, match="not one string"):
+        engine.delete_items(SCOPE, ids[0])  # type: ignore[arg-type]
+    assert engine.delete_items(SCOPE, []) == 0
 
 
 def test_a_users_delete_never_writes_into_the_agents_shared_rows(make_engine) -> None:
