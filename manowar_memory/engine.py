@@ -212,6 +212,16 @@ def _newest_until(messages: Iterable[tuple[int, str]], stamp: int, count: int) -
     return list(itertools.islice((m for m in messages if m[0] <= stamp), count))
 
 
+def _window_text(window: Sequence[tuple[int, str]], cap: int) -> str | None:
+    """A thread context from its window (newest first): the messages oldest first, each cut to ``cap``."""
+    return " ".join(text[:cap].strip() for _, text in reversed(window)) or None
+
+
+def _thread_query(scope: Scope, thread: str) -> MemoryQuery:
+    """The active rows of ``thread`` in ``scope`` that thread contexts are built from (facts are not messages)."""
+    return MemoryQuery(scope=dataclasses.replace(scope, thread_id=thread), durable=False, exclude_sources=("fact",))
+
+
 def _active(record: MemoryRecord) -> bool:
     """Whether searches (and thread contexts) see the row: neither soft-deleted nor superseded."""
     return record.metadata.get("status") not in INACTIVE_STATUSES
@@ -599,7 +609,7 @@ class MemoryEngine:
                     if thread not in stored:
                         stored[thread] = self._stored_in_thread(scope, thread)
                     window += _newest_until(stored[thread], stamp, count - len(window))
-                context = " ".join(text[:cap].strip() for _, text in reversed(window))
+                context = _window_text(window, cap)
             out.append(context or None)
             if thread:
                 earlier.setdefault(thread, []).append((stamp, item.content.strip()))
@@ -607,9 +617,7 @@ class MemoryEngine:
 
     def _stored_in_thread(self, scope: Scope, thread: str) -> list[tuple[int, str]]:
         """``(created_at, content)`` of the newest active rows of ``thread`` (this scope), newest first."""
-        query = MemoryQuery(scope=dataclasses.replace(scope, thread_id=thread), durable=False,
-                            exclude_sources=("fact",))
-        rows = self.store.list_memories(query, limit=20 + self.config.thread_context_messages)
+        rows = self.store.list_memories(_thread_query(scope, thread), limit=20 + self.config.thread_context_messages)
         return [(row.created_at, row.content) for row in rows if row.thread_id == thread]
 
     def _rebuild_thread_contexts(self, changes: Sequence[tuple[MemoryRecord, str | None, str | None]]) -> int:
@@ -635,14 +643,13 @@ class MemoryEngine:
         def context_of(messages: list[tuple[int, str, str]], follower: MemoryRecord) -> str | None:
             window = _newest_until(((at, text) for at, rid, text in messages if rid != follower.id),
                                    follower.created_at, count)
-            return " ".join(text[:cap].strip() for _, text in reversed(window)) or None
+            return _window_text(window, cap)
 
         updates: list[tuple[str, dict[str, Any]]] = []
         for (scope, thread), touched in by_thread.items():
-            query = MemoryQuery(scope=dataclasses.replace(scope, thread_id=thread), durable=False,
-                                exclude_sources=("fact",))
             changed = {row.id for row, _, _ in touched}
-            rows = [r for r in self.store.list_memories(query) if r.thread_id == thread and r.id not in changed]
+            rows = [r for r in self.store.list_memories(_thread_query(scope, thread))
+                    if r.thread_id == thread and r.id not in changed]
             others = [(r.created_at, r.id, r.content) for r in rows]  # newest first, as the store lists them
             before = sorted([*others, *((r.created_at, r.id, was) for r, was, _ in touched if was)], key=lambda m: -m[0])
             after = sorted([*others, *((r.created_at, r.id, now) for r, _, now in touched if now)], key=lambda m: -m[0])
