@@ -620,6 +620,18 @@ class MemoryEngine:
         rows = self.store.list_memories(_thread_query(scope, thread), limit=20 + self.config.thread_context_messages)
         return [(row.created_at, row.content) for row in rows if row.thread_id == thread]
 
+    def _newest_around(self, scope: Scope, thread: str, since: int) -> list[MemoryRecord]:
+        """The thread's active rows (newest first) from the newest down to at least
+        ``thread_context_messages`` rows written before ``since``: the rows after a change at
+        ``since`` and every row their windows hold. A change near the thread's end (the usual
+        delete) reads a page of rows, not the whole thread."""
+        query, count = _thread_query(scope, thread), self.config.thread_context_messages
+        page = max(64, 8 * count)
+        rows = self.store.list_memories(query, limit=page)
+        if len(rows) == page and sum(1 for r in rows if r.created_at < since) < count:
+            rows = self.store.list_memories(query)  # the change is older than the page: read the thread
+        return rows
+
     def _rebuild_thread_contexts(self, changes: Sequence[tuple[MemoryRecord, str | None, str | None]]) -> int:
         """Keep the thread context of the rows that followed changed rows true to their thread's
         active rows. Each change is ``(row, was, now)``: the row's text went from ``was`` to
@@ -631,7 +643,7 @@ class MemoryEngine:
         row whose context is the one the engine built from the thread as it was gets the one it
         builds now; a context the caller gave, or one the rows no longer rebuild (a row since
         deleted or back-filled, timestamps that tie), is left as it is. Reads each touched
-        thread's active rows once; returns how many rows were rewritten."""
+        thread's newest active rows once (:meth:`_newest_around`); returns how many rows were rewritten."""
         cap, count = self.config.thread_context_chars, self.config.thread_context_messages
         if not self.config.thread_context or cap <= 0:
             return 0
@@ -648,7 +660,7 @@ class MemoryEngine:
         updates: list[tuple[str, dict[str, Any]]] = []
         for (scope, thread), touched in by_thread.items():
             changed = {row.id for row, _, _ in touched}
-            rows = [r for r in self.store.list_memories(_thread_query(scope, thread))
+            rows = [r for r in self._newest_around(scope, thread, min(r.created_at for r, _, _ in touched))
                     if r.thread_id == thread and r.id not in changed]
             others = [(r.created_at, r.id, r.content) for r in rows]  # newest first, as the store lists them
             before = sorted([*others, *((r.created_at, r.id, was) for r, was, _ in touched if was)], key=lambda m: -m[0])

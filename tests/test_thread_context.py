@@ -246,3 +246,23 @@ def test_a_users_delete_never_writes_into_the_agents_shared_rows(make_engine) ->
     engine.delete_item(SCOPE, ids[1])
     assert engine.get_item(agent, shared).context == " ".join(TALK[1:3])
     assert _contexts(engine, [ids[2]]) == [TALK[0]]
+
+
+def test_in_a_long_thread_a_recent_delete_reads_a_page_and_an_old_one_the_whole_thread(make_engine) -> None:
+    engine = make_engine(thread_context_messages=2)
+    talk = [f"message {i} about topic{i}" for i in range(150)]
+    ids = engine.ingest(SCOPE, _items(talk))
+    limits: list[int | None] = []
+    real = engine.store.list_memories
+    engine.store.list_memories = lambda query, limit=None: (limits.append(limit), real(query, limit))[1]  # type: ignore[method-assign]
+    try:
+        engine.delete_item(SCOPE, ids[140])
+        assert limits == [64]  # the newest page holds the rows after it and their windows
+        limits.clear()
+        engine.delete_item(SCOPE, ids[10])
+        assert limits == [64, None]  # older than the page: the whole thread
+    finally:
+        engine.store.list_memories = real  # type: ignore[method-assign]
+    assert _found(engine, "topic140") == _found(engine, "topic10") == []
+    assert _contexts(engine, [ids[141], ids[142], ids[11], ids[12]]) == [
+        " ".join(talk[138:140]), " ".join([talk[139], talk[141]]), " ".join(talk[8:10]), " ".join([talk[9], talk[11]])]
