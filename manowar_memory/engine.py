@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import dataclasses
 import itertools
@@ -653,9 +654,11 @@ class MemoryEngine:
                 by_thread.setdefault((scope_of(row), row.thread_id), []).append((row, was, now))
 
         def context_of(messages: list[tuple[int, str, str]], follower: MemoryRecord) -> str | None:
-            window = _newest_until(((at, text) for at, rid, text in messages if rid != follower.id),
-                                   follower.created_at, count)
-            return _window_text(window, cap)
+            # messages newest first: start at the first one written at or before the follower
+            start = bisect.bisect_left(messages, -follower.created_at, key=lambda m: -m[0])
+            window = itertools.islice(((at, text) for at, rid, text in (messages[i] for i in range(
+                start, len(messages))) if rid != follower.id), count)
+            return _window_text(list(window), cap)
 
         updates: list[tuple[str, dict[str, Any]]] = []
         for (scope, thread), touched in by_thread.items():
@@ -667,9 +670,10 @@ class MemoryEngine:
             after = sorted([*others, *((r.created_at, r.id, now) for r, _, now in touched if now)], key=lambda m: -m[0])
             oldest_first = sorted(rows, key=lambda r: r.created_at)
             # only rows of the changed row's own scope: an agent's shared row is never given a user's text
+            stamps = [r.created_at for r in oldest_first]
             followers = {f.id: f for row, _, _ in touched
-                         for f in [r for r in oldest_first if r.created_at >= row.created_at][:count]
-                         if f.user_address == row.user_address}
+                         for start in (bisect.bisect_left(stamps, row.created_at),)
+                         for f in oldest_first[start:start + count] if f.user_address == row.user_address}
             updates += [(f.id, {"context": context_of(after, f)}) for f in followers.values()
                         if f.context == context_of(before, f) != context_of(after, f)]
         if updates:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -767,15 +767,15 @@ class SQLiteStore:
         ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
         if not ranked:
             return []
-        by_rowid = {
-            r[0]: r
-            for r in conn.execute(
-                f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
-                f"WHERE rowid IN ({','.join('?' * len(ranked))})",
-                [rowid for rowid, _ in ranked],
-            )
-        }
+        by_rowid = self._rows_by_rowid(conn, [rowid for rowid, _ in ranked])
         return [(by_rowid[rowid], score) for rowid, score in ranked if rowid in by_rowid]
+
+    @staticmethod
+    def _rows_by_rowid(conn: sqlite3.Connection, rowids: Sequence[Hashable]) -> dict[Hashable, sqlite3.Row]:
+        """The memory rows (no embedding) of ``rowids``, by rowid; rows deleted meanwhile are missing."""
+        sql = (f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
+               f"WHERE rowid IN ({','.join('?' * len(rowids))})")
+        return {r[0]: r for r in conn.execute(sql, list(rowids))}
 
     def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
         current = int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
@@ -843,14 +843,7 @@ class SQLiteStore:
                 if not picked:
                     return [], info
             info.skipped_other_models = self._other_model_rows.get(model_id, 0)
-            by_rowid = {
-                r["rowid"]: r
-                for r in conn.execute(
-                    f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
-                    f"WHERE rowid IN ({','.join('?' * len(picked))})",
-                    [p[0] for p in picked],
-                )
-            }
+            by_rowid = self._rows_by_rowid(conn, [rowid for rowid, _ in picked])
         hits = [
             Hit(self._row_to_record(by_rowid[rowid]), (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid
         ]
