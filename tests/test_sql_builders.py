@@ -73,9 +73,11 @@ def test_cleanup_counts_and_scopes() -> None:
 
 def test_every_read_statement_parses() -> None:
     """The statements are valid SQLite for the store's schema (checked with EXPLAIN, no rows)."""
+    from manowar_memory.stores import _fts
     from manowar_memory.stores.sqlite import MIGRATIONS, _split_script
 
     conn = sqlite3.connect(":memory:")
+    conn.create_function(_fts.TERMS_FUNCTION, 2, _fts.scoped_terms, deterministic=True)  # the triggers call it
     for _, migrate in MIGRATIONS:
         for statement in _split_script(migrate):
             conn.execute(statement)
@@ -90,22 +92,22 @@ def test_every_read_statement_parses() -> None:
 
 
 def test_keyword_rowids_reads_only_the_scopes_rowid_ranges() -> None:
-    sql, params = _sql.keyword_rowids('"kayak"', [3, 7], "m.agent_wallet = ?", ["a1"], 48, 0.5)
+    sql, params = _sql.keyword_rowids([(3, '"3xkayak"'), (7, '"7xkayak"')], "m.agent_wallet = ?", ["a1"], 48, 0.5)
     arm = ("SELECT rowid AS fts_rowid, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts "
            "WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ?")
     assert sql.startswith(f"SELECT m.rowid, f.score FROM ({arm} UNION ALL {arm}) f JOIN memory m ")
     assert "embedding" not in sql and "content" not in sql
     assert sql.endswith("WHERE m.agent_wallet = ? ORDER BY f.score DESC, m.rowid LIMIT ?")
     span = 1 << _sql.FTS_ROWID_SHIFT
-    assert params == ['"kayak"', 3 * span, 4 * span - 1, '"kayak"', 7 * span, 8 * span - 1, "a1", 48]
+    assert params == ['"3xkayak"', 3 * span, 4 * span - 1, '"7xkayak"', 7 * span, 8 * span - 1, "a1", 48]
 
 
 def test_keyword_pool_reads_only_the_index_and_rows_passing_reads_by_rowid() -> None:
-    sql, params = _sql.keyword_pool('"kayak"', [3], 192, 0.5)
+    sql, params = _sql.keyword_pool([(3, '"3xkayak"')], 192, 0.5)
     assert "JOIN" not in sql and "memory m" not in sql
     assert sql.endswith("ORDER BY f.score DESC, memory_rowid LIMIT ?")
     span = 1 << _sql.FTS_ROWID_SHIFT
-    assert params == ['"kayak"', 3 * span, 4 * span - 1, 192]
+    assert params == ['"3xkayak"', 3 * span, 4 * span - 1, 192]
     sql, params = _sql.rows_passing([5, 9], "agent_wallet = ?", ["a1"])
     assert sql == (f"SELECT {NO_BLOB} FROM memory NOT INDEXED "
                    "WHERE rowid IN (?,?) AND (agent_wallet = ?)")
@@ -117,6 +119,17 @@ def test_keyword_pool_reads_only_the_index_and_rows_passing_reads_by_rowid() -> 
     conn.execute("CREATE INDEX idx_agent ON memory (agent_wallet)")
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     assert plan == ["SEARCH memory USING INTEGER PRIMARY KEY (rowid=?)"], plan  # not the whole agent by index
+    conn.close()
+
+
+def test_fts_terms_calls_the_terms_function_with_the_rows_scope_number() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE fts_scopes (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE)")
+    conn.execute("INSERT INTO fts_scopes(id, key) VALUES (5, ?)", (_sql.fts_scope_key("agent", "u1"),))
+    conn.create_function("manowar_fts_terms", 2, lambda sid, text: f"{sid}|{text}")
+    row = conn.execute(f"SELECT {_sql.fts_terms('r', 'content')}, {_sql.fts_rowid('r')} FROM "
+                       "(SELECT 'agent' AS agent_wallet, 'u1' AS user_address, 'hi' AS content, 9 AS rowid) r").fetchone()
+    assert row == ("5|hi", (5 << _sql.FTS_ROWID_SHIFT) | 9)
     conn.close()
 
 

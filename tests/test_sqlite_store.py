@@ -454,41 +454,37 @@ def _keyword_results(store: SQLiteStore) -> dict[tuple[int, str], list[tuple[str
             for i, s in enumerate(_FTS_SCOPES) for text in _FTS_TEXTS}
 
 
-def _keyword_results_before_m006(store: SQLiteStore) -> dict[tuple[int, str], list[tuple[str, float]]]:
-    """The keyword lane's statement before m006 (one rowid space, scope filtered after MATCH)."""
-    out = {}
-    with store._conn() as conn:
-        for i, s in enumerate(_FTS_SCOPES):
-            where, params = store._memory_where(MemoryQuery(scope=s))
-            for text in _FTS_TEXTS:
-                rows = conn.execute(
-                    "SELECT m.id, -bm25(memory_fts, 1.0, 0.5) AS score FROM memory_fts JOIN memory m "
-                    f"ON m.rowid = memory_fts.rowid WHERE memory_fts MATCH ? AND {sqlite_module._qualify(where, 'm')} "
-                    "ORDER BY score DESC LIMIT 10", [sqlite_module._fts_query(text), *params],
-                ).fetchall()
-                out[(i, text)] = [(r[0], float(r[1])) for r in rows]
-    return out
-
-
-def test_fts_scope_ranges_migration_keeps_keyword_results_and_scores(tmp_path, monkeypatch) -> None:
-    """A database from before m006 (one FTS rowid space for every scope) is migrated to
-    per-scope rowid ranges; every scope's keyword hits, order and BM25 scores stay the same."""
-    path = tmp_path / "old.db"
-    before_m006 = [m for m in sqlite_module.MIGRATIONS if m[0] != "m006_fts_scope_ranges"]
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", before_m006)
-    old = SQLiteStore(path)
-    texts = ["kayak on the river", "painting a river", "kayak trip, kayak painting", "a painting of a kayak",
+_FTS_ROWS = ["kayak on the river", "painting a river", "kayak trip, kayak painting", "a painting of a kayak",
              "river trip"]
+
+
+def _fill_fts_scopes(store: SQLiteStore) -> None:
     for n, s in enumerate(_FTS_SCOPES):
-        old.add_memories([_record(f"{t} ({n})" if k % 2 else t, scope=s) for k, t in enumerate(texts[n:] + texts[:n])])
-    old.add_memories([_record(f"weather report {k}", scope=_FTS_SCOPES[3]) for k in range(30)])
-    expected = _keyword_results_before_m006(old)
-    assert "m006_fts_scope_ranges" not in old.migrations()
+        rows = _FTS_ROWS[n:] + _FTS_ROWS[:n]
+        store.add_memories([_record(f"{t} ({n})" if k % 2 else t, rid=f"r{n}-{k}", scope=s) for k, t in enumerate(rows)])
+    store.add_memories([_record(f"weather report {k}", rid=f"w{k}", scope=_FTS_SCOPES[3]) for k in range(30)])
+
+
+@pytest.mark.parametrize("first_missing", ["m006_fts_scope_ranges", "m007_fts_scoped_terms"])
+def test_fts_migrations_give_the_keyword_results_of_a_new_database(tmp_path, monkeypatch, first_missing) -> None:
+    """A database from before m006 (one FTS rowid space) or before m007 (unscoped terms) is
+    migrated; every scope's keyword hits, order and BM25 scores are then those of a database
+    created new with the same rows, and the triggers keep the rebuilt index in sync."""
+    fresh = SQLiteStore(tmp_path / "new.db")
+    _fill_fts_scopes(fresh)
+    expected = _keyword_results(fresh)
+    fresh.close()
+    path = tmp_path / "old.db"
+    names = [name for name, _ in sqlite_module.MIGRATIONS]
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:names.index(first_missing)])
+    old = SQLiteStore(path)
+    _fill_fts_scopes(old)
+    assert first_missing not in old.migrations()
     old.close()
     monkeypatch.undo()
     store = SQLiteStore(path)
     try:
-        assert store.migrations()[-1] == "m006_fts_scope_ranges"
+        assert store.migrations()[-1] == "m007_fts_scoped_terms"
         got = _keyword_results(store)
         assert got == expected
         assert got[(0, "painting")][0][1] > 0.1  # rare enough terms for real BM25 scores
@@ -502,8 +498,28 @@ def test_fts_scope_ranges_migration_keeps_keyword_results_and_scores(tmp_path, m
         store.delete_memory(rid)
         assert store.keyword_search(MemoryQuery(scope=_FTS_SCOPES[1]), "dusk", 5) == []
         assert store.keyword_search(MemoryQuery(scope=Scope(agent_wallet="nobody", user_address="u1")), "kayak", 5) == []
+        with store._conn() as conn:
+            conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")
     finally:
         store.close()
+
+
+def test_keyword_document_frequencies_are_the_scopes_own(store: SQLiteStore) -> None:
+    """Every indexed term carries its row's scope, so a term's document count is one scope's,
+    and another user's words cannot reorder a user's results: 50 other rows of "kayak" would
+    make the word common table-wide, and a table-wide BM25 would drop it to no weight."""
+    other = Scope(agent_wallet="agent", user_address="other")
+    store.add_memories([_record("kayak kayak lake", rid="kayak"), _record("painting the lake", rid="painting")])
+    before = [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak painting", 5)]
+    assert before == ["kayak", "painting"]
+    store.add_memories([_record(f"kayak {k}", rid=f"o{k}", scope=other) for k in range(50)])
+    assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak painting", 5)] == before
+    with store._conn() as conn:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, memory_fts, row)")
+        docs = dict(conn.execute("SELECT term, doc FROM temp.fts_terms WHERE term LIKE '%xkayak'").fetchall())
+        sid = {key: n for n, key in conn.execute("SELECT id, key FROM fts_scopes")}
+    assert docs == {f"{sid[sqlite_module._sql.fts_scope_key('agent', 'u')]}xkayak": 1,
+                    f"{sid[sqlite_module._sql.fts_scope_key('agent', 'other')]}xkayak": 50}
 
 
 def test_keyword_search_reads_only_the_scopes_fts_rowid_ranges(store: SQLiteStore) -> None:
@@ -511,7 +527,7 @@ def test_keyword_search_reads_only_the_scopes_fts_rowid_ranges(store: SQLiteStor
     other scopes' rows are not read; and a row moved to another scope moves its index entry."""
     from manowar_memory.stores import _sql
 
-    sql, params = _sql.keyword_rowids('"kayak"', [1], "m.agent_wallet = ?", ["agent"], 5, 0.5)
+    sql, params = _sql.keyword_rowids([(1, '"1xkayak"')], "m.agent_wallet = ?", ["agent"], 5, 0.5)
     with store._conn() as conn:
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
     assert any(p.startswith("SCAN memory_fts VIRTUAL TABLE INDEX 0:M") and p.endswith("><") for p in plan), plan
@@ -531,7 +547,8 @@ def _keyword_reference(store: SQLiteStore, query: MemoryQuery, text: str, limit:
     where, params = store._memory_where(query)
     with store._conn() as conn:
         sids = [r[0] for r in conn.execute("SELECT id FROM fts_scopes WHERE key IN (?, ?) ORDER BY id", keys)]
-        sql, all_params = _sql.keyword_rowids(sqlite_module._fts_query(text) or "", sids,
+        phrases = sqlite_module._fts.query_phrases(text)
+        sql, all_params = _sql.keyword_rowids([(sid, sqlite_module._fts.scoped_match(sid, phrases)) for sid in sids],
                                               sqlite_module._qualify(where, "m"), params, limit, store.context_weight)
         rows = conn.execute(sql, all_params).fetchall()
         ids = {r[0]: r[1] for r in conn.execute(f"SELECT rowid, id FROM memory WHERE rowid IN "
@@ -547,7 +564,8 @@ def test_keyword_lane_pool_gives_the_results_of_a_full_scan_and_falls_back_when_
     user_less = Scope(agent_wallet="agent")
     rows = [_record(f"kayak trip {k}", rid=f"same{k}") for k in range(6)]  # equal scores: rowid order decides
     rows += [_record("kayak kayak river " + "x" * k, rid=f"best{k}", metadata={"colour": "red"}) for k in range(4)]
-    rows += [_record(f"kayak river {k}", rid=f"agent{k}", scope=user_less) for k in range(4)]
+    rows += [_record(f"kayak river {k} " + "notes on wind and weather " * 4, rid=f"agent{k}", scope=user_less)
+             for k in range(4)]  # long: below the best rows for "kayak river"
     rows += [_record("kayak kayak kayak river", rid="other", scope=Scope(agent_wallet="agent", user_address="u2"))]
     store.add_memories(rows)
     store.update_memory("best0", {"metadata": {"colour": "red", "status": "superseded"}})
@@ -573,7 +591,7 @@ def test_keyword_lane_pool_gives_the_results_of_a_full_scan_and_falls_back_when_
     finally:
         with store._conn() as conn:
             conn.set_trace_callback(None)
-    assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak trip", 3)] == [
+    assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "trip", 3)] == [
         "same0", "same1", "same2"]
     # the superseded best0 is in the first pool of "kayak river" (fallback); the red filter passes
     # too few of the pool (fallback); "kayak" x 20 has fewer matches than the pool holds

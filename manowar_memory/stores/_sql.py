@@ -20,8 +20,10 @@ __all__ = [
     "count_stale_sessions",
     "count_transcripts_older_than",
     "fts_rowid",
+    "fts_scope_id",
     "fts_scope_key",
     "fts_scope_key_sql",
+    "fts_terms",
     "keyword_pool",
     "keyword_rowids",
     "memory_columns",
@@ -76,37 +78,49 @@ def fts_scope_key(agent_wallet: str, user_address: str | None) -> str:
     return f"{agent}n" if user_address is None else f"{agent}u{user_address.encode('utf-8').hex().upper()}"
 
 
+def fts_scope_id(row: str) -> str:
+    """SQL of the ``fts_scopes`` number of memory row ``row`` (its scope must be in ``fts_scopes``)."""
+    return f"(SELECT id FROM fts_scopes WHERE key = {fts_scope_key_sql(row)})"
+
+
 def fts_rowid(row: str) -> str:
     """SQL of the FTS5 rowid of memory row ``row`` (its scope must be in ``fts_scopes``)."""
-    return (f"((((SELECT id FROM fts_scopes WHERE key = {fts_scope_key_sql(row)}) & {_FTS_SCOPE_MASK}) "
-            f"<< {FTS_ROWID_SHIFT}) | {row}.rowid)")
+    return f"((({fts_scope_id(row)} & {_FTS_SCOPE_MASK}) << {FTS_ROWID_SHIFT}) | {row}.rowid)"
 
 
-def _keyword_arms(match: str, scope_ids: Sequence[int], context_weight: float) -> Statement:
-    """FTS5 arms over the rowid ranges of ``scope_ids``: ``(fts_rowid, score)`` of every match."""
-    arms = " UNION ALL ".join(
+def fts_terms(row: str, column: str) -> str:
+    """SQL of what the memory index stores for ``row``'s ``column``: its scoped terms, computed
+    by the ``manowar_fts_terms`` function (:func:`~manowar_memory.stores._fts.scoped_terms`)."""
+    return f"manowar_fts_terms({fts_scope_id(row)}, {row}.{column})"
+
+
+def _keyword_arms(arms: Sequence[tuple[int, str]], context_weight: float) -> Statement:
+    """FTS5 arms, one per ``(scope_id, match)``: ``(fts_rowid, score)`` of every match of the
+    scope's query (its scoped terms, :func:`~manowar_memory.stores._fts.scoped_match`) in the
+    scope's rowid range."""
+    sql = " UNION ALL ".join(
         f"SELECT rowid AS fts_rowid, -bm25(memory_fts, 1.0, {float(context_weight)!r}) AS score "
         f"FROM memory_fts WHERE memory_fts MATCH ? AND rowid BETWEEN ? AND ?"
-        for _ in scope_ids
+        for _ in arms
     )
     arm_params: list[Any] = []
-    for sid in scope_ids:
+    for sid, match in arms:
         low = (sid & _FTS_SCOPE_MASK) << FTS_ROWID_SHIFT
         arm_params += [match, low, low + (1 << FTS_ROWID_SHIFT) - 1]
-    return arms, arm_params
+    return sql, arm_params
 
 
-def keyword_pool(match: str, scope_ids: Sequence[int], pool: int, context_weight: float) -> Statement:
+def keyword_pool(arms: Sequence[tuple[int, str]], pool: int, context_weight: float) -> Statement:
     """The first step of the keyword lane: ``(rowid, score)`` of the best ``pool`` full-text
-    matches in the rowid ranges of ``scope_ids``, in the lane's order (score descending, then
+    matches of the ``(scope_id, match)`` arms, in the lane's order (score descending, then
     memory rowid), read from the full-text index alone (no memory row is touched).
 
     If at least ``limit`` of them pass the scope filter (:func:`rows_passing`), the first
     ``limit`` passing ones are exactly what :func:`keyword_rowids` returns, because every row
     outside the pool comes later in that order; otherwise the store runs :func:`keyword_rowids`."""
-    arms, arm_params = _keyword_arms(match, scope_ids, context_weight)
+    union, arm_params = _keyword_arms(arms, context_weight)
     mask = (1 << FTS_ROWID_SHIFT) - 1
-    sql = (f"SELECT f.fts_rowid & {mask} AS memory_rowid, f.score FROM ({arms}) f "
+    sql = (f"SELECT f.fts_rowid & {mask} AS memory_rowid, f.score FROM ({union}) f "
            "ORDER BY f.score DESC, memory_rowid LIMIT ?")
     return sql, [*arm_params, pool]
 
@@ -120,20 +134,20 @@ def rows_passing(rowids: Sequence[int], where: str, params: Sequence[Any]) -> St
     return sql, [*rowids, *params]
 
 
-def keyword_rowids(match: str, scope_ids: Sequence[int], where: str, params: Sequence[Any], limit: int,
+def keyword_rowids(arms: Sequence[tuple[int, str]], where: str, params: Sequence[Any], limit: int,
                    context_weight: float) -> Statement:
     """The keyword lane's query: ``(rowid, score)`` of the best ``limit`` rows of ``memory m``
-    passing ``where`` for the FTS5 query ``match``, best first (BM25 with the ``context``
-    column weighed ``context_weight`` against the content's 1).
+    passing ``where`` for the ``(scope_id, match)`` arms, best first (BM25 with the
+    ``context`` column weighed ``context_weight`` against the content's 1).
 
-    FTS5 reads only the rowid ranges of ``scope_ids`` (the asking user's and the agent's
-    user-less rows), so other scopes' rows are never scored nor joined; ``where`` still
-    decides which rows qualify. BM25's statistics stay those of the whole table, so scores
-    are the ones an unpartitioned index gives. Only rowids and scores are read here; the
-    store then reads the winning rows alone, without their embeddings."""
-    arms, arm_params = _keyword_arms(match, scope_ids, context_weight)
+    Each arm's query holds its scope's terms and reads its scope's rowid range (the asking
+    user's and the agent's user-less rows), so other scopes' rows are never scored nor
+    joined, and BM25's document frequencies are the scope's own; ``where`` still decides
+    which rows qualify. Only rowids and scores are read here; the store then reads the
+    winning rows alone, without their embeddings."""
+    union, arm_params = _keyword_arms(arms, context_weight)
     sql = (
-        f"SELECT m.rowid, f.score FROM ({arms}) f JOIN memory m ON m.rowid = (f.fts_rowid & "
+        f"SELECT m.rowid, f.score FROM ({union}) f JOIN memory m ON m.rowid = (f.fts_rowid & "
         f"{(1 << FTS_ROWID_SHIFT) - 1}) WHERE {where} ORDER BY f.score DESC, m.rowid LIMIT ?"
     )
     return sql, [*arm_params, *params, limit]

@@ -2,9 +2,10 @@
 
 * WAL mode, one connection per thread for files (readers never block the writer);
   ``:memory:`` uses a single connection behind a lock.
-* FTS5 (porter stemming over unicode61) for the keyword lane, on memory rows and transcripts;
-  memory rows sit in their agent/user scope's rowid range of the index, so a search reads only
-  its own scope's rows.
+* FTS5 for the keyword lane, on memory rows and transcripts. The memory index holds scoped
+  terms (:mod:`._fts`: words stemmed in Python, prefixed with the row's agent/user scope) under
+  rowids in the scope's range, so a search reads only its own scope's rows and BM25's document
+  frequencies are its scope's own, however many other scopes the store holds.
 * Vectors are stored with their row (float32 blob plus the embedding model id). Vector
   search is exact: an in-process matrix per model, refreshed incrementally from a
   revision counter, so writes from other processes are seen on the next search.
@@ -28,7 +29,7 @@ from ..errors import StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..scope import SCOPE_FIELDS
-from . import _sql
+from . import _fts, _sql
 from ._vectors import VectorIndex
 from .base import (
     INACTIVE_STATUSES,
@@ -258,6 +259,42 @@ def _m006_fts_scope_ranges(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m007_fts_scoped_terms(conn: sqlite3.Connection) -> None:
+    """The memory FTS5 table holds scoped terms (:mod:`._fts`): each word folded and stemmed
+    in Python and prefixed with its row's scope number, written by the ``manowar_fts_terms``
+    function the triggers call. A term's document frequency is then its scope's own, so BM25
+    no longer walks other scopes' posting lists, and a scope's keyword scores no longer move
+    with other scopes' words. The index is rebuilt from the memory table; no row changes."""
+    new_key = _sql.fts_scope_key_sql("new")
+    new_id, old_id = _sql.fts_rowid("new"), _sql.fts_rowid("old")
+    new_terms = f"{_sql.fts_terms('new', 'content')}, {_sql.fts_terms('new', 'context')}"
+    old_terms = f"{_sql.fts_terms('old', 'content')}, {_sql.fts_terms('old', 'context')}"
+    conn.executescript(
+        f"""
+        DROP TRIGGER IF EXISTS memory_ai;
+        DROP TRIGGER IF EXISTS memory_ad;
+        DROP TRIGGER IF EXISTS memory_au;
+        DROP TABLE IF EXISTS memory_fts;
+        CREATE VIRTUAL TABLE memory_fts USING fts5(content, context, content='', tokenize='ascii');
+        INSERT INTO memory_fts(rowid, content, context)
+            SELECT {_sql.fts_rowid("m")}, {_sql.fts_terms("m", "content")}, {_sql.fts_terms("m", "context")}
+            FROM memory m;
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+            INSERT OR IGNORE INTO fts_scopes(key) VALUES ({new_key});
+            INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, {new_terms});
+        END;
+        CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, content, context) VALUES ('delete', {old_id}, {old_terms});
+        END;
+        CREATE TRIGGER memory_au AFTER UPDATE OF content, context, agent_wallet, user_address ON memory BEGIN
+            INSERT OR IGNORE INTO fts_scopes(key) VALUES ({new_key});
+            INSERT INTO memory_fts(memory_fts, rowid, content, context) VALUES ('delete', {old_id}, {old_terms});
+            INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, {new_terms});
+        END;
+        """
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
@@ -265,6 +302,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m004_maintenance_schedules", _m004_maintenance_schedules),
     ("m005_cache_fence", _m005_cache_fence),
     ("m006_fts_scope_ranges", _m006_fts_scope_ranges),
+    ("m007_fts_scoped_terms", _m007_fts_scoped_terms),
 ]
 
 _MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
@@ -341,6 +379,7 @@ class SQLiteStore:
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None)
         conn.row_factory = sqlite3.Row
+        conn.create_function(_fts.TERMS_FUNCTION, 2, _fts.scoped_terms, deterministic=True)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -722,8 +761,8 @@ class SQLiteStore:
             return int(conn.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", params).fetchone()[0])
 
     def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
-        match = _fts_query(text)
-        if match is None:
+        phrases = _fts.query_phrases(text)
+        if not phrases:
             return []
         where, params = self._memory_where(query)
         s = query.scope
@@ -736,10 +775,11 @@ class SQLiteStore:
             )]
             if not scope_ids:
                 return []
-            picked = self._keyword_rows(conn, match, scope_ids, where, params, limit)
+            arms = [(sid, _fts.scoped_match(sid, phrases)) for sid in scope_ids]
+            picked = self._keyword_rows(conn, arms, where, params, limit)
         return [Hit(self._row_to_record(row), score) for row, score in picked]
 
-    def _keyword_rows(self, conn: sqlite3.Connection, match: str, scope_ids: list[int], where: str,
+    def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]], where: str,
                       params: list[Any], limit: int) -> list[tuple[sqlite3.Row, float]]:
         """The keyword lane's best ``limit`` rows (no embedding) with their scores, best first.
 
@@ -750,7 +790,7 @@ class SQLiteStore:
         the pool pass does the lane rank every match against the filter."""
         pool = limit * self.keyword_pool_factor
         if pool > 0:
-            sql, pool_params = _sql.keyword_pool(match, scope_ids, pool, self.context_weight)
+            sql, pool_params = _sql.keyword_pool(arms, pool, self.context_weight)
             candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
             picked: list[tuple[sqlite3.Row, float]] = []
             for start in range(0, len(candidates), limit):
@@ -762,7 +802,7 @@ class SQLiteStore:
                     return picked[:limit]
             if len(candidates) < pool:
                 return picked  # exact: every match outside the pool ranks after the whole pool
-        sql, fts_params = _sql.keyword_rowids(match, scope_ids, _qualify(where, "m"), params, limit,
+        sql, fts_params = _sql.keyword_rowids(arms, _qualify(where, "m"), params, limit,
                                               self.context_weight)
         ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
         if not ranked:
@@ -1212,7 +1252,8 @@ def _qualify(where: str, alias: str) -> str:
 
 
 def _fts_query(text: str | None) -> str | None:
-    """An FTS5 OR-query of the text's content terms (each quoted), or None when it has none.
+    """The transcripts index's FTS5 OR-query of the text's content terms (each quoted), or None
+    when it has none (the memory index has its own, :func:`._fts.scoped_match`).
 
     Terms are the text's word tokens (Unicode letters and digits), lower-cased, without
     English stop words and single characters; two-character tokens are kept (``AI``,
@@ -1224,10 +1265,9 @@ def _fts_query(text: str | None) -> str | None:
     """
     if not text:
         return None
-    extra_stop = ("us", "ur", "vs", "im", "ya", "ye", "eh", "uh", "um", "ah", "aw")
     seen: dict[str, None] = {}
     for tok in tokens(text):
-        if len(tok) > 1 and tok not in STOPWORDS and tok not in extra_stop:
+        if len(tok) > 1 and tok not in STOPWORDS and tok not in _fts.FILLER:
             seen.setdefault(tok, None)
     if not seen:
         return None
