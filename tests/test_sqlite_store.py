@@ -644,3 +644,26 @@ def test_file_connections_map_the_database_into_memory_only_when_asked(tmp_path)
         store.close()
     finally:
         SQLiteStore.mmap_size = before
+
+
+def test_a_tool_without_the_terms_function_cannot_write_memory_rows(tmp_path) -> None:
+    """Another tool's connection (no ``manowar_fts_terms``) reads the file but cannot change a
+    memory row: the trigger fails, the statement is undone, and the index stays in step."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    (rid,) = store.add_memories([_record("kayak at dawn")])
+    store.close()
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("SELECT content FROM memory WHERE id = ?", (rid,)).fetchone() == ("kayak at dawn",)
+        with pytest.raises(sqlite3.OperationalError, match="manowar_fts_terms"):
+            raw.execute("UPDATE memory SET content = 'canoe at dusk' WHERE id = ?", (rid,))
+        raw.rollback()
+    finally:
+        raw.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.get_memory(rid).content == "kayak at dawn"
+        assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak", 5)] == [rid]
+    finally:
+        store.close()
