@@ -484,7 +484,7 @@ def test_fts_migrations_give_the_keyword_results_of_a_new_database(tmp_path, mon
     monkeypatch.undo()
     store = SQLiteStore(path)
     try:
-        assert store.migrations()[-1] == "m007_fts_scoped_terms"
+        assert store.migrations()[-2:] == ["m007_fts_scoped_terms", "m008_thread_index"]
         got = _keyword_results(store)
         assert got == expected
         assert got[(0, "painting")][0][1] > 0.1  # rare enough terms for real BM25 scores
@@ -667,3 +667,29 @@ def test_a_tool_without_the_terms_function_cannot_write_memory_rows(tmp_path) ->
         assert [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak", 5)] == [rid]
     finally:
         store.close()
+
+
+def test_a_threads_newest_rows_come_from_the_thread_index_newest_first(store: SQLiteStore) -> None:
+    """Ingest reads a thread's newest rows for each new row's thread context: the statement
+    walks the (agent, thread, created_at) index newest first, with no sort and no scan of the
+    agent's other users, and ties on ``created_at`` still come newest insert first."""
+    import dataclasses
+
+    other = Scope(agent_wallet="agent", user_address="someone-else")
+    rows = [_record(f"turn {k}", rid=f"t{k}", scope=dataclasses.replace(SCOPE, thread_id="th"), created_at=1000 + k // 2)
+            for k in range(10)]
+    rows += [_record(f"other {k}", rid=f"o{k}", scope=dataclasses.replace(other, thread_id="th"), created_at=2000 + k)
+             for k in range(300)]
+    store.add_memories(rows)
+    query = MemoryQuery(scope=dataclasses.replace(SCOPE, thread_id="th"), durable=False, exclude_sources=("fact",))
+    statements: list[str] = []
+    with store._conn() as conn:
+        conn.set_trace_callback(statements.append)
+        try:
+            got = [r.id for r in store.list_memories(query, limit=5)]
+        finally:
+            conn.set_trace_callback(None)
+        (sql,) = [s for s in statements if s.lstrip().startswith("SELECT")]
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+    assert got == ["t9", "t8", "t7", "t6", "t5"]
+    assert plan == ["SEARCH memory USING INDEX idx_memory_thread (agent_wallet=? AND thread_id=?)"], plan

@@ -295,6 +295,14 @@ def _m007_fts_scoped_terms(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m008_thread_index(conn: sqlite3.Connection) -> None:
+    """An index on (agent, thread, created_at), so a thread's newest rows (what ingest reads to
+    build a new row's thread context, and a delete to rebuild its followers') are read newest
+    first straight from the index: before it, the planner read every row of the agent, every
+    user's, and sorted them, so each ingest got slower as the agent's other users grew."""
+    conn.executescript("CREATE INDEX idx_memory_thread ON memory (agent_wallet, thread_id, created_at);")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
@@ -303,6 +311,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m005_cache_fence", _m005_cache_fence),
     ("m006_fts_scope_ranges", _m006_fts_scope_ranges),
     ("m007_fts_scoped_terms", _m007_fts_scoped_terms),
+    ("m008_thread_index", _m008_thread_index),
 ]
 
 _MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
