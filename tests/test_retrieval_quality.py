@@ -25,8 +25,9 @@ from manowar_memory.retrieval.entities import canonical_key, extract_entities
 from manowar_memory.retrieval.entity_lane import entity_lane
 from manowar_memory.retrieval.fusion import rrf
 from manowar_memory.retrieval.hybrid import RankOptions, hybrid_search
+from manowar_memory.stores import _fts
 from manowar_memory.stores.base import Hit, MemoryQuery, VectorSearchInfo
-from manowar_memory.stores.sqlite import SQLiteStore, _fts_query
+from manowar_memory.stores.sqlite import SQLiteStore
 from manowar_memory.threads import EngineThreads
 
 NOW = 1_750_000_000_000
@@ -60,7 +61,7 @@ class TestKeywordLane:
     def test_stop_words_alone_find_nothing(self) -> None:
         store, _ = store_with("what did you do there", "the and of")
         assert keyword(store, "What did you do?") == []
-        assert _fts_query("what did you do") is None
+        assert _fts.query_phrases("what did you do") == []
 
     def test_two_letter_terms_are_kept(self) -> None:
         store, _ = store_with("I moved to LA last spring", "I moved to Boston last spring")
@@ -70,7 +71,7 @@ class TestKeywordLane:
         store, _ = store_with('He said "NEAR(a b)" OR * and left', "plain text")
         for hostile in ['"', 'NEAR(a b) OR *', 'content:x', "a\" OR \"b", "-x AND ^y"]:
             keyword(store, hostile)  # never an FTS5 syntax error
-        assert _fts_query('say "hello" there') == '"say" OR "hello"'
+        assert _fts.scoped_match(4, _fts.query_phrases('say "hello" there')) == '"4xsai" OR "4xhello"'
 
     def test_more_and_rarer_terms_rank_first(self) -> None:
         store, _ = store_with("the dog barked", "the dog chased the red ball", "a red ball")

@@ -484,7 +484,7 @@ def test_fts_migrations_give_the_keyword_results_of_a_new_database(tmp_path, mon
     monkeypatch.undo()
     store = SQLiteStore(path)
     try:
-        assert store.migrations()[-2:] == ["m007_fts_scoped_terms", "m008_thread_index"]
+        assert store.migrations() == [name for name, _ in sqlite_module.MIGRATIONS]
         got = _keyword_results(store)
         assert got == expected
         assert got[(0, "painting")][0][1] > 0.1  # rare enough terms for real BM25 scores
@@ -693,3 +693,40 @@ def test_a_threads_newest_rows_come_from_the_thread_index_newest_first(store: SQ
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql)]
     assert got == ["t9", "t8", "t7", "t6", "t5"]
     assert plan == ["SEARCH memory USING INDEX idx_memory_thread (agent_wallet=? AND thread_id=?)"], plan
+
+
+def _transcript(session: str, scope: Scope, text: str) -> Transcript:
+    return Transcript(session_id=session, **Transcript.scope_fields(scope), messages=[Message(role="user", content=text)])
+
+
+def test_transcript_search_reads_its_scopes_terms_and_follows_a_moved_transcript(tmp_path, monkeypatch) -> None:
+    """Transcripts are indexed with scoped terms (m009, migrated from a database without it): a
+    user's search matches only its own and the agent's user-less transcripts, and an upsert
+    that moves a session to another user moves its index entry."""
+    other = Scope(agent_wallet="agent", user_address="other")
+    user_less = Scope(agent_wallet="agent")
+    path = tmp_path / "t.db"
+    names = [name for name, _ in sqlite_module.MIGRATIONS]
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:names.index("m009_transcripts_scoped_terms")])
+    old = SQLiteStore(path)
+    old.upsert_transcript(_transcript("mine", SCOPE, "we paddled the kayaks at dawn"))
+    old.upsert_transcript(_transcript("theirs", other, "kayaks kayaks kayaks"))
+    old.close()
+    monkeypatch.undo()
+    store = SQLiteStore(path)
+    try:
+        store.upsert_transcript(_transcript("shared", user_less, "kayak rental prices"))
+        mine = MemoryQuery(scope=SCOPE, durable=False)
+        assert sorted(t.session_id for t, _ in store.search_transcripts(mine, "kayaks", 5)) == ["mine", "shared"]
+        assert [t.session_id for t, _ in store.search_transcripts(MemoryQuery(scope=other, durable=False), "dawn", 5)] == []
+        store.upsert_transcript(_transcript("theirs", SCOPE, "kayaks at dusk"))  # the session moves to u
+        assert [t.session_id for t, _ in store.search_transcripts(mine, "dusk", 5)] == ["theirs"]
+        assert [t.session_id for t, _ in store.search_transcripts(MemoryQuery(scope=other, durable=False), "kayaks", 5)] == [
+            "shared"]
+        with store._conn() as conn:
+            conn.execute("INSERT INTO transcripts_fts(transcripts_fts, rank) VALUES ('integrity-check', 1)")
+            conn.execute("CREATE VIRTUAL TABLE temp.tr_terms USING fts5vocab(main, transcripts_fts, row)")
+            terms = [r[0] for r in conn.execute("SELECT term FROM temp.tr_terms")]
+        assert terms and all(re.fullmatch(r"\d+x\w+", t) for t in terms), terms
+    finally:
+        store.close()

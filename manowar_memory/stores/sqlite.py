@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._util import STOPWORDS, now_ms, tokens
+from .._util import now_ms
 from ..errors import StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
@@ -303,6 +303,40 @@ def _m008_thread_index(conn: sqlite3.Connection) -> None:
     conn.executescript("CREATE INDEX idx_memory_thread ON memory (agent_wallet, thread_id, created_at);")
 
 
+def _m009_transcripts_scoped_terms(conn: sqlite3.Connection) -> None:
+    """The transcripts' FTS5 table holds scoped terms as the memory index does (m007): a
+    transcript search reads its scope's posting lists alone, where before it matched every
+    user's transcripts and filtered them after. The index is rebuilt; no row changes."""
+    new_key = _sql.fts_scope_key_sql("new")
+    new_terms, old_terms = _sql.fts_terms("new", "search_text"), _sql.fts_terms("old", "search_text")
+    # not INSERT OR IGNORE: the upsert that fires these triggers would override the IGNORE
+    add_scope = f"INSERT INTO fts_scopes(key) SELECT {new_key} WHERE NOT EXISTS (SELECT 1 FROM fts_scopes WHERE key = {new_key})"
+    conn.executescript(
+        f"""
+        DROP TRIGGER IF EXISTS transcripts_ai;
+        DROP TRIGGER IF EXISTS transcripts_ad;
+        DROP TRIGGER IF EXISTS transcripts_au;
+        DROP TABLE IF EXISTS transcripts_fts;
+        INSERT OR IGNORE INTO fts_scopes(key) SELECT DISTINCT {_sql.fts_scope_key_sql("t")} FROM transcripts t;
+        CREATE VIRTUAL TABLE transcripts_fts USING fts5(search_text, content='', tokenize='ascii');
+        INSERT INTO transcripts_fts(rowid, search_text) SELECT t.rowid, {_sql.fts_terms("t", "search_text")}
+            FROM transcripts t;
+        CREATE TRIGGER transcripts_ai AFTER INSERT ON transcripts BEGIN
+            {add_scope};
+            INSERT INTO transcripts_fts(rowid, search_text) VALUES (new.rowid, {new_terms});
+        END;
+        CREATE TRIGGER transcripts_ad AFTER DELETE ON transcripts BEGIN
+            INSERT INTO transcripts_fts(transcripts_fts, rowid, search_text) VALUES ('delete', old.rowid, {old_terms});
+        END;
+        CREATE TRIGGER transcripts_au AFTER UPDATE OF search_text, agent_wallet, user_address ON transcripts BEGIN
+            {add_scope};
+            INSERT INTO transcripts_fts(transcripts_fts, rowid, search_text) VALUES ('delete', old.rowid, {old_terms});
+            INSERT INTO transcripts_fts(rowid, search_text) VALUES (new.rowid, {new_terms});
+        END;
+        """
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
@@ -312,6 +346,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m006_fts_scope_ranges", _m006_fts_scope_ranges),
     ("m007_fts_scoped_terms", _m007_fts_scoped_terms),
     ("m008_thread_index", _m008_thread_index),
+    ("m009_transcripts_scoped_terms", _m009_transcripts_scoped_terms),
 ]
 
 _MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
@@ -774,19 +809,25 @@ class SQLiteStore:
         if not phrases:
             return []
         where, params = self._memory_where(query)
-        s = query.scope
-        keys = [_sql.fts_scope_key(s.agent_wallet, s.user_address)]
-        if s.user_address is not None:
-            keys.append(_sql.fts_scope_key(s.agent_wallet, None))  # the agent's rows of no user
         with self._conn() as conn:
-            scope_ids = [r[0] for r in conn.execute(
-                f"SELECT id FROM fts_scopes WHERE key IN ({','.join('?' * len(keys))}) ORDER BY id", keys
-            )]
+            scope_ids = self._fts_scope_ids(conn, query)
             if not scope_ids:
                 return []
             arms = [(sid, _fts.scoped_match(sid, phrases)) for sid in scope_ids]
             picked = self._keyword_rows(conn, arms, where, params, limit)
         return [Hit(self._row_to_record(row), score) for row, score in picked]
+
+    @staticmethod
+    def _fts_scope_ids(conn: sqlite3.Connection, query: MemoryQuery) -> list[int]:
+        """The ``fts_scopes`` numbers a query reads: its user's, and the agent's rows of no user
+        (the agent's alone for a query of no user), in order; none that holds no row yet."""
+        s = query.scope
+        keys = [_sql.fts_scope_key(s.agent_wallet, s.user_address)]
+        if s.user_address is not None:
+            keys.append(_sql.fts_scope_key(s.agent_wallet, None))
+        return [r[0] for r in conn.execute(
+            f"SELECT id FROM fts_scopes WHERE key IN ({','.join('?' * len(keys))}) ORDER BY id", keys
+        )]
 
     def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]], where: str,
                       params: list[Any], limit: int) -> list[tuple[sqlite3.Row, float]]:
@@ -981,16 +1022,21 @@ class SQLiteStore:
 
     def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:
         where, params = self._scope_sql(query, has_status=False, json_col="doc", source_col=None)
-        match = _fts_query(text) if text else None
+        phrases = _fts.query_phrases(text)
+        if text and not phrases:
+            return []
         with self._conn() as conn:
-            if text and match is None:
-                return []
-            if match is None:
+            if not phrases:
                 rows = conn.execute(
                     f"SELECT doc, 0.0 AS score FROM transcripts WHERE {where} ORDER BY created_at DESC LIMIT ?",
                     [*params, limit],
                 ).fetchall()
             else:
+                scope_ids = self._fts_scope_ids(conn, query)
+                if not scope_ids:
+                    return []
+                # one query: each scope's phrases are its own terms, so their counts are its own
+                match = " OR ".join(_fts.scoped_match(sid, phrases) for sid in scope_ids)
                 rows = conn.execute(
                     f"SELECT t.doc AS doc, -bm25(transcripts_fts) AS score FROM transcripts_fts "
                     f"JOIN transcripts t ON t.rowid = transcripts_fts.rowid "
@@ -1258,26 +1304,3 @@ def _qualify(where: str, alias: str) -> str:
     return regex.sub(
         r"(?<![\w.'\"])(" + "|".join(cols) + r")(?![\w'\"])", lambda m: f"{alias}.{m.group(1)}", where
     )
-
-
-def _fts_query(text: str | None) -> str | None:
-    """The transcripts index's FTS5 OR-query of the text's content terms (each quoted), or None
-    when it has none (the memory index has its own, :func:`._fts.scoped_match`).
-
-    Terms are the text's word tokens (Unicode letters and digits), lower-cased, without
-    English stop words and single characters; two-character tokens are kept (``AI``,
-    ``TV``, ``LA``: measured +0.4 recall@10 on LoCoMo against dropping them). Each term is
-    a quoted FTS5 string (embedded quotes doubled), so no query syntax can be injected; the
-    OR join gives broad recall and BM25 ranks rows matching more, and rarer, terms first.
-    The table's ``porter unicode61`` tokenizer stems query and rows alike ("painted" finds
-    "painting": +5.4 recall@10 on LoCoMo against plain ``unicode61``).
-    """
-    if not text:
-        return None
-    seen: dict[str, None] = {}
-    for tok in tokens(text):
-        if len(tok) > 1 and tok not in STOPWORDS and tok not in _fts.FILLER:
-            seen.setdefault(tok, None)
-    if not seen:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
