@@ -140,3 +140,25 @@ def test_fts_scope_key_matches_its_sql_twin() -> None:
                            (agent, user)).fetchone()
         assert row[0] == _sql.fts_scope_key(agent, user)
     assert _sql.fts_scope_key("a", None) != _sql.fts_scope_key("a", "")
+
+
+def test_fts_scope_insert_keeps_a_scopes_number_under_any_outer_conflict_clause() -> None:
+    """A trigger's ``INSERT OR IGNORE`` takes the firing statement's conflict clause: under an
+    upsert it fails, under ``INSERT OR REPLACE`` it renumbers the scope. The builder's statement
+    adds a new scope once and never touches a known one."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(f"""
+        CREATE TABLE fts_scopes (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+        CREATE TABLE t (k TEXT PRIMARY KEY, agent_wallet TEXT NOT NULL, user_address TEXT, n INTEGER);
+        CREATE TRIGGER t_ai AFTER INSERT ON t BEGIN {_sql.fts_scope_insert("new")}; END;
+        CREATE TRIGGER t_au AFTER UPDATE ON t BEGIN {_sql.fts_scope_insert("new")}; END;
+    """)
+    conn.execute("INSERT INTO t VALUES ('a', 'agent', 'u1', 0)")
+    conn.execute("INSERT INTO t VALUES ('b', 'agent', 'u2', 0)")
+    first = conn.execute("SELECT id, key FROM fts_scopes ORDER BY id").fetchall()
+    conn.execute("INSERT OR REPLACE INTO t VALUES ('a', 'agent', 'u1', 1)")
+    conn.execute("INSERT INTO t VALUES ('b', 'agent', 'u2', 2) ON CONFLICT (k) DO UPDATE SET n = excluded.n")
+    conn.execute("INSERT INTO t VALUES ('c', 'agent', 'u1', 0) ON CONFLICT (k) DO UPDATE SET n = excluded.n")
+    assert conn.execute("SELECT id, key FROM fts_scopes ORDER BY id").fetchall() == first
+    assert [k for _, k in first] == [_sql.fts_scope_key("agent", "u1"), _sql.fts_scope_key("agent", "u2")]
+    conn.close()

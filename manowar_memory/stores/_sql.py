@@ -21,6 +21,7 @@ __all__ = [
     "count_transcripts_older_than",
     "fts_rowid",
     "fts_scope_id",
+    "fts_scope_insert",
     "fts_scope_key",
     "fts_scope_key_sql",
     "fts_terms",
@@ -81,6 +82,15 @@ def fts_scope_key(agent_wallet: str, user_address: str | None) -> str:
 def fts_scope_id(row: str) -> str:
     """SQL of the ``fts_scopes`` number of memory row ``row`` (its scope must be in ``fts_scopes``)."""
     return f"(SELECT id FROM fts_scopes WHERE key = {fts_scope_key_sql(row)})"
+
+
+def fts_scope_insert(row: str) -> str:
+    """A trigger's statement that numbers ``row``'s scope in ``fts_scopes`` if it is new. Not
+    ``INSERT OR IGNORE``: the conflict clause of the statement firing a trigger overrides the
+    trigger's own, so an upsert or ``INSERT OR REPLACE`` would make it fail, or renumber the
+    scope and strand its index entries."""
+    key = fts_scope_key_sql(row)
+    return f"INSERT INTO fts_scopes(key) SELECT {key} WHERE NOT EXISTS (SELECT 1 FROM fts_scopes WHERE key = {key})"
 
 
 def fts_rowid(row: str) -> str:

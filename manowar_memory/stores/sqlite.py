@@ -265,7 +265,7 @@ def _m007_fts_scoped_terms(conn: sqlite3.Connection) -> None:
     function the triggers call. A term's document frequency is then its scope's own, so BM25
     no longer walks other scopes' posting lists, and a scope's keyword scores no longer move
     with other scopes' words. The index is rebuilt from the memory table; no row changes."""
-    new_key = _sql.fts_scope_key_sql("new")
+    add_scope = _sql.fts_scope_insert("new")
     new_id, old_id = _sql.fts_rowid("new"), _sql.fts_rowid("old")
     new_terms = f"{_sql.fts_terms('new', 'content')}, {_sql.fts_terms('new', 'context')}"
     old_terms = f"{_sql.fts_terms('old', 'content')}, {_sql.fts_terms('old', 'context')}"
@@ -280,14 +280,14 @@ def _m007_fts_scoped_terms(conn: sqlite3.Connection) -> None:
             SELECT {_sql.fts_rowid("m")}, {_sql.fts_terms("m", "content")}, {_sql.fts_terms("m", "context")}
             FROM memory m;
         CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
-            INSERT OR IGNORE INTO fts_scopes(key) VALUES ({new_key});
+            {add_scope};
             INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, {new_terms});
         END;
         CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
             INSERT INTO memory_fts(memory_fts, rowid, content, context) VALUES ('delete', {old_id}, {old_terms});
         END;
         CREATE TRIGGER memory_au AFTER UPDATE OF content, context, agent_wallet, user_address ON memory BEGIN
-            INSERT OR IGNORE INTO fts_scopes(key) VALUES ({new_key});
+            {add_scope};
             INSERT INTO memory_fts(memory_fts, rowid, content, context) VALUES ('delete', {old_id}, {old_terms});
             INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, {new_terms});
         END;
@@ -307,10 +307,8 @@ def _m009_transcripts_scoped_terms(conn: sqlite3.Connection) -> None:
     """The transcripts' FTS5 table holds scoped terms as the memory index does (m007): a
     transcript search reads its scope's posting lists alone, where before it matched every
     user's transcripts and filtered them after. The index is rebuilt; no row changes."""
-    new_key = _sql.fts_scope_key_sql("new")
     new_terms, old_terms = _sql.fts_terms("new", "search_text"), _sql.fts_terms("old", "search_text")
-    # not INSERT OR IGNORE: the upsert that fires these triggers would override the IGNORE
-    add_scope = f"INSERT INTO fts_scopes(key) SELECT {new_key} WHERE NOT EXISTS (SELECT 1 FROM fts_scopes WHERE key = {new_key})"
+    add_scope = _sql.fts_scope_insert("new")  # the transcripts upsert would override an OR IGNORE
     conn.executescript(
         f"""
         DROP TRIGGER IF EXISTS transcripts_ai;
