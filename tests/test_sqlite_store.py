@@ -506,8 +506,8 @@ def test_fts_migrations_give_the_keyword_results_of_a_new_database(tmp_path, mon
 
 def test_keyword_document_frequencies_are_the_scopes_own(store: SQLiteStore) -> None:
     """Every indexed term carries its row's scope, so a term's document count is one scope's,
-    and another user's words cannot reorder a user's results: 50 other rows of "kayak" would
-    make the word common table-wide, and a table-wide BM25 would drop it to no weight."""
+    and another user's words do not reorder a user's results here: 50 other rows of "kayak"
+    would make the word common table-wide, and a table-wide BM25 would drop it to no weight."""
     other = Scope(agent_wallet="agent", user_address="other")
     store.add_memories([_record("kayak kayak lake", rid="kayak"), _record("painting the lake", rid="painting")])
     before = [h.record.id for h in store.keyword_search(MemoryQuery(scope=SCOPE), "kayak painting", 5)]

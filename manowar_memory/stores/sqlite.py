@@ -263,8 +263,9 @@ def _m007_fts_scoped_terms(conn: sqlite3.Connection) -> None:
     """The memory FTS5 table holds scoped terms (:mod:`._fts`): each word folded and stemmed
     in Python and prefixed with its row's scope number, written by the ``manowar_fts_terms``
     function the triggers call. A term's document frequency is then its scope's own, so BM25
-    no longer walks other scopes' posting lists, and a scope's keyword scores no longer move
-    with other scopes' words. The index is rebuilt from the memory table; no row changes."""
+    no longer walks other scopes' posting lists, and other scopes' words no longer weigh a
+    scope's query terms (BM25's row count and mean row length are still the table's). The
+    index is rebuilt from the memory table; no row changes."""
     add_scope = _sql.fts_scope_insert("new")
     new_id, old_id = _sql.fts_rowid("new"), _sql.fts_rowid("old")
     new_terms = f"{_sql.fts_terms('new', 'content')}, {_sql.fts_terms('new', 'context')}"
