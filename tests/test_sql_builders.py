@@ -162,3 +162,13 @@ def test_fts_scope_insert_keeps_a_scopes_number_under_any_outer_conflict_clause(
     assert conn.execute("SELECT id, key FROM fts_scopes ORDER BY id").fetchall() == first
     assert [k for _, k in first] == [_sql.fts_scope_key("agent", "u1"), _sql.fts_scope_key("agent", "u2")]
     conn.close()
+
+
+def test_fts_sync_triggers_index_every_column_under_the_given_rowid() -> None:
+    script = _sql.fts_sync_triggers("notes", "notes_fts", ("title", "body"), lambda row: f"{row}.rowid + 1")
+    assert "CREATE TRIGGER notes_ai AFTER INSERT ON notes" in script
+    assert "AFTER UPDATE OF title, body, agent_wallet, user_address ON notes" in script
+    assert script.count(f"INSERT INTO notes_fts(rowid, title, body) VALUES (new.rowid + 1, "
+                        f"{_sql.fts_terms('new', 'title')}, {_sql.fts_terms('new', 'body')});") == 2
+    assert script.count("VALUES ('delete', old.rowid + 1, ") == 2
+    assert script.count(_sql.fts_scope_insert("new")) == 2  # insert and move number a new scope

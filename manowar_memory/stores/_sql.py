@@ -8,10 +8,12 @@ Nothing here opens a connection, so ``tests/test_sql_builders.py`` checks the ex
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from ._fts import TERMS_FUNCTION
 
 __all__ = [
     "FTS_ROWID_SHIFT",
@@ -24,6 +26,7 @@ __all__ = [
     "fts_scope_insert",
     "fts_scope_key",
     "fts_scope_key_sql",
+    "fts_sync_triggers",
     "fts_terms",
     "keyword_pool",
     "keyword_rowids",
@@ -99,9 +102,41 @@ def fts_rowid(row: str) -> str:
 
 
 def fts_terms(row: str, column: str) -> str:
-    """SQL of what the memory index stores for ``row``'s ``column``: its scoped terms, computed
-    by the ``manowar_fts_terms`` function (:func:`~manowar_memory.stores._fts.scoped_terms`)."""
-    return f"manowar_fts_terms({fts_scope_id(row)}, {row}.{column})"
+    """SQL of what a full-text index stores for ``row``'s ``column``: its scoped terms, computed
+    by the function :data:`~manowar_memory.stores._fts.TERMS_FUNCTION` names
+    (:func:`~manowar_memory.stores._fts.scoped_terms`)."""
+    return f"{TERMS_FUNCTION}({fts_scope_id(row)}, {row}.{column})"
+
+
+def fts_sync_triggers(table: str, fts: str, columns: Sequence[str], rowid: Callable[[str], str]) -> str:
+    """The script that (re)creates the triggers keeping the contentless FTS5 table ``fts`` in
+    step with ``table``: each of ``columns`` indexed as scoped terms (:func:`fts_terms`) under
+    the FTS rowid ``rowid(row)`` gives for ``new`` or ``old``. A new scope is numbered first,
+    and moving a row to another agent or user moves its entry."""
+    cols = ", ".join(columns)
+
+    def terms(row: str) -> str:
+        return ", ".join(fts_terms(row, c) for c in columns)
+
+    remove = f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', {rowid('old')}, {terms('old')});"
+    add = f"INSERT INTO {fts}(rowid, {cols}) VALUES ({rowid('new')}, {terms('new')});"
+    return f"""
+        DROP TRIGGER IF EXISTS {table}_ai;
+        DROP TRIGGER IF EXISTS {table}_ad;
+        DROP TRIGGER IF EXISTS {table}_au;
+        CREATE TRIGGER {table}_ai AFTER INSERT ON {table} BEGIN
+            {fts_scope_insert("new")};
+            {add}
+        END;
+        CREATE TRIGGER {table}_ad AFTER DELETE ON {table} BEGIN
+            {remove}
+        END;
+        CREATE TRIGGER {table}_au AFTER UPDATE OF {cols}, agent_wallet, user_address ON {table} BEGIN
+            {fts_scope_insert("new")};
+            {remove}
+            {add}
+        END;
+        """
 
 
 def _keyword_arms(arms: Sequence[tuple[int, str]], context_weight: float) -> Statement:

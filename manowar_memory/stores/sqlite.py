@@ -266,32 +266,14 @@ def _m007_fts_scoped_terms(conn: sqlite3.Connection) -> None:
     no longer walks other scopes' posting lists, and other scopes' words no longer weigh a
     scope's query terms (BM25's row count and mean row length are still the table's). The
     index is rebuilt from the memory table; no row changes."""
-    add_scope = _sql.fts_scope_insert("new")
-    new_id, old_id = _sql.fts_rowid("new"), _sql.fts_rowid("old")
-    new_terms = f"{_sql.fts_terms('new', 'content')}, {_sql.fts_terms('new', 'context')}"
-    old_terms = f"{_sql.fts_terms('old', 'content')}, {_sql.fts_terms('old', 'context')}"
     conn.executescript(
         f"""
-        DROP TRIGGER IF EXISTS memory_ai;
-        DROP TRIGGER IF EXISTS memory_ad;
-        DROP TRIGGER IF EXISTS memory_au;
         DROP TABLE IF EXISTS memory_fts;
         CREATE VIRTUAL TABLE memory_fts USING fts5(content, context, content='', tokenize='ascii');
         INSERT INTO memory_fts(rowid, content, context)
             SELECT {_sql.fts_rowid("m")}, {_sql.fts_terms("m", "content")}, {_sql.fts_terms("m", "context")}
             FROM memory m;
-        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
-            {add_scope};
-            INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, {new_terms});
-        END;
-        CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
-            INSERT INTO memory_fts(memory_fts, rowid, content, context) VALUES ('delete', {old_id}, {old_terms});
-        END;
-        CREATE TRIGGER memory_au AFTER UPDATE OF content, context, agent_wallet, user_address ON memory BEGIN
-            {add_scope};
-            INSERT INTO memory_fts(memory_fts, rowid, content, context) VALUES ('delete', {old_id}, {old_terms});
-            INSERT INTO memory_fts(rowid, content, context) VALUES ({new_id}, {new_terms});
-        END;
+        {_sql.fts_sync_triggers("memory", "memory_fts", ("content", "context"), _sql.fts_rowid)}
         """
     )
 
@@ -308,30 +290,14 @@ def _m009_transcripts_scoped_terms(conn: sqlite3.Connection) -> None:
     """The transcripts' FTS5 table holds scoped terms as the memory index does (m007): a
     transcript search reads its scope's posting lists alone, where before it matched every
     user's transcripts and filtered them after. The index is rebuilt; no row changes."""
-    new_terms, old_terms = _sql.fts_terms("new", "search_text"), _sql.fts_terms("old", "search_text")
-    add_scope = _sql.fts_scope_insert("new")  # the transcripts upsert would override an OR IGNORE
     conn.executescript(
         f"""
-        DROP TRIGGER IF EXISTS transcripts_ai;
-        DROP TRIGGER IF EXISTS transcripts_ad;
-        DROP TRIGGER IF EXISTS transcripts_au;
         DROP TABLE IF EXISTS transcripts_fts;
         INSERT OR IGNORE INTO fts_scopes(key) SELECT DISTINCT {_sql.fts_scope_key_sql("t")} FROM transcripts t;
         CREATE VIRTUAL TABLE transcripts_fts USING fts5(search_text, content='', tokenize='ascii');
         INSERT INTO transcripts_fts(rowid, search_text) SELECT t.rowid, {_sql.fts_terms("t", "search_text")}
             FROM transcripts t;
-        CREATE TRIGGER transcripts_ai AFTER INSERT ON transcripts BEGIN
-            {add_scope};
-            INSERT INTO transcripts_fts(rowid, search_text) VALUES (new.rowid, {new_terms});
-        END;
-        CREATE TRIGGER transcripts_ad AFTER DELETE ON transcripts BEGIN
-            INSERT INTO transcripts_fts(transcripts_fts, rowid, search_text) VALUES ('delete', old.rowid, {old_terms});
-        END;
-        CREATE TRIGGER transcripts_au AFTER UPDATE OF search_text, agent_wallet, user_address ON transcripts BEGIN
-            {add_scope};
-            INSERT INTO transcripts_fts(transcripts_fts, rowid, search_text) VALUES ('delete', old.rowid, {old_terms});
-            INSERT INTO transcripts_fts(rowid, search_text) VALUES (new.rowid, {new_terms});
-        END;
+        {_sql.fts_sync_triggers("transcripts", "transcripts_fts", ("search_text",), lambda row: f"{row}.rowid")}
         """
     )
 
