@@ -1,55 +1,65 @@
 #!/usr/bin/env bash
 # Run the manowar-memory test suite against real servers.
 #
-#   bash scripts/test.sh                 whole suite (-q)
-#   bash scripts/test.sh tests/x.py -k y any pytest arguments
+#   bash scripts/test.sh                  whole suite: pytest in parallel, ruff and mypy beside it
+#   bash scripts/test.sh --fast           the developer loop: no slow, cluster or Temporal tests, no static checks
+#   bash scripts/test.sh tests/x.py -k y  any pytest arguments (run as given, serially unless you pass -n)
 #
-# 1. Creates .venv (python3 -m venv) if missing and installs CPU torch 2.13.0, the project with
-#    the [all,dev] extras and the integration packages under integrations/ that exist. pip is
-#    skipped when neither the pyproject files nor this recipe changed since the last install.
+# 1. Installs every third-party dependency (CPU torch 2.13.0, the [all,dev] extras, the
+#    integrations' requirements, from scripts/requirements.py) into one virtual environment
+#    outside the checkout, $MANOWAR_VENV (default ~/.cache/manowar-memory/venv), shared by every
+#    clone: pip runs only when that list or this recipe changed. The code under test is this
+#    checkout's, put first on PYTHONPATH, so two clones never see each other's code.
 # 2. Installs Debian's chromium when missing (the docs browser check), then starts MongoDB,
 #    Redis and the Temporal dev server (scripts/services.sh start).
 # 3. Runs pytest with the servers required (MANOWAR_REQUIRE_SERVICES=1) and no model downloads.
-# Exits with pytest's code; "no tests collected" (5) counts as a failure.
+#    A whole run spreads the tests over $MANOWAR_TEST_WORKERS pytest-xdist workers (default 3:
+#    most tests wait on a server or a subprocess, so a third worker keeps two cores busy),
+#    with `--dist loadgroup` keeping each xdist_group (cluster, Temporal workers) on one worker,
+#    and runs ruff and mypy (cache under ~/.cache/manowar-memory) at the same time.
+# Exits non-zero when pytest or a static check fails; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$(pwd)
-VENV="$REPO/.venv"
+CACHE="${MANOWAR_CACHE:-$HOME/.cache/manowar-memory}"
+VENV="${MANOWAR_VENV:-$CACHE/venv}"
 PY="${PYTHON:-python3}"
 TORCH="torch==2.13.0"   # CPU wheel from pip's find-links; never let pip pick another torch
-INTEGRATIONS=(integrations/langchain_manowar integrations/llama_index_manowar)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[test %s] %s\n' "$(date +%T)" "$*" >&2; }
 
 # ---------------------------------------------------------------- install
 
+mkdir -p "$CACHE"
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PY" -m venv "$VENV"; }
 
-editables=(-e ".[all,dev]")
-stamp_inputs=(pyproject.toml)
-for dir in "${INTEGRATIONS[@]}"; do
-  if [[ -f "$dir/pyproject.toml" ]]; then
-    editables+=(-e "$dir")
-    stamp_inputs+=("$dir/pyproject.toml")
-  fi
-done
+requirements="$CACHE/requirements.txt"
+"$PY" scripts/requirements.py all dev >"$requirements.new"
 stamp_file="$VENV/.manowar-install-stamp"
-stamp=$({ echo "$TORCH ${editables[*]}"; cat "${stamp_inputs[@]}"; } | sha256sum | cut -d' ' -f1)
+stamp=$({ echo "$TORCH"; cat "$requirements.new" "${BASH_SOURCE[0]}"; } | sha256sum | cut -d' ' -f1)
 
 if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
-  constraints=$(mktemp)
-  trap 'rm -f "$constraints"' EXIT
-  echo "$TORCH" >"$constraints"
-  log "pip: installing $TORCH"
-  "$VENV/bin/python" -m pip install -q "$TORCH"
-  log "pip: installing ${editables[*]}"
-  "$VENV/bin/python" -m pip install -q -c "$constraints" "${editables[@]}"
-  echo "$stamp" >"$stamp_file"
+  # One install at a time into the shared environment (two clones may start together).
+  exec 9>"$CACHE/install.lock"
+  flock 9
+  if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
+    mv "$requirements.new" "$requirements"
+    echo "$TORCH" >"$CACHE/constraints.txt"
+    log "pip: installing $TORCH"
+    "$VENV/bin/python" -m pip install -q "$TORCH"
+    log "pip: installing $(wc -l <"$requirements") requirements into $VENV"
+    "$VENV/bin/python" -m pip install -q -c "$CACHE/constraints.txt" -r "$requirements"
+    echo "$stamp" >"$stamp_file"
+  fi
+  flock -u 9
 else
-  log "dependencies up to date (delete $stamp_file to force a reinstall)"
+  rm -f "$requirements.new"
+  log "dependencies up to date in $VENV (delete $stamp_file to force a reinstall)"
 fi
+export PYTHONPATH="$REPO:$REPO/integrations/langchain_manowar:$REPO/integrations/llama_index_manowar${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$VENV/bin:$PATH"
 
 # ---------------------------------------------------------------- browser
 
@@ -73,13 +83,39 @@ export MANOWAR_REQUIRE_SERVICES=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 # ---------------------------------------------------------------- tests
 
-[[ $# -gt 0 ]] || set -- -q
+static_pids=()
+static_logs=()
+if [[ $# -eq 0 ]]; then
+  # The whole suite: static checks beside pytest, pytest on several workers.
+  static_dir=$(mktemp -d)
+  trap 'rm -rf "$static_dir"' EXIT
+  "$VENV/bin/python" -m ruff check --no-cache --output-format concise . >"$static_dir/ruff.log" 2>&1 &
+  static_pids+=($!); static_logs+=("$static_dir/ruff.log")
+  nice -n 5 "$VENV/bin/python" -m mypy --cache-dir "$CACHE/mypy" >"$static_dir/mypy.log" 2>&1 &
+  static_pids+=($!); static_logs+=("$static_dir/mypy.log")
+  set -- -q -n "${MANOWAR_TEST_WORKERS:-3}" --dist loadgroup --durations=15
+elif [[ "$1" == "--fast" ]]; then
+  shift
+  set -- -q -n "${MANOWAR_TEST_WORKERS:-3}" --dist loadgroup -m "not slow and not cluster and not temporal" "$@"
+fi
+
 set +e
 "$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then
   log "FAIL: pytest collected no tests (exit code 5)"
-  exit 1
+  rc=1
 fi
+
+for i in "${!static_pids[@]}"; do
+  name=$(basename "${static_logs[$i]}" .log)
+  if wait "${static_pids[$i]}"; then
+    log "$name: clean"
+  else
+    log "FAIL: $name found problems:"
+    cat "${static_logs[$i]}" >&2
+    rc=1
+  fi
+done
 exit "$rc"

@@ -39,6 +39,20 @@ def _unavailable(what: str, error: BaseException | str) -> None:
     pytest.skip(msg)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the modules that hold ``slow`` or ``cluster`` tests first, each kept whole and in order
+    (the module with the most such tests first).
+
+    pytest-xdist hands out work in collection order as workers free up, so the long tests (the
+    isolation shards, the docs site, the notebooks) starting first leave the short ones to fill
+    the gaps at the end, instead of one long test starting last and running alone."""
+    long_tests: dict[str, int] = {}  # module -> how many long tests it holds; the most go first
+    for item in items:
+        if isinstance(item, pytest.Function) and (item.get_closest_marker("slow") or item.get_closest_marker("cluster")):
+            long_tests[item.module.__name__] = long_tests.get(item.module.__name__, 0) + 1
+    items.sort(key=lambda item: -long_tests.get(item.module.__name__, 0) if isinstance(item, pytest.Function) else 0)
+
+
 # ---------------------------------------------------------------- addresses (checked once)
 
 
@@ -124,6 +138,52 @@ def mongo_db(mongo_client):
     mongo_client.drop_database(name)
 
 
+@pytest.fixture(scope="session")
+def _indexed_mongo_databases(mongo_client):
+    """This worker's recycled databases that already hold the store's collections and indexes."""
+    pool: list[str] = []
+    yield pool
+    for name in pool:
+        mongo_client.drop_database(name)
+
+
+def _reusable(db) -> bool:
+    """True when ``db`` holds only the store's own collections and indexes (a test added none)."""
+    from manowar_memory.stores import _mql
+
+    for coll in db.list_collection_names():
+        specs = _mql.INDEXES.get(coll)
+        if specs is None or set(db[coll].index_information()) - {"_id_", *(spec.name for spec in specs)}:
+            return False
+    return True
+
+
+@pytest.fixture
+def mongo_store_db(mongo_client, _indexed_mongo_databases):
+    """An empty database with the MongoStore's indexes already built, dropped or recycled after the test.
+
+    Building the indexes costs about a second per database, which hundreds of tests would pay
+    for nothing: a database is emptied after its test and handed to the next one (on the same
+    worker) unless the test left collections or indexes of its own, in which case it is dropped.
+    A store opened on it still runs its idempotent index check, so a dropped index comes back."""
+    from manowar_memory.stores.mongo import MongoStore
+
+    pool = _indexed_mongo_databases
+    if pool:
+        name = pool.pop()
+    else:
+        name = f"manowar_test_{uuid.uuid4().hex[:12]}"
+        MongoStore(client=mongo_client, database=name).close()
+    db = mongo_client[name]
+    yield db
+    if _reusable(db):
+        for coll in db.list_collection_names():
+            db[coll].delete_many({})
+        pool.append(name)
+    else:
+        mongo_client.drop_database(name)
+
+
 @pytest.fixture
 def redis_key_prefix() -> str:
     """A unique key prefix; `redis_client` deletes every key under it after the test."""
@@ -168,9 +228,7 @@ def engine_on_each_store(request: pytest.FixtureRequest, engine_config):
         return
     from manowar_memory.stores.mongo import MongoStore
 
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", config=config)
+    db = request.getfixturevalue("mongo_store_db")
+    eng = MemoryEngine(store=MongoStore(client=db.client, database=db.name), embedder="fake", config=config)
     yield eng
     eng.close()
-    client.drop_database(name)

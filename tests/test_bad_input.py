@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,12 +37,10 @@ def _engine(kind: str, request: pytest.FixtureRequest, **kwargs: Any) -> Iterato
         return
     from manowar_memory.stores.mongo import MongoStore
 
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), **kwargs)
+    db = request.getfixturevalue("mongo_store_db")
+    eng = MemoryEngine(store=MongoStore(client=db.client, database=db.name), **kwargs)
     yield eng
     eng.close()
-    client.drop_database(name)
 
 
 STORES = ["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)]

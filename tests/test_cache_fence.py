@@ -64,9 +64,8 @@ def _stores(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[
         return (lambda: SQLiteStore(str(path))), (lambda: None)
     from manowar_memory.stores.mongo import MongoStore
 
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_fence_{uuid.uuid4().hex[:12]}"
-    return (lambda: MongoStore(client=client, database=name)), (lambda: client.drop_database(name))
+    db = request.getfixturevalue("mongo_store_db")
+    return (lambda: MongoStore(client=db.client, database=db.name)), (lambda: None)
 
 
 def _engine(store: Store, url: str, prefix: str) -> MemoryEngine:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -118,13 +117,8 @@ def spec(request: pytest.FixtureRequest, tmp_path):
         yield ("sqlite", path)
         return
     uri = request.getfixturevalue("mongo_uri")
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_conc_{uuid.uuid4().hex[:12]}"
-    from manowar_memory.stores.mongo import MongoStore
-
-    MongoStore(client=client, database=name).close()  # indexes once
-    yield ("mongo", uri, name)
-    client.drop_database(name)
+    db = request.getfixturevalue("mongo_store_db")  # indexes already built
+    yield ("mongo", uri, db.name)
 
 
 def _check(store: Any, results: list[dict[str, Any]], workers: list[str], shared_id: str) -> None:

@@ -31,7 +31,7 @@ import pytest
 from manowar_memory import FakeEmbedder, MemoryEngine, Scope, SQLiteStore
 from manowar_memory.stores.base import MemoryQuery
 
-pytestmark = pytest.mark.mongo
+pytestmark = [pytest.mark.mongo, pytest.mark.xdist_group("congruence")]
 
 DAY = 86_400_000
 T_BASE = 1_760_000_000_000

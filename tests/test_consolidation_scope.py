@@ -5,7 +5,6 @@ on SQLite and MongoDB."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -54,12 +53,10 @@ def engine(request: pytest.FixtureRequest) -> Iterator[MemoryEngine]:
         return
     from manowar_memory.stores.mongo import MongoStore
 
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_test_{uuid.uuid4().hex[:12]}"
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake")
+    db = request.getfixturevalue("mongo_store_db")
+    eng = MemoryEngine(store=MongoStore(client=db.client, database=db.name), embedder="fake")
     yield eng
     eng.close()
-    client.drop_database(name)
 
 
 def _seed(store, now: int) -> dict[str, list[str]]:

@@ -29,6 +29,9 @@ import pytest
 pytest.importorskip("pytest_examples", reason="pip install -e '.[docs]'")
 from pytest_examples import CodeExample, EvalExample, find_examples
 
+# one worker runs this module under pytest-xdist: its module-scoped fixtures are built once
+pytestmark = pytest.mark.xdist_group("docs-site")
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 SERVERS = {"mongo", "redis", "temporal"}

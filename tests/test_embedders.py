@@ -19,6 +19,9 @@ from manowar_memory.embeddings.voyage import VoyageEmbedder
 from manowar_memory.errors import ConfigurationError, EmbeddingError, MissingDependencyError
 from manowar_memory.testing.provider_servers import VoyageServer
 
+# one worker runs this module under pytest-xdist: its module-scoped fixtures are built once
+pytestmark = pytest.mark.xdist_group("minilm")
+
 KEY = "test-voyage-key"
 
 

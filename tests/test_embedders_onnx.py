@@ -20,7 +20,7 @@ from manowar_memory.errors import ConfigurationError, EmbeddingError, MissingDep
 
 from test_embedders import needs
 
-pytestmark = pytest.mark.local_model
+pytestmark = [pytest.mark.local_model, pytest.mark.xdist_group("onnx-export")]
 
 TEXTS = [
     "(8 May 2023) Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",

@@ -6,7 +6,6 @@ clear error and store nothing. Every store: SQLite and MongoDB."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,10 +50,8 @@ def _store_spec(request: pytest.FixtureRequest, kind: str, tmp_path) -> Any:
         return str(tmp_path / "ingest.db")
     from manowar_memory.stores.mongo import MongoStore
 
-    client = request.getfixturevalue("mongo_client")
-    name = f"manowar_ingest_{uuid.uuid4().hex[:12]}"
-    request.addfinalizer(lambda: client.drop_database(name))
-    return lambda: MongoStore(client=client, database=name)
+    db = request.getfixturevalue("mongo_store_db")
+    return lambda: MongoStore(client=db.client, database=db.name)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])

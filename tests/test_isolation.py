@@ -8,7 +8,9 @@ for every key, id and node of the example by name. Every secret a read returns m
 scope may see (:func:`manowar_memory.scoped.visible`; the exact thread for thread readers), and
 every scope must find its own secret again (no lost writes).
 
-``MANOWAR_ISOLATION_SCOPES`` sets how many scopes a store gets (default 10,000).
+``MANOWAR_ISOLATION_SCOPES`` sets how many scopes a store gets (default 10,000), spread over
+``SHARDS`` tests per store (each with an engine of its own and its own generated examples) so a
+parallel run (pytest-xdist) checks them side by side; every scope of a store is still checked.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ from llama_index_manowar import ManowarVectorStore as LIVectorStore
 
 SCOPES_PER_STORE = int(os.environ.get("MANOWAR_ISOLATION_SCOPES", "10000"))
 PER_EXAMPLE = 50
-EXAMPLES = -(-SCOPES_PER_STORE // PER_EXAMPLE)
+SHARDS = 8
+EXAMPLES_PER_SHARD = -(-SCOPES_PER_STORE // (PER_EXAMPLE * SHARDS))
 SECRET = re.compile(r"zq[0-9a-f]{16}")
 QUERY = "zqsecret password"
 
@@ -377,18 +380,19 @@ def engine(request: pytest.FixtureRequest) -> Iterator[MemoryEngine]:
 
 
 @pytest.mark.slow
-def test_no_scope_reads_another_scopes_secret_through_any_entry_point(engine: MemoryEngine) -> None:
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_scope_reads_another_scopes_secret_through_any_entry_point(engine: MemoryEngine, shard: int) -> None:
     tally = Tally()
     registry: dict[str, Written] = {}
     counter = itertools.count()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
+    @settings(max_examples=EXAMPLES_PER_SHARD, deadline=None, database=None, derandomize=False,
               phases=[Phase.explicit, Phase.generate],  # no shrinking: a failing example lists its leaks
               suppress_health_check=list(HealthCheck))
     @given(specs=st.lists(scope_specs(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE))
     def run(specs: list[dict[str, Any]]) -> None:
         example = next(counter)
-        token = f"-{example:05d}"
+        token = f"-{shard}{example:05d}"
         written: list[Written] = []
         for i, spec in enumerate(specs):
             scope = build_scope(spec, token)
@@ -422,6 +426,6 @@ def test_no_scope_reads_another_scopes_secret_through_any_entry_point(engine: Me
     run()
     print(f"\nisolation: {tally.scopes} scopes, writes {tally.writes}, reads {tally.reads}, "
           f"{tally.secrets_seen} secrets returned, {len(tally.leaks)} leaks, {len(tally.lost)} lost writes")
-    assert tally.scopes >= SCOPES_PER_STORE
+    assert tally.scopes * SHARDS >= SCOPES_PER_STORE
     assert set(tally.writes) == {w[0] for w in WRITERS} and set(tally.reads) == {r[0] for r in READERS}
     assert tally.secrets_seen > tally.scopes  # reads do return secrets: the check above can fail

@@ -110,7 +110,9 @@ def test_library_log_lines_are_redacted(caplog: pytest.LogCaptureFixture) -> Non
             raise RuntimeError(f"upstream echoed x-api-key: {COHERE_KEY}")
         except RuntimeError:
             log.exception("background task failed with %s", COHERE_KEY)
-    assert len(caplog.records) == 6
+    # only the library's own records: a pymongo client another test left open in this worker
+    # may log its heartbeats at DEBUG meanwhile
+    assert len([r for r in caplog.records if r.name.startswith("manowar_memory")]) == 6
     assert_clean(library_logs(caplog))
     assert REDACTED in caplog.text and "RuntimeError" in caplog.text
 

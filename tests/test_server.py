@@ -23,6 +23,9 @@ pytest.importorskip("uvicorn")
 
 from manowar_memory.server.auth import hash_key, presented_key
 
+# one worker runs this module under pytest-xdist: its module-scoped fixtures are built once
+pytestmark = pytest.mark.xdist_group("server-processes")
+
 KEY_A, KEY_ALICE, KEY_B = "key-agent-a", "key-agent-a-alice", "key-agent-b"
 KEYS = [{"sha256": hash_key(KEY_A), "agentWallet": "agent-a"},
         {"sha256": hash_key(KEY_ALICE), "agentWallet": "agent-a", "userAddress": "alice"},

@@ -20,6 +20,9 @@ from manowar_memory.testing.provider_servers import PinataServer
 
 from test_server import KEY_A, KEY_ALICE, KEY_B, KEYS, MANOWAR, client, free_port, serve_on_store, start, stop
 
+# one worker runs this module under pytest-xdist: its module-scoped fixtures are built once
+pytestmark = pytest.mark.xdist_group("server-routes")
+
 JWT = "routes-test-jwt"
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from manowar_memory.testing.cluster import EngineProcess
 
-pytestmark = [pytest.mark.cluster, pytest.mark.mongo]
+pytestmark = [pytest.mark.cluster, pytest.mark.mongo, pytest.mark.xdist_group("replica-set")]
 
 
 def test_primary_killed_and_restarted_mid_loop_loses_and_duplicates_nothing(replica_set, cluster_db):

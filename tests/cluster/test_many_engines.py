@@ -16,7 +16,7 @@ import pytest
 
 from manowar_memory.testing.cluster import EngineProcess
 
-pytestmark = [pytest.mark.cluster, pytest.mark.mongo]
+pytestmark = [pytest.mark.cluster, pytest.mark.mongo, pytest.mark.xdist_group("replica-set")]
 
 SCOPE = {"agent_wallet": "agent-many", "user_address": "user-1"}
 

@@ -19,7 +19,7 @@ from manowar_memory.stores.sqlite import SQLiteStore
 
 from test_temporal_worker import AGENT, _activity_retried, seed
 
-pytestmark = [pytest.mark.cluster, pytest.mark.mongo, pytest.mark.temporal]
+pytestmark = [pytest.mark.cluster, pytest.mark.mongo, pytest.mark.temporal, pytest.mark.xdist_group("replica-set")]
 
 
 async def start_worker(store_uri: str, queue: str, address: str) -> asyncio.subprocess.Process:

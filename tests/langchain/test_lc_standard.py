@@ -34,6 +34,9 @@ from langchain_manowar import (
 )
 from manowar_memory import MemoryEngine, Scope
 
+# one worker runs this module under pytest-xdist: its module-scoped fixtures are built once
+pytestmark = pytest.mark.xdist_group("lc-standard")
+
 SCOPE = Scope(agent_wallet="agent-std", user_address="user-std", thread_id="thread-std")
 FACT = "The user prefers short TypeScript examples."
 FACT_CREATED_AT = 1_700_000_000_000
