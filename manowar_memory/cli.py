@@ -362,9 +362,12 @@ def api_key(agent: str, user: str | None, name: str | None) -> None:
     """Print a new API key (stderr) and its key-file entry, which stores only the hash (stdout)."""
     from .server.auth import hash_key, new_key
 
+    for flag, value in (("--agent", agent), ("--user", user)):
+        if value is not None and not value.strip():
+            raise click.BadParameter("is blank: give the id, or leave --user out for a key of any user", param_hint=flag)
     key = new_key()
     entry = {"sha256": hash_key(key), "agentWallet": agent}
-    if user:
+    if user is not None:
         entry["userAddress"] = user
     if name:
         entry["name"] = name

@@ -34,11 +34,15 @@ def test_hai_aliases_normalise_to_hai_id(key: str) -> None:
     assert (scope.mode, scope.hai_id) == ("local", "hai-7")
 
 
-def test_from_dict_first_present_alias_wins_and_blank_values_are_absent() -> None:
-    scope = Scope.from_dict({"agentWallet": "   ", "agent_id": "fallback", "userAddress": "", "threadId": " t "})
+def test_from_dict_first_present_alias_wins_and_blank_values_are_refused() -> None:
+    scope = Scope.from_dict({"agentWallet": None, "agent_id": "fallback", "userAddress": None, "threadId": " t "})
     assert scope.agent_wallet == "fallback"
     assert scope.user_address is None
     assert scope.thread_id == "t"
+    with pytest.raises(ScopeError, match="agentWallet is blank"):
+        Scope.from_dict({"agentWallet": "   ", "agent_id": "fallback"})
+    with pytest.raises(ScopeError, match="userAddress is blank"):
+        Scope.from_dict({"agentWallet": "a", "userAddress": ""})
 
 
 def test_agent_is_not_lower_cased() -> None:
@@ -48,7 +52,7 @@ def test_agent_is_not_lower_cased() -> None:
 def test_missing_agent_is_a_scope_error() -> None:
     with pytest.raises(ScopeError, match="agentWallet is required"):
         Scope.from_dict({"userAddress": "u"})
-    with pytest.raises(ScopeError, match="agent_wallet is required"):
+    with pytest.raises(ScopeError, match="agent_wallet is blank"):
         Scope(agent_wallet="  ")
 
 
