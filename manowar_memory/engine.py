@@ -705,6 +705,7 @@ class MemoryEngine:
             raise InvalidInputError("messages must hold at least one message with non-blank content")
         if session_id is None and scope.thread_id is None:
             raise ScopeError("post_turn needs a thread: set Scope(thread_id=...) or pass session_id=...")
+        self.check_conversation_scope(scope, "post_turn")
         session_id = check_optional_text(session_id, "session_id", max_chars=1000)
         turn_id = check_optional_text(turn_id, "turn_id", max_chars=1000)
         summary = check_optional_text(summary, "summary", max_chars=self.config.max_text_chars)
@@ -1307,6 +1308,21 @@ class MemoryEngine:
             if sep and role in ("user", "assistant", "system"):
                 out.append(Message(role=role, content=text, timestamp=session.created_at + i))  # type: ignore[arg-type]
         return out
+
+    def check_conversation_scope(self, scope: ScopeLike, what: str = "post_turn") -> Scope:
+        """``scope`` as a Scope when it may record a conversation (turns, working memory): it
+        names a user, or the engine is single-tenant (``MemoryConfig.single_tenant``). Otherwise
+        :class:`ScopeError`: a user-less turn is stored agent-wide and every user would read it."""
+        scope = Scope.coerce(scope)
+        if scope.user_address is None and not self.config.single_tenant:
+            raise ScopeError(
+                f"{what} needs user_address: a conversation recorded without a user is stored agent-wide and every "
+                "user of the agent would read it. Pass Scope(..., user_address='...') (an anonymous visitor gets "
+                "an id of its own), or build the engine with MemoryConfig(single_tenant=True) when it serves one "
+                "person. Knowledge meant for every user is written with remember() or ingest() in a scope "
+                "without a user."
+            )
+        return scope
 
     def clear_thread(self, scope: ScopeLike) -> None:
         """Empty the thread's transcript and working buffer. Durable memories (graph, vectors,

@@ -553,7 +553,7 @@ class ScopedMemory:
         from ._util import now_ms
         from .records import Session, WorkingMemory
 
-        scope = self._require_thread()
+        scope = self._engine.check_conversation_scope(self._require_thread(), "update_working")
         config = self._engine.config
         lines = [validation.check_text(line, f"context[{i}]", max_chars=config.max_text_chars)
                  for i, line in enumerate(context or [])]

@@ -94,3 +94,50 @@ def test_the_cli_refuses_blank_user_flags(tmp_path: Path) -> None:
     assert isinstance(result.exception, ScopeError) and "user_address is blank" in str(result.exception)
     result = runner.invoke(cli, ["mcp", "--agent", "agent-a", "--user", "  ", "--store", store])
     assert isinstance(result.exception, ScopeError) and "userAddress is blank" in str(result.exception)
+
+
+# ---------------------------------------------------------------- conversations need a user
+
+
+TURN = [{"role": "user", "content": "My locker code is 7781."}, {"role": "assistant", "content": "Noted."}]
+
+
+def test_a_user_less_turn_is_refused_on_a_multi_user_engine() -> None:
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None) as engine:
+        anonymous = Scope(agent_wallet="a", thread_id="x")
+        with pytest.raises(ScopeError, match=r"post_turn needs user_address.*single_tenant=True"):
+            engine.post_turn(anonymous, TURN)
+        scoped = engine.scoped(anonymous)
+        with pytest.raises(ScopeError, match="needs user_address"):
+            scoped.post_turn(TURN)
+        with pytest.raises(ScopeError, match="needs user_address"):
+            scoped.index_transcript(TURN)
+        with pytest.raises(ScopeError, match="update_working needs user_address"):
+            scoped.update_working(context=["locker 7781"])
+        bob = Scope(agent_wallet="a", user_address="bob", thread_id="x")
+        assert "7781" not in engine.pre_turn("locker code", bob).prompt  # nothing was stored agent-wide
+        # agent-shared knowledge stays an explicit write
+        assert engine.remember(Scope(agent_wallet="a"), "The office opens at 9.").id
+        assert engine.scoped(Scope(agent_wallet="a")).add(["The gym closes at 22."])
+
+
+def test_rest_refuses_a_user_less_turn_of_an_agent_key() -> None:
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None) as engine:
+        http = _rest(engine, [{"sha256": hash_key("k-a"), "agentWallet": "agent-a"}])
+        r = http.post("/api/memory/turns/record", headers={"X-API-Key": "k-a"},
+                      json={"threadId": "t", "messages": TURN})
+        assert r.status_code == 400 and "needs user_address" in r.json()["detail"]
+        r = http.post("/api/memory/turns/record", headers={"X-API-Key": "k-a"},
+                      json={"threadId": "t", "userAddress": "bob", "messages": TURN})
+        assert r.status_code == 200, r.text
+
+
+def test_a_single_tenant_engine_records_user_less_turns() -> None:
+    from manowar_memory import MemoryConfig
+
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None,
+                      config=MemoryConfig(single_tenant=True)) as engine:
+        scope = Scope(agent_wallet="a", thread_id="x")
+        engine.post_turn(scope, TURN)
+        engine.scoped(scope).update_working(context=["locker 7781"])
+        assert engine.thread_messages(scope)[0].content == "My locker code is 7781."
