@@ -283,27 +283,11 @@ def _job(job_type: str) -> Callable[[ScopedMemory, Any], dict[str, Any]]:
 
 
 def _archive_restore(m: ScopedMemory, a: ArchiveIdArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import ChangedScopes, job_store
-    from .jobs.runner import invalidate_changes, query_cache_of
-
-    m.artifact("archive", a.archive_id)
-    engine = m._engine  # the core may reach its own engine
-    changes = ChangedScopes()
-    try:
-        return core.archive_restore(job_store(engine), core.ArchiveRestoreParams(archive_id=a.archive_id),
-                                    dry_run=a.dry_run, changes=changes)
-    finally:
-        invalidate_changes(query_cache_of(engine), changes)
+    return m.restore_archive(a.archive_id, dry_run=a.dry_run)  # deleted rows stay gone: a model cannot ask otherwise
 
 
 def _archive_pin(m: ScopedMemory, a: ArchiveIdArgs) -> dict[str, Any]:
-    from .jobs._store import ChangedScopes, job_store
-    from .jobs.pinning import ArchivePinParams, archive_pin
-
-    m.artifact("archive", a.archive_id)
-    return archive_pin(job_store(m._engine), ArchivePinParams(archive_id=a.archive_id), dry_run=a.dry_run,
-                       changes=ChangedScopes())
+    return m.pin_archive(a.archive_id, dry_run=a.dry_run)
 
 
 def _validate_pattern(m: ScopedMemory, a: PatternIdArgs) -> dict[str, Any]:

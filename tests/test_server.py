@@ -69,9 +69,9 @@ def mongo_url(uri: str, db: str) -> str:
 
 
 def serve_on_store(request: pytest.FixtureRequest, tmp: Path, env: dict[str, str] | None = None,
-                   kind: str | None = None) -> Iterator[str]:
-    """``manowar serve`` on ``kind`` (default the request's param: ``sqlite`` or ``mongo``) with the test keys;
-    yields its URL."""
+                   kind: str | None = None, args: tuple[str, ...] = ()) -> Iterator[str]:
+    """``manowar serve`` on ``kind`` (default the request's param: ``sqlite`` or ``mongo``) with the test keys
+    and ``args``; yields its URL."""
     kind = kind or request.param
     keys = tmp / "keys.json"
     keys.write_text(json.dumps(KEYS))
@@ -82,8 +82,8 @@ def serve_on_store(request: pytest.FixtureRequest, tmp: Path, env: dict[str, str
         store = mongo_url(request.getfixturevalue("mongo_uri"), db)
         mongo = request.getfixturevalue("mongo_client")
     port = free_port()
-    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys)], port,
-                 env=env)
+    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys), *args],
+                 port, env=env)
     yield f"http://127.0.0.1:{port}"
     stop(proc)
     if kind == "mongo":

@@ -33,7 +33,8 @@ def pinata() -> Iterator[PinataServer]:
 def base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
              pinata: PinataServer) -> Iterator[str]:
     env = {"PINATA_JWT": JWT, "PINATA_API_URL": pinata.url, "PINATA_MAX_ATTEMPTS": "1"}
-    yield from serve_on_store(request, tmp_path_factory.mktemp("routes"), env=env)
+    # the application's choices: agent keys run agent-wide maintenance and schedules, archives may be pinned
+    yield from serve_on_store(request, tmp_path_factory.mktemp("routes"), env=env, args=("--agent-jobs", "--allow-pin"))
 
 
 def test_transcripts_working_sessions_and_compress(base_url: str) -> None:

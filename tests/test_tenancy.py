@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from manowar_memory import MemoryEngine, Scope, ScopeError
-from manowar_memory.errors import ConfigurationError
+from manowar_memory.errors import ConfigurationError, InvalidInputError, NotFoundError, ToolCallError
+from manowar_memory.tools import memory_tools
 
 pytest.importorskip("fastapi")
 
@@ -141,3 +142,287 @@ def test_a_single_tenant_engine_records_user_less_turns() -> None:
         engine.post_turn(scope, TURN)
         engine.scoped(scope).update_working(context=["locker 7781"])
         assert engine.thread_messages(scope)[0].content == "My locker code is 7781."
+
+
+# ---------------------------------------------------------------- jobs, archives and pins of the caller's scope
+
+
+AGENT = "agent-a"
+ALICE = Scope(agent_wallet=AGENT, user_address="alice")
+BOB = Scope(agent_wallet=AGENT, user_address="bob")
+
+
+def _pinned_texts(pinata: Any) -> str:
+    """Everything the fake pinning service received, archives decoded."""
+    import base64
+    import gzip
+
+    out = []
+    for req in pinata.requests:
+        body = req.json or {}
+        content = (body.get("pinataContent") or {}).get("content", "")
+        if (body.get("pinataContent") or {}).get("compressed"):
+            content = gzip.decompress(base64.b64decode(content)).decode("utf-8")
+        out.append(req.body.decode("utf-8", "replace") + content)
+    return "\n".join(out)
+
+
+def _archived_users(engine: MemoryEngine, archive_id: str) -> set[Any]:
+    from manowar_memory.jobs import decode_archive
+
+    archive = engine.store.get_archive(archive_id)
+    assert archive is not None
+    return {row.get("userAddress") for row in decode_archive(archive)["vectors"]}
+
+
+def _two_users(engine: MemoryEngine) -> dict[str, str]:
+    return {"alice": engine.remember(ALICE, "Alice's vault code is zq-alice-4411.").id,
+            "bob": engine.remember(BOB, "Bob's vault code is zq-bob-9022.").id,
+            "shared": engine.remember(Scope(agent_wallet=AGENT), "The vault opens at nine.").id}
+
+
+@pytest.mark.parametrize("allow_pin", [True, False])
+def test_a_bob_key_archives_and_pins_only_bobs_rows(monkeypatch: pytest.MonkeyPatch, allow_pin: bool) -> None:
+    from manowar_memory.testing.provider_servers import PinataServer
+
+    with PinataServer(jwt="jwt-27") as pinata, MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        monkeypatch.setenv("PINATA_JWT", "jwt-27")
+        monkeypatch.setenv("PINATA_API_URL", pinata.url)
+        monkeypatch.setenv("PINATA_MAX_ATTEMPTS", "1")
+        _two_users(engine)
+        keys = ApiKeys([{"sha256": hash_key("k-bob"), "agentWallet": AGENT, "userAddress": "bob"}])
+        http = TestClient(create_app(engine, keys=keys, allow_pin=allow_pin))
+        r = http.post("/api/memory/jobs", headers={"X-API-Key": "k-bob"},
+                      json={"type": "archive_create", "params": {"pin": True}})
+        if not allow_pin:
+            assert r.status_code == 400 and "allow_pin" in r.json()["detail"]
+            assert not pinata.requests
+            return
+        assert r.status_code == 200, r.text
+        job = r.json()
+        assert job["status"] == "completed", job
+        assert job["data"]["memoriesArchived"] == 1 and job["data"]["pinned"] is True
+        assert _archived_users(engine, job["data"]["archiveId"]) == {"bob"}
+        pinned = _pinned_texts(pinata)
+        assert "zq-bob-9022" in pinned and "zq-alice-4411" not in pinned and "nine" not in pinned
+        # the job and its archive are bob's: alice's key does not see them
+        alice = TestClient(create_app(engine, keys=ApiKeys([{"sha256": hash_key("k-al"), "agentWallet": AGENT,
+                                                              "userAddress": "alice"}])))
+        assert alice.get(f"/api/memory/jobs/{job['jobId']}", headers={"X-API-Key": "k-al"}).status_code == 404
+
+
+def test_agent_wide_jobs_need_an_agent_scope_and_the_applications_opt_in() -> None:
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        _two_users(engine)
+        agent = Scope(agent_wallet=AGENT)
+        own = engine.scoped(agent).run_job("archive_create")
+        assert own.data is not None and own.data["memoriesArchived"] == 1  # only the agent's user-less row
+        everything = engine.scoped(agent, agent_jobs=True).run_job("archive_create")
+        assert everything.data is not None and everything.data["memoriesArchived"] == 3
+        # a user scope acts on its own rows even where the application opted in
+        mine = engine.scoped(BOB, agent_jobs=True).run_job("archive_create")
+        assert mine.data is not None and mine.data["memoriesArchived"] == 1
+        with pytest.raises(InvalidInputError, match="owner is bound"):
+            engine.scoped(BOB).run_job("archive_create", {"owner": None})
+        with pytest.raises(ScopeError, match="agent_jobs=True"):
+            engine.scoped(BOB, agent_jobs=True).create_agent_schedules()
+        # bob neither restores nor pins the agent-wide archive
+        with pytest.raises(NotFoundError):
+            engine.scoped(BOB, allow_pin=True).pin_archive(everything.data["archiveId"])
+        with pytest.raises(NotFoundError):
+            engine.scoped(BOB).restore_archive(everything.data["archiveId"])
+
+
+def test_a_toolkit_of_bob_archives_only_bobs_rows_and_cannot_pin() -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_manowar import ManowarToolkit
+
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        _two_users(engine)
+        tools = {t.name: t for t in ManowarToolkit(engine=engine, scope=BOB, jobs=True).get_tools()}
+        out = json.loads(tools["memory_archive_create"].invoke({}))
+        assert out["report"]["memoriesArchived"] == 1
+        assert _archived_users(engine, out["report"]["archiveId"]) == {"bob"}
+        refused = tools["memory_archive_create"].invoke({"pin": True})
+        assert "allow_pin" in str(refused)
+        pattern_rows = json.loads(tools["memory_patterns_extract"].invoke({}))
+        assert pattern_rows["status"] == "completed"
+
+
+def test_restore_never_brings_back_a_deleted_row_unless_the_application_asks() -> None:
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        ids = _two_users(engine)
+        everything = engine.scoped(Scope(agent_wallet=AGENT), agent_jobs=True).run_job("archive_create")
+        assert everything.data is not None
+        alices = engine.scoped(ALICE).run_job("archive_create")
+        assert alices.data is not None
+        assert engine.scoped(ALICE).delete(ids["alice"], hard=True)
+        # bob's restore tool: the agent-wide archive is not his, and his own holds none of alice's rows
+        bob_tools = {t.name: t for t in memory_tools(engine.scoped(BOB), ["jobs"])}
+        with pytest.raises(ToolCallError):
+            bob_tools["memory_archive_restore"].call(archive_id=everything.data["archiveId"])
+        with pytest.raises(ToolCallError):
+            bob_tools["memory_archive_restore"].call(archive_id=alices.data["archiveId"])
+        # alice's own restore keeps her deletion; the application can bring it back explicitly
+        alice_tools = {t.name: t for t in memory_tools(engine.scoped(ALICE), ["jobs"])}
+        report = alice_tools["memory_archive_restore"].call(archive_id=alices.data["archiveId"])
+        assert report["restored"] == 0 and report["skippedDeleted"] == 1
+        agent_restore = engine.scoped(Scope(agent_wallet=AGENT), agent_jobs=True).restore_archive(
+            everything.data["archiveId"])
+        assert agent_restore["restored"] == 0 and agent_restore["skippedDeleted"] == 1
+        assert "zq-alice-4411" not in engine.pre_turn("vault code", ALICE).prompt
+        back = engine.scoped(ALICE).restore_archive(alices.data["archiveId"], restore_deleted=True)
+        assert back["restored"] == 1 and "zq-alice-4411" in engine.pre_turn("vault code", ALICE).prompt
+
+
+def test_mcp_started_for_bob_archives_only_bobs_rows(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import asyncio
+    import os
+    import sys
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    with MemoryEngine(store=store, embedder="fake") as engine:
+        _two_users(engine)
+    params = StdioServerParameters(command=sys.executable, env=dict(os.environ), args=[
+        "-m", "manowar_memory.cli", "mcp", "--agent", AGENT, "--user", "bob", "--store", store, "--embedder", "fake"])
+
+    async def run() -> tuple[Any, Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            refused = await session.call_tool("memory_archive_create", {"pin": True})
+            made = await session.call_tool("memory_archive_create", {})
+            return refused, made
+
+    refused, made = asyncio.run(run())
+    assert refused.is_error and "allow_pin" in refused.content[0].text
+    report = json.loads(made.content[0].text)["report"]
+    with MemoryEngine(store=store, embedder="fake") as engine:
+        assert _archived_users(engine, report["archiveId"]) == {"bob"}
+
+
+# ---------------------------------------------------------------- forget
+
+
+def _scan_sqlite(path: Path, secrets: list[str]) -> list[str]:
+    """Every secret found in any table of the SQLite file (listed from sqlite_master, FTS shadow tables too)."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    found = []
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert "memory_fts_data" in tables  # the full-text shadow tables are scanned as well
+    for table in tables:
+        for row in conn.execute(f'SELECT * FROM "{table}"'):
+            blob = b"\x00".join(v if isinstance(v, bytes) else str(v).encode("utf-8") for v in row)
+            found += [f"{table}: {s}" for s in secrets if s.encode("utf-8") in blob]
+    conn.close()
+    return found
+
+
+def _scan_mongo(db: Any, secrets: list[str]) -> list[str]:
+    """Every secret found in any collection of the database."""
+    from bson import BSON
+
+    found = []
+    for name in db.list_collection_names():
+        for doc in db[name].find({}):
+            raw = BSON.encode(doc)
+            found += [f"{name}: {s}" for s in secrets if s.encode("utf-8") in raw]
+    return found
+
+
+def _fill(engine: MemoryEngine, scope: Scope, tag: str) -> list[str]:
+    """Every kind of row a user leaves, each holding a secret of its own; the secrets."""
+    secrets = [f"zq{tag}{kind}" for kind in ("fact", "doc", "turn", "work", "kv")]
+    memory = engine.scoped(scope.with_thread(f"t-{tag}"))
+    memory.remember(f"My passport number is {secrets[0]}.")
+    memory.add([f"The contract says {secrets[1]}."])
+    for i in range(4):  # a tool sequence seen 4 times becomes a pattern
+        engine.post_turn(scope.with_thread(f"t-{tag}-{i}"),
+                         [{"role": "user", "content": f"I am Dana and my code word is {secrets[2]}."},
+                          {"role": "assistant", "content": "Noted."}],
+                         tool_calls=[{"name": "lookup", "status": "completed"}, {"name": "book"}])
+    memory.update_working(context=[f"remember {secrets[3]}"])
+    memory.upsert([{"key": f"k-{tag}", "content": f"Keyed note {secrets[4]}"}])
+    engine.flush()
+    memory.run_job("patterns_extract")
+    memory.run_job("archive_create")
+    engine.search(secrets[0], scope)  # a cached result too
+    return secrets
+
+
+def test_forget_erases_a_user_from_every_layer_table_and_collection(engine_on_each_store: MemoryEngine,
+                                                                  tmp_path: Path) -> None:
+    engine = engine_on_each_store
+    store = engine.store
+    if store.name == "sqlite":  # a file, so that every table can be scanned from outside
+        engine = MemoryEngine(store=f"sqlite:///{tmp_path / 'm.db'}", embedder="fake")
+    try:
+        alice_secrets = _fill(engine, ALICE, "alice")
+        bob_secrets = _fill(engine, BOB, "bob")
+        engine.remember(Scope(agent_wallet=AGENT), "Shared: the office opens at nine.")
+        agent_wide = engine.scoped(Scope(agent_wallet=AGENT), agent_jobs=True).run_job("archive_create")
+        assert agent_wide.data is not None and agent_wide.data["memoriesArchived"] > 2
+        engine.store.update_archive(agent_wide.data["archiveId"], {"ipfs_cid": "bafy-fake-cid"})  # as if pinned
+        bob_before = sorted(r.content for r in engine.list_items(BOB, limit=100))
+
+        report = engine.forget(ALICE)
+        assert report.memories >= 5 and report.transcripts == 4 and report.sessions >= 1
+        assert report.patterns == 1 and report.archives == 1 and report.archives_rewritten == 1
+        assert report.pinned_copies == [{"archiveId": agent_wide.data["archiveId"], "ipfsHash": "bafy-fake-cid"}]
+        again = engine.forget(ALICE)  # idempotent
+        assert again.total == 0 and again.archives_rewritten == 0
+
+        for secret in alice_secrets:
+            assert secret not in engine.pre_turn(secret, ALICE.with_thread("t-alice")).prompt
+            assert not any(secret in c.text for c in engine.scoped(ALICE).search(secret, layers=(
+                "working", "scene", "graph", "patterns", "archives", "vectors")))
+        http = TestClient(create_app(engine, keys=ApiKeys([{"sha256": hash_key("k-al"), "agentWallet": AGENT,
+                                                             "userAddress": "alice"}])))
+        r = http.post("/api/memory/items/search", headers={"X-API-Key": "k-al"}, json={"query": alice_secrets[0]})
+        assert r.status_code == 200 and not any(s in r.text for s in alice_secrets)
+        engine.flush()
+        if engine.store.name == "sqlite":
+            engine.close()
+            assert _scan_sqlite(tmp_path / "m.db", alice_secrets) == []
+            assert _scan_sqlite(tmp_path / "m.db", bob_secrets)  # the scan does find what is there
+            engine = MemoryEngine(store=f"sqlite:///{tmp_path / 'm.db'}", embedder="fake")
+        else:
+            db = engine.store.db
+            assert _scan_mongo(db, alice_secrets) == []
+            assert _scan_mongo(db, bob_secrets)
+        assert sorted(r.content for r in engine.list_items(BOB, limit=100)) == bob_before
+        assert bob_secrets[2] in engine.pre_turn(bob_secrets[2], BOB.with_thread("t-bob-0")).prompt
+        assert engine.search("office opens", Scope(agent_wallet=AGENT))[0]
+    finally:
+        if engine is not engine_on_each_store:
+            engine.close()
+
+
+def test_forget_over_rest_and_the_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from manowar_memory.cli import cli
+
+    path = tmp_path / "m.db"
+    with MemoryEngine(store=f"sqlite:///{path}", embedder="fake") as engine:
+        _two_users(engine)
+        keys = ApiKeys([{"sha256": hash_key("k-al"), "agentWallet": AGENT, "userAddress": "alice"},
+                        {"sha256": hash_key("k-a"), "agentWallet": AGENT}])
+        http = TestClient(create_app(engine, keys=keys))
+        r = http.post("/api/memory/forget", headers={"X-API-Key": "k-al"}, json={"userAddress": "bob"})
+        assert r.status_code == 403  # a user key erases its own user only
+        r = http.post("/api/memory/forget", headers={"X-API-Key": "k-al"}, json={})
+        assert r.status_code == 200 and r.json()["memories"] == 1, r.text
+        assert engine.list_items(ALICE) == [item for item in engine.list_items(ALICE) if item.user_address is None]
+        assert [i.user_address for i in engine.list_items(BOB)].count("bob") == 1
+    result = CliRunner().invoke(cli, ["forget", "--agent", AGENT, "--user", "bob", "--store", f"sqlite:///{path}",
+                                      "--yes"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["memories"] == 1
+    with MemoryEngine(store=f"sqlite:///{path}", embedder="fake") as engine:
+        assert [i.user_address for i in engine.list_items(BOB)] == [None]  # only the shared row is left
