@@ -41,10 +41,11 @@ __all__ = [
     "tool_error_payload",
 ]
 
-ToolGroup = Literal["memory", "items", "jobs", "notes"]
-#: The groups of the catalog: recall and remember, item maintenance, maintenance jobs, and project
-#: notes for coding agents (:mod:`manowar_memory.notes`; not in the default groups).
-TOOL_GROUPS: tuple[str, ...] = ("memory", "items", "jobs", "notes")
+ToolGroup = Literal["memory", "items", "jobs", "notes", "erasure"]
+#: The groups of the catalog: recall and remember, item maintenance, maintenance jobs, project
+#: notes for coding agents (:mod:`manowar_memory.notes`) and erasure of the bound scope
+#: (``memory_forget``); only the first two are default groups: the others are the application's choice.
+TOOL_GROUPS: tuple[str, ...] = ("memory", "items", "jobs", "notes", "erasure")
 LayerName = Literal["working", "scene", "graph", "patterns", "archives", "vectors"]
 FactType = Literal["preference", "identity", "context", "skill", "relationship", "event"]
 
@@ -225,6 +226,12 @@ class ListSkillsArgs(_Args):
     limit: int = Field(20, ge=1, le=100, description="How many skills.")
 
 
+class ForgetArgs(_Args):
+    """Arguments of ``memory_forget``."""
+
+    confirm: Literal[True] = Field(description="Must be true: everything of this user is erased for good.")
+
+
 class SkillIdArgs(_Args):
     """Arguments of ``memory_get_skill``."""
 
@@ -319,6 +326,11 @@ def _list_skills(m: ScopedMemory, a: ListSkillsArgs) -> dict[str, Any]:
     return {"skills": [s.to_doc() for s in skills]}
 
 
+def _forget(m: ScopedMemory, a: ForgetArgs) -> dict[str, Any]:
+    report = m.forget()
+    return {"forgotten": True, **report.model_dump()}
+
+
 def _get_skill(m: ScopedMemory, a: SkillIdArgs) -> dict[str, Any]:
     return {"skill": m.artifact("skill", a.skill_id).to_doc()}
 
@@ -385,6 +397,9 @@ _CATALOG: tuple[ToolDefinition, ...] = (
     _d("memory_list_skills", "jobs", ListSkillsArgs, _list_skills, False, "List this agent's learned skills, best first."),
     _d("memory_get_skill", "jobs", SkillIdArgs, _get_skill, False, "Read one of this agent's learned skills by id."),
     *(_d(name, "notes", args, handler, writes, text) for name, args, handler, writes, text in NOTES_TOOL_SPECS),
+    _d("memory_forget", "erasure", ForgetArgs, _forget, True,
+       "Erase everything stored about this user (facts, conversations, working memory, patterns, archives); "
+       "use it only when the user asks to be forgotten. Cannot be undone."),
 )
 
 

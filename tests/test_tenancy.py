@@ -426,3 +426,19 @@ def test_forget_over_rest_and_the_cli(tmp_path: Path) -> None:
     assert json.loads(result.output)["memories"] == 1
     with MemoryEngine(store=f"sqlite:///{path}", embedder="fake") as engine:
         assert [i.user_address for i in engine.list_items(BOB)] == [None]  # only the shared row is left
+
+
+def test_the_forget_tool_is_offered_only_when_the_application_picks_its_group() -> None:
+    from manowar_memory.tools import catalog
+
+    assert "memory_forget" not in {d.name for d in catalog(["memory", "items", "jobs", "notes"])}
+    assert "memory_forget" not in {d.name for d in catalog()}
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        _two_users(engine)
+        tools = {t.name: t for t in memory_tools(engine.scoped(BOB), ["memory", "erasure"])}
+        with pytest.raises(ToolCallError, match="confirm"):
+            tools["memory_forget"].call()
+        out = tools["memory_forget"].call(confirm=True)
+        assert out["forgotten"] is True and out["memories"] == 1
+        assert [r.user_address for r in engine.list_items(BOB)] == [None]
+        assert [r.user_address for r in engine.list_items(ALICE)].count("alice") == 1
