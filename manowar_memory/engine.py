@@ -99,9 +99,10 @@ class ForgetReport(BaseModel):
     archives: int = Field(description="the scope's own archives deleted")
     archives_rewritten: int = Field(description="the agent's archives rewritten without the scope's rows")
     archived_rows_removed: int = Field(description="rows cut out of those archives")
-    pinned_copies: list[dict[str, str]] = Field(
-        default_factory=list, description="archives that had been pinned to IPFS: {archiveId, ipfsHash}; their "
-        "CID is cleared here, but the public copy is beyond the engine's reach")
+    pinned_copies: list[dict[str, Any]] = Field(
+        default_factory=list, description="archives that had been pinned to IPFS: {archiveId, ipfsHash, unpinned, "
+        "reason?}; the engine unpins them with the application's Pinata credentials, but a public copy others "
+        "fetched or pinned is beyond its reach")
 
     @property
     def total(self) -> int:

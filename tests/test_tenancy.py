@@ -356,7 +356,14 @@ def _fill(engine: MemoryEngine, scope: Scope, tag: str) -> list[str]:
 
 
 def test_forget_erases_a_user_from_every_layer_table_and_collection(engine_on_each_store: MemoryEngine,
-                                                                  tmp_path: Path) -> None:
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from manowar_memory.testing.provider_servers import PinataServer
+
+    pinata = PinataServer(jwt="jwt-27").__enter__()
+    monkeypatch.setenv("PINATA_JWT", "jwt-27")
+    monkeypatch.setenv("PINATA_API_URL", pinata.url)
+    monkeypatch.setenv("PINATA_MAX_ATTEMPTS", "1")
     engine = engine_on_each_store
     store = engine.store
     if store.name == "sqlite":  # a file, so that every table can be scanned from outside
@@ -365,15 +372,18 @@ def test_forget_erases_a_user_from_every_layer_table_and_collection(engine_on_ea
         alice_secrets = _fill(engine, ALICE, "alice")
         bob_secrets = _fill(engine, BOB, "bob")
         engine.remember(Scope(agent_wallet=AGENT), "Shared: the office opens at nine.")
-        agent_wide = engine.scoped(Scope(agent_wallet=AGENT), agent_jobs=True).run_job("archive_create")
+        app = engine.scoped(Scope(agent_wallet=AGENT), agent_jobs=True, allow_pin=True)
+        agent_wide = app.run_job("archive_create", {"pin": True})
         assert agent_wide.data is not None and agent_wide.data["memoriesArchived"] > 2
-        engine.store.update_archive(agent_wide.data["archiveId"], {"ipfs_cid": "bafy-fake-cid"})  # as if pinned
+        cid = agent_wide.data["ipfsHash"]
+        assert cid in pinata.pins
         bob_before = sorted(r.content for r in engine.list_items(BOB, limit=100))
 
         report = engine.forget(ALICE)
         assert report.memories >= 5 and report.transcripts == 4 and report.sessions >= 1
         assert report.patterns == 1 and report.archives == 1 and report.archives_rewritten == 1
-        assert report.pinned_copies == [{"archiveId": agent_wide.data["archiveId"], "ipfsHash": "bafy-fake-cid"}]
+        assert report.pinned_copies == [{"archiveId": agent_wide.data["archiveId"], "ipfsHash": cid, "unpinned": True}]
+        assert cid not in pinata.pins
         again = engine.forget(ALICE)  # idempotent
         assert again.total == 0 and again.archives_rewritten == 0
 
@@ -399,6 +409,7 @@ def test_forget_erases_a_user_from_every_layer_table_and_collection(engine_on_ea
         assert bob_secrets[2] in engine.pre_turn(bob_secrets[2], BOB.with_thread("t-bob-0")).prompt
         assert engine.search("office opens", Scope(agent_wallet=AGENT))[0]
     finally:
+        pinata.__exit__(None, None, None)
         if engine is not engine_on_each_store:
             engine.close()
 

@@ -450,19 +450,47 @@ class ForgetParams(_Params):
     hai_id: str | None = Field(default=None, description="the HAI of the scope")
 
 
+def _unpin(copies: list[dict[str, Any]], unpinner: Any | None) -> None:
+    """Unpin each pinned copy (``unpinner``: a PinataClient, default from the environment) and
+    note on it whether that worked; without credentials the copy is reported as still pinned."""
+    from ..errors import PinningError
+    from .pinning import PinataClient, PinataCredentials
+
+    client = unpinner
+    if client is None:
+        if PinataCredentials.from_env() is None:
+            for copy in copies:
+                copy.update(unpinned=False, reason="no Pinata credentials here: unpin it at the provider")
+            return
+        client = PinataClient.from_env()
+    try:
+        for copy in copies:
+            try:
+                copy["unpinned"] = bool(client.unpin(copy["ipfsHash"]))
+                if not copy["unpinned"]:
+                    copy["reason"] = "the provider did not pin it (already unpinned)"
+            except PinningError as exc:
+                copy.update(unpinned=False, reason=str(exc))
+    finally:
+        if unpinner is None:
+            client.close()
+
+
 def forget(store: JobStore, params: ForgetParams, *, dry_run: bool = False, progress: Progress | None = None,
-           now: int | None = None, changes: ChangedScopes | None = None) -> dict[str, Any]:
+           now: int | None = None, changes: ChangedScopes | None = None, unpinner: Any | None = None) -> dict[str, Any]:
     """Erase the scope: first its rows are cut out of every archive of the agent that holds them
     (so a retry after a failure still finds them), then the store deletes its rows, transcripts,
     sessions, patterns and archives with their index entries (:meth:`erase_scope`). An archive
-    that was pinned to IPFS is listed in ``pinnedCopies``: the public copy keeps the rows until
-    it is unpinned at the provider, and may have been copied already. Idempotent."""
+    that was pinned to IPFS is unpinned (``unpinner``, default a PinataClient from the
+    environment) and listed in ``pinnedCopies`` with ``unpinned`` and the reason when it could
+    not be: a public copy may have been fetched or pinned by others already. Idempotent."""
     from ..scope import Scope
     from ..stores.base import MemoryQuery
 
     owner = Owner(user_address=params.user_address, mode=params.mode, hai_id=params.hai_id)
     key = owner.key(params.agent_wallet)
-    rewritten, pinned_copies, removed_from_archives = 0, [], 0
+    rewritten, removed_from_archives = 0, 0
+    pinned_copies: list[dict[str, Any]] = []
     agent_scope = Scope(agent_wallet=params.agent_wallet)
     for archive in _tick(store.find_archives(MemoryQuery(scope=agent_scope), 1_000_000), progress, every=100):
         if owner.owns(archive):
@@ -485,6 +513,8 @@ def forget(store: JobStore, params: ForgetParams, *, dry_run: bool = False, prog
         if archive.ipfs_cid:
             meta["ipfs"] = {**(meta.get("ipfs") or {}), "staleAfterErasure": True, "erasedCid": archive.ipfs_cid}
         store.update_archive(archive.archive_id, {"content": content, "metadata": meta, "ipfs_cid": None})
+    if pinned_copies and not dry_run:
+        _unpin(pinned_copies, unpinner)
     if dry_run:
         counts = {"memories": 0, "transcripts": 0, "sessions": 0, "patterns": 0, "archives": 0}
     else:
