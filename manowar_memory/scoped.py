@@ -535,7 +535,8 @@ class ScopedMemory:
     def _own_archive(self, archive_id: str) -> Any:
         """An archive this scope may restore or pin: its own, or any of the agent's for agent-wide jobs."""
         archive = self.artifact("archive", archive_id)
-        if not self.agent_wide_jobs and not owns(self._scope, archive):
+        # an archive of one scope names its owner; one without (agent-wide, or older) holds every user's rows
+        if not self.agent_wide_jobs and (archive.metadata.get("owner") is None or not owns(self._scope, archive)):
             raise NotFoundError(
                 f"archive {archive_id!r} is not one of this scope's own archives: it holds rows of the whole agent, "
                 "so only the application restores or pins it (an agent-level scope with agent_jobs=True)")

@@ -226,9 +226,12 @@ def test_agent_wide_jobs_need_an_agent_scope_and_the_applications_opt_in() -> No
             engine.scoped(BOB).run_job("archive_create", {"owner": None})
         with pytest.raises(ScopeError, match="agent_jobs=True"):
             engine.scoped(BOB, agent_jobs=True).create_agent_schedules()
-        # bob neither restores nor pins the agent-wide archive
+        # bob neither restores nor pins the agent-wide archive, nor does an agent scope without agent_jobs
         with pytest.raises(NotFoundError):
             engine.scoped(BOB, allow_pin=True).pin_archive(everything.data["archiveId"])
+        with pytest.raises(NotFoundError):
+            engine.scoped(agent, allow_pin=True).pin_archive(everything.data["archiveId"], dry_run=True)
+        assert engine.scoped(agent, allow_pin=True).pin_archive(own.data["archiveId"], dry_run=True)["pinned"] is False
         with pytest.raises(NotFoundError):
             engine.scoped(BOB).restore_archive(everything.data["archiveId"])
 

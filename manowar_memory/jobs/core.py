@@ -380,7 +380,7 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
             summary=f"Archive for {_iso(start)} - {_iso(end)}", content=content, compressed=params.compress,
             date_range=date_range,
             metadata={"entryCount": len(rows), "originalSize": original_size, "compressedSize": compressed_size,
-                      "topics": []},
+                      "topics": [], **({"owner": owner.fields()} if owner is not None else {})},
             created_at=now,
         ))
         if changes is not None:
