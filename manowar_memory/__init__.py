@@ -14,6 +14,7 @@ from .config import MemoryConfig, PackerConfig, RetrievalConfig
 from .embeddings import BaseEmbedder, CachedEmbedder, Embedder, FakeEmbedder, resolve_embedder
 from .engine import (
     FlushResult,
+    ForgetReport,
     IngestItem,
     IngestReport,
     LayerSearchResult,
@@ -83,6 +84,7 @@ __all__ = [
     "FakeEmbedder",
     "FilterError",
     "FlushResult",
+    "ForgetReport",
     "InMemoryCache",
     "IngestItem",
     "IngestReport",

@@ -284,9 +284,14 @@ _KEYS_HELP = "JSON file of API keys (sha256 hash, agentWallet, optional userAddr
               "on the same store and task queue).")
 @click.option("--temporal-namespace", envvar="TEMPORAL_NAMESPACE", default="default", show_default=True)
 @click.option("--temporal-task-queue", default=None, help="Task queue of the workers (default: manowar.memory.activities).")
+@click.option("--agent-jobs", is_flag=True,
+              help="Let agent-level scopes (a key without a user) run maintenance over every user's rows of the "
+              "agent and manage its schedules; without it every job acts on the caller's own rows.")
+@click.option("--allow-pin", is_flag=True,
+              help="Let callers publish archives to IPFS (pin): a public pin cannot be taken back.")
 def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str | None, keys_file: Path | None,
           trust: str | None, max_body: int, temporal_address: str | None, temporal_namespace: str,
-          temporal_task_queue: str | None) -> None:
+          temporal_task_queue: str | None, agent_jobs: bool, allow_pin: bool) -> None:
     """Serve the REST API (OpenAPI at /openapi.json, docs at /docs)."""
     keys = _server_keys(keys_file)
     from .server.app import check_bind, create_app
@@ -296,7 +301,8 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
 
     with _server_engine(store, embedder, redis_url) as engine:
         app = create_app(engine, keys=keys, trust=trust, max_body_bytes=max_body, temporal_address=temporal_address,
-                         temporal_namespace=temporal_namespace, temporal_task_queue=temporal_task_queue)
+                         temporal_namespace=temporal_namespace, temporal_task_queue=temporal_task_queue,
+                         agent_jobs=agent_jobs, allow_pin=allow_pin)
         from .server.app import uvicorn_options
 
         opts = uvicorn_options()
@@ -322,9 +328,15 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
               help=_KEYS_HELP + " (--http)")
 @click.option("--trust", type=click.Choice(["system", "learned", "external"]), default=None,
               help="Trust level of rows the tools write (default: the engine's).")
+@click.option("--agent-jobs", is_flag=True,
+              help="Let agent-level scopes (a key without a user) run maintenance over every user's rows of the "
+              "agent and manage its schedules; without it every job acts on the caller's own rows.")
+@click.option("--allow-pin", is_flag=True,
+              help="Let callers publish archives to IPFS (pin): a public pin cannot be taken back.")
 def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str | None, thread: str | None,
                 mode: str | None, hai: str | None, groups: str, store: str | None, embedder: str,
-                redis_url: str | None, keys_file: Path | None, trust: str | None) -> None:
+                redis_url: str | None, keys_file: Path | None, trust: str | None, agent_jobs: bool,
+                allow_pin: bool) -> None:
     """Serve the memory tools over MCP: stdio for one configured scope, or --http with API keys."""
     import asyncio
 
@@ -344,7 +356,8 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
     with _server_engine(store, embedder, redis_url) as engine:
         scope = fields if (http and keys) else Scope.from_dict(fields)
         server = build_mcp_server(engine, scope=scope, keys=keys if http else None,
-                                  groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust)
+                                  groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust,
+                                  agent_jobs=agent_jobs, allow_pin=allow_pin)
         if keys is None:  # stdio
             asyncio.run(run_stdio(server))
             return
@@ -352,6 +365,25 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
 
         click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store.name} keys={len(keys)}", err=True)
         uvicorn.run(mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
+
+
+@cli.command()
+@click.option("--agent", required=True, help="Agent id (agentWallet).")
+@click.option("--user", default=None, help="The user to erase (without it: the agent's shared, user-less rows).")
+@click.option("--mode", type=click.Choice(["global", "local"]), default=None)
+@click.option("--hai", default=None, help="HAI id.")
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def forget(agent: str, user: str | None, mode: str | None, hai: str | None, store: str | None, yes: bool) -> None:
+    """Erase everything a scope owns: rows of every layer, transcripts, sessions, patterns, archives
+    (the agent's archives rewritten without them) and index entries; prints what was removed."""
+    scope = Scope.from_dict({"agentWallet": agent, "userAddress": user, "mode": mode, "haiId": hai})
+    who = f"user {scope.user_address!r}" if scope.user_address else "the agent's shared (user-less) rows"
+    if not yes:
+        click.confirm(f"Erase everything of {who} of agent {scope.agent_wallet!r}?", abort=True)
+    with _engine(store, "none") as engine:
+        report = engine.forget(scope)
+    click.echo(json.dumps(report.model_dump()))
 
 
 @cli.command("api-key")
@@ -362,9 +394,12 @@ def api_key(agent: str, user: str | None, name: str | None) -> None:
     """Print a new API key (stderr) and its key-file entry, which stores only the hash (stdout)."""
     from .server.auth import hash_key, new_key
 
+    for flag, value in (("--agent", agent), ("--user", user)):
+        if value is not None and not value.strip():
+            raise click.BadParameter("is blank: give the id, or leave --user out for a key of any user", param_hint=flag)
     key = new_key()
     entry = {"sha256": hash_key(key), "agentWallet": agent}
-    if user:
+    if user is not None:
         entry["userAddress"] = user
     if name:
         entry["name"] = name

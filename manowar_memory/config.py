@@ -138,6 +138,14 @@ class MemoryConfig(BaseModel):
     thread_context_chars: int = Field(
         400, ge=0, description="Most characters of each earlier message kept in a row's thread context."
     )
+    single_tenant: bool = Field(
+        False,
+        description="Whether conversations may be recorded without a user. Off (the default), ``post_turn`` and "
+        "working-memory writes in a scope without ``user_address`` raise ScopeError: a user-less turn is stored "
+        "agent-wide, so every user of the agent would read it. Turn it on only for an engine that serves one "
+        "person (a CLI, a personal assistant). Agent-shared knowledge is written explicitly either way "
+        "(``remember``/``ingest`` in a scope without a user).",
+    )
     concurrent_layers: bool = True
     access_write_delay_s: float = Field(
         1.0, ge=0.0, le=60.0,

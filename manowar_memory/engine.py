@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FlushResult",
+    "ForgetReport",
     "IngestItem",
     "IngestReport",
     "LayerSearchResult",
@@ -84,6 +85,30 @@ class PostTurnResult(BaseModel):
     stored: dict[str, bool]
     queued: dict[str, bool]
     degradations: list[str] = Field(default_factory=list)
+
+
+class ForgetReport(BaseModel):
+    """What ``forget`` erased: rows of each kind the scope owned, its rows cut out of the agent's
+    shared archives, and the pinned copies of those archives (public IPFS copies that still hold
+    the rows until the application unpins them at its provider)."""
+
+    memories: int = Field(description="memory rows (facts, knowledge, session rows, archive rows) deleted")
+    transcripts: int = Field(description="transcripts deleted, with their chunks")
+    sessions: int = Field(description="working sessions deleted")
+    patterns: int = Field(description="patterns built from the scope's transcripts deleted")
+    archives: int = Field(description="the scope's own archives deleted")
+    archives_rewritten: int = Field(description="the agent's archives rewritten without the scope's rows")
+    archived_rows_removed: int = Field(description="rows cut out of those archives")
+    pinned_copies: list[dict[str, Any]] = Field(
+        default_factory=list, description="archives that had been pinned to IPFS: {archiveId, ipfsHash, unpinned, "
+        "reason?}; the engine unpins them with the application's Pinata credentials, but a public copy others "
+        "fetched or pinned is beyond its reach")
+
+    @property
+    def total(self) -> int:
+        """Rows and documents removed in all."""
+        return (self.memories + self.transcripts + self.sessions + self.patterns + self.archives
+                + self.archived_rows_removed)
 
 
 class PreTurnResult(BaseModel):
@@ -705,6 +730,7 @@ class MemoryEngine:
             raise InvalidInputError("messages must hold at least one message with non-blank content")
         if session_id is None and scope.thread_id is None:
             raise ScopeError("post_turn needs a thread: set Scope(thread_id=...) or pass session_id=...")
+        self.check_conversation_scope(scope, "post_turn")
         session_id = check_optional_text(session_id, "session_id", max_chars=1000)
         turn_id = check_optional_text(turn_id, "turn_id", max_chars=1000)
         summary = check_optional_text(summary, "summary", max_chars=self.config.max_text_chars)
@@ -1308,6 +1334,52 @@ class MemoryEngine:
                 out.append(Message(role=role, content=text, timestamp=session.created_at + i))  # type: ignore[arg-type]
         return out
 
+    def forget(self, scope: ScopeLike) -> ForgetReport:
+        """Erase everything ``scope`` owns (its agent, user, mode and HAI; every thread): memory
+        rows of every layer, transcripts, working sessions, patterns and archives of the scope,
+        its rows inside the agent's shared archives, their full-text and vector index entries and
+        the cached results that could show them. Queued background work is finished first, so
+        nothing of the scope is written after the erasure. Safe to run again after a failure
+        part-way (it removes what is left) and a no-op on an erased scope. A user-less scope
+        erases the agent's shared rows, never users' rows. Returns a :class:`ForgetReport`."""
+        from .jobs import core
+        from .jobs._store import ChangedScopes, job_store
+        from .jobs.runner import invalidate_changes
+
+        scope = Scope.coerce(scope)
+        self.flush()
+        params = core.ForgetParams(agent_wallet=scope.agent_wallet, user_address=scope.user_address, mode=scope.mode,
+                                   hai_id=scope.hai_id)
+        changes = ChangedScopes()
+        try:
+            report = core.forget(job_store(self), params, changes=changes)
+        finally:
+            invalidate_changes(self.query_cache, changes)
+        return ForgetReport(memories=report["memories"], transcripts=report["transcripts"],
+                            sessions=report["sessions"], patterns=report["patterns"], archives=report["archives"],
+                            archives_rewritten=report["archivesRewritten"],
+                            archived_rows_removed=report["archivedRowsRemoved"],
+                            pinned_copies=report["pinnedCopies"])
+
+    async def aforget(self, scope: ScopeLike) -> ForgetReport:
+        """Async twin of :meth:`forget`."""
+        return await asyncio.to_thread(self.forget, scope)
+
+    def check_conversation_scope(self, scope: ScopeLike, what: str = "post_turn") -> Scope:
+        """``scope`` as a Scope when it may record a conversation (turns, working memory): it
+        names a user, or the engine is single-tenant (``MemoryConfig.single_tenant``). Otherwise
+        :class:`ScopeError`: a user-less turn is stored agent-wide and every user would read it."""
+        scope = Scope.coerce(scope)
+        if scope.user_address is None and not self.config.single_tenant:
+            raise ScopeError(
+                f"{what} needs user_address: a conversation recorded without a user is stored agent-wide and every "
+                "user of the agent would read it. Pass Scope(..., user_address='...') (an anonymous visitor gets "
+                "an id of its own), or build the engine with MemoryConfig(single_tenant=True) when it serves one "
+                "person. Knowledge meant for every user is written with remember() or ingest() in a scope "
+                "without a user."
+            )
+        return scope
+
     def clear_thread(self, scope: ScopeLike) -> None:
         """Empty the thread's transcript and working buffer. Durable memories (graph, vectors,
         patterns, archives) stay: they belong to the agent, not to the thread."""
@@ -1337,12 +1409,16 @@ class MemoryEngine:
             raise NotFoundError(f"{kind} {artifact_id!r} does not exist for this agent")
         return found
 
-    def scoped(self, scope: ScopeLike, *, trust: str | None = None, require_thread: bool = False) -> ScopedMemory:
+    def scoped(self, scope: ScopeLike, *, trust: str | None = None, require_thread: bool = False,
+               agent_jobs: bool = False, allow_pin: bool = False) -> ScopedMemory:
         """This engine bound to one scope: the surface plugins, servers and tools use
-        (ownership, trust, wrapper and cache invalidation; see :class:`ScopedMemory`)."""
+        (ownership, trust, wrapper and cache invalidation; see :class:`ScopedMemory`).
+        ``agent_jobs`` lets an agent-level scope run maintenance over every row of the agent;
+        ``allow_pin`` lets archives be published to IPFS. Both are the application's choice."""
         from .scoped import ScopedMemory
 
-        return ScopedMemory(self, scope, trust=trust, require_thread=require_thread)  # type: ignore[arg-type]
+        return ScopedMemory(self, scope, trust=trust, require_thread=require_thread,  # type: ignore[arg-type]
+                            agent_jobs=agent_jobs, allow_pin=allow_pin)
 
     def notes(self, project: Any = None, *, agent: str | None = None, user: str | None = None) -> Any:
         """Project notes for coding agents on this engine (:class:`manowar_memory.notes.ProjectNotes`):

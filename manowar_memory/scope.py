@@ -32,6 +32,12 @@ SCOPE_FIELDS: dict[str, str] = {
 _ACCEPTED = sorted({alias for names in _ALIASES.values() for alias in names})
 
 
+def _blank(name: str) -> str:
+    """The message for an id that is empty or only whitespace."""
+    return (f"{name} is blank: pass a non-empty id, or leave it out (None) for none. An empty id is refused "
+            "rather than read as 'no user', which would share the data with every user of the agent")
+
+
 @dataclass(frozen=True)
 class Scope:
     """Who a memory belongs to and which slice of memory a read may see.
@@ -42,6 +48,8 @@ class Scope:
     durable layers ignore it. ``mode`` is ``"global"`` or ``"local"`` (local needs
     ``hai_id``); an absent mode applies no mode filter. ``filters`` are allowlisted
     filters applied to every read in this scope; ``metadata`` is merged into every write.
+    An id that is empty or only whitespace raises :class:`ScopeError`: "no user" (or no
+    thread, no HAI) is only ever ``None``.
     """
 
     agent_wallet: str
@@ -53,6 +61,8 @@ class Scope:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.agent_wallet, str) and not self.agent_wallet.strip():
+            raise ScopeError(_blank("agent_wallet"))
         agent = as_str(self.agent_wallet)
         if agent is None:
             raise ScopeError("agent_wallet is required: pass Scope(agent_wallet='your-agent-id', ...)")
@@ -61,6 +71,8 @@ class Scope:
             raw = getattr(self, name)
             if raw is not None and not isinstance(raw, str):
                 raise ScopeError(f"{name} must be a string, got {type(raw).__name__}")
+            if raw is not None and not raw.strip():
+                raise ScopeError(_blank(name))
             object.__setattr__(self, name, as_str(raw))
         for name in ("agent_wallet", "user_address", "thread_id", "hai_id"):
             value = getattr(self, name)
@@ -101,6 +113,8 @@ class Scope:
             for name in names:
                 if name in data and data[name] is not None:
                     raw = data[name]
+                    if isinstance(raw, str) and not raw.strip() and target != "mode":
+                        raise ScopeError(_blank(name))
                     values[target] = as_str(raw) if isinstance(raw, str) else raw
                     if values[target] is not None:
                         break

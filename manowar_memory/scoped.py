@@ -181,12 +181,21 @@ class ScopedMemory:
     ``trust``: the trust level of what this surface writes (``None`` leaves it to the
     engine's default, ``learned``). ``require_thread``: fail now, not at the first write,
     when the scope has no thread. ``max_scan`` bounds the rows read to find owned or keyed rows.
+
+    Maintenance jobs, archives and pins act on the rows this scope owns. ``agent_jobs``: an
+    agent-level scope (no user) runs them over every row of the agent, its schedules included
+    (the application's opt-in; a user scope always acts on its own rows only). ``allow_pin``:
+    archives may be published to IPFS (``pin``), which no model-facing surface does unless the
+    application says so.
     """
 
     def __init__(self, engine: MemoryEngine, scope: ScopeLike, *, trust: TrustLevel | None = None,
-                 require_thread: bool = False, max_scan: int = 10_000) -> None:
+                 require_thread: bool = False, max_scan: int = 10_000, agent_jobs: bool = False,
+                 allow_pin: bool = False) -> None:
         self._engine = engine
         self._scope = Scope.coerce(scope)
+        self._agent_jobs = bool(agent_jobs)
+        self._allow_pin = bool(allow_pin)
         if trust is not None and trust not in TRUST_LEVELS:
             raise ConfigurationError(f"trust must be one of {list(TRUST_LEVELS)} or None, got {trust!r}")
         self._trust: TrustLevel | None = trust
@@ -238,7 +247,7 @@ class ScopedMemory:
     def with_thread(self, thread_id: str | None) -> ScopedMemory:
         """The same surface on another thread of the scope."""
         return ScopedMemory(self._engine, self._scope.with_thread(thread_id), trust=self._trust,
-                            max_scan=self._max_scan)
+                            max_scan=self._max_scan, agent_jobs=self._agent_jobs, allow_pin=self._allow_pin)
 
     def owns(self, record: Any) -> bool:
         """Whether this scope may write ``record``."""
@@ -466,19 +475,102 @@ class ScopedMemory:
         """Empty the thread's transcript and working buffer (durable memories stay)."""
         self._engine.clear_thread(self._require_thread())
 
+    def forget(self) -> Any:
+        """Erase everything this scope owns (see :meth:`MemoryEngine.forget`); the
+        :class:`~manowar_memory.engine.ForgetReport`."""
+        return self._engine.forget(self._scope)
+
+    async def aforget(self) -> Any:
+        """Async twin of :meth:`forget`."""
+        return await asyncio.to_thread(self.forget)
+
     def flush(self, timeout: float | None = None) -> Any:
         """Wait for queued background work (fact extraction)."""
         return self._engine.flush(timeout)
 
     def run_job(self, job_type: str, params: Mapping[str, Any] | None = None, *, dry_run: bool = False) -> Any:
-        """Run a maintenance job on this scope's agent (never another's)."""
+        """Run a maintenance job on the rows this scope owns (on every row of its agent for an
+        agent-level scope with ``agent_jobs``; never another agent's)."""
         from .jobs.runner import run_job
 
         return run_job(self._engine, job_type, self._job_params(job_type, params), dry_run=dry_run)
 
+    @property
+    def agent_wide_jobs(self) -> bool:
+        """Whether jobs here act on every row of the agent (an agent-level scope the application
+        opted in with ``agent_jobs``) rather than on this scope's own rows."""
+        return self._agent_jobs and self._scope.user_address is None
+
+    @property
+    def allow_pin(self) -> bool:
+        """Whether archives may be published to IPFS through this surface."""
+        return self._allow_pin
+
+    def _owner(self) -> dict[str, Any] | None:
+        if self.agent_wide_jobs:
+            return None
+        s = self._scope
+        return {"user_address": s.user_address, "mode": s.mode, "hai_id": s.hai_id}
+
+    def _check_pin(self) -> None:
+        if not self._allow_pin:
+            raise InvalidInputError(
+                "publishing archives to IPFS is off here: a public pin cannot be taken back. The application "
+                "turns it on with engine.scoped(scope, allow_pin=True) (the servers' --allow-pin)")
+
+    def _require_agent_jobs(self, what: str) -> None:
+        if not self.agent_wide_jobs:
+            raise ScopeError(
+                f"{what} acts on every row of the agent: it needs an agent-level scope (no user) that the "
+                "application opted in with engine.scoped(scope, agent_jobs=True) (the servers' --agent-jobs)")
+
     def artifact(self, kind: Literal["archive", "pattern", "skill"], artifact_id: str) -> Any:
-        """An archive, pattern or skill of this scope's agent; :class:`NotFoundError` otherwise."""
-        return self._engine.agent_artifact(self._scope, kind, artifact_id)
+        """An archive, pattern or skill of this scope's agent that this scope may see (an
+        archive or pattern of another user is not); :class:`NotFoundError` otherwise."""
+        found = self._engine.agent_artifact(self._scope, kind, artifact_id)
+        if kind != "skill" and not visible(self._scope, found):
+            raise NotFoundError(f"{kind} {artifact_id!r} does not exist for this agent")
+        return found
+
+    def _own_archive(self, archive_id: str) -> Any:
+        """An archive this scope may restore or pin: its own, or any of the agent's for agent-wide jobs."""
+        archive = self.artifact("archive", archive_id)
+        # an archive of one scope names its owner; one without (agent-wide, or older) holds every user's rows
+        if not self.agent_wide_jobs and (archive.metadata.get("owner") is None or not owns(self._scope, archive)):
+            raise NotFoundError(
+                f"archive {archive_id!r} is not one of this scope's own archives: it holds rows of the whole agent, "
+                "so only the application restores or pins it (an agent-level scope with agent_jobs=True)")
+        return archive
+
+    def restore_archive(self, archive_id: str, *, dry_run: bool = False, restore_deleted: bool = False) -> dict[str, Any]:
+        """Bring back this scope's rows of an archive that no longer hold their archived state.
+        Rows that still exist (superseded and soft-deleted ones too) stay as they are; rows
+        deleted or erased since the archive was made stay gone unless ``restore_deleted``, which
+        only the application passes. Rows of other scopes are never restored. Returns the report
+        ``{archiveId, restored, skippedExisting, skippedDeleted, entryCount}``."""
+        from .jobs import core
+        from .jobs._store import ChangedScopes, job_store
+        from .jobs.runner import invalidate_changes, query_cache_of
+
+        archive = self._own_archive(archive_id)
+        changes = ChangedScopes()
+        owner = self._owner()
+        params = core.ArchiveRestoreParams(archive_id=archive.archive_id, restore_deleted=restore_deleted,
+                                           owner=core.Owner(**owner) if owner is not None else None)
+        try:
+            return core.archive_restore(job_store(self._engine), params, dry_run=dry_run, changes=changes)
+        finally:
+            invalidate_changes(query_cache_of(self._engine), changes)
+
+    def pin_archive(self, archive_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Pin one of this scope's archives to IPFS (needs ``allow_pin``); idempotent."""
+        from .jobs._store import ChangedScopes, job_store
+        from .jobs.pinning import ArchivePinParams, archive_pin
+
+        self._check_pin()
+        archive = self._own_archive(archive_id)
+        return archive_pin(job_store(self._engine), ArchivePinParams(archive_id=archive.archive_id), dry_run=dry_run,
+                           changes=ChangedScopes())
 
     def notes(self, project: Any = None) -> Any:
         """This scope's agent and user's project notes (:class:`manowar_memory.notes.ProjectNotes`);
@@ -502,11 +594,18 @@ class ScopedMemory:
         return rows[:limit]
 
     def job(self, job_id: str) -> Any:
-        """A maintenance job record of this scope's agent; :class:`NotFoundError` otherwise."""
+        """A maintenance job record of this scope (a job of another user, or an agent-wide job
+        seen from a user scope, is not); :class:`NotFoundError` otherwise."""
         found = self._engine.store.get_job(job_id) if isinstance(job_id, str) and job_id else None
-        if found is None or found.agent_wallet != self._scope.agent_wallet:
+        if found is None or found.agent_wallet != self._scope.agent_wallet or not self._sees_job(found):
             raise NotFoundError(f"job {job_id!r} does not exist for this agent")
         return found
+
+    def _sees_job(self, job: Any) -> bool:
+        if self.agent_wide_jobs:
+            return True
+        owner = ((job.data or {}).get("input") or {}).get("owner")
+        return owner == self._owner()
 
     # ---------------------------------------------------------------- threads: index, working buffer, compress
     def index_transcript(self, messages: Sequence[Mapping[str, Any] | Message], *,
@@ -553,7 +652,7 @@ class ScopedMemory:
         from ._util import now_ms
         from .records import Session, WorkingMemory
 
-        scope = self._require_thread()
+        scope = self._engine.check_conversation_scope(self._require_thread(), "update_working")
         config = self._engine.config
         lines = [validation.check_text(line, f"context[{i}]", max_chars=config.max_text_chars)
                  for i, line in enumerate(context or [])]
@@ -645,6 +744,7 @@ class ScopedMemory:
         :class:`~manowar_memory.jobs.schedules.ScheduleSettings`; ``job_types`` keeps only some."""
         from .jobs.schedules import MaintenanceSchedule, schedule_table
 
+        self._require_agent_jobs("an agent schedule")
         agent = self._scope.agent_wallet
         table = []
         for s in schedule_table([agent]):
@@ -666,22 +766,26 @@ class ScopedMemory:
 
     def delete_agent_schedules(self) -> builtins.list[str]:
         """Delete every schedule of this agent; the ids deleted."""
+        self._require_agent_jobs("an agent schedule")
         backend = self._schedules()
         return [i.schedule_id for i in self.agent_schedules() if backend.delete(i.schedule_id)]
 
     def pause_agent_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleInfo:
         """Pause one of this agent's schedules (a run in progress finishes)."""
+        self._require_agent_jobs("an agent schedule")
         self.agent_schedule(schedule_id)
         return self._schedules().pause(schedule_id, note)
 
     def resume_agent_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleInfo:
         """Resume one of this agent's schedules from its next fire time."""
+        self._require_agent_jobs("an agent schedule")
         self.agent_schedule(schedule_id)
         return self._schedules().resume(schedule_id, note)
 
     def trigger_agent_schedule(self, schedule_id: str) -> Job | None:
         """Run one of this agent's schedules now (inline, under its overlap policy): the job
         record, or None when a run of it is still going."""
+        self._require_agent_jobs("an agent schedule")
         self.agent_schedule(schedule_id)
         return self._schedules().trigger(schedule_id)
 
@@ -695,7 +799,15 @@ class ScopedMemory:
         if job_type == "cleanup":
             raise InvalidInputError("cleanup acts on every agent of the store; run it from the application "
                                     "(manowar_memory.jobs.run_job), not through a scope")
+        if job_type == "forget":
+            raise InvalidInputError("forget erases a scope; the application calls engine.forget(scope) or "
+                                    "ScopedMemory.forget(), never through a job of a scope")
+        if "owner" in data:
+            raise InvalidInputError("owner is bound to this scope and cannot be passed")
+        if data.get("pin"):
+            self._check_pin()
         data["agent_wallet"] = self._scope.agent_wallet
+        data["owner"] = self._owner()
         return data
 
     async def astart_temporal_job(self, client: Any, job_type: str, params: Mapping[str, Any] | None = None, *,

@@ -41,10 +41,11 @@ __all__ = [
     "tool_error_payload",
 ]
 
-ToolGroup = Literal["memory", "items", "jobs", "notes"]
-#: The groups of the catalog: recall and remember, item maintenance, maintenance jobs, and project
-#: notes for coding agents (:mod:`manowar_memory.notes`; not in the default groups).
-TOOL_GROUPS: tuple[str, ...] = ("memory", "items", "jobs", "notes")
+ToolGroup = Literal["memory", "items", "jobs", "notes", "erasure"]
+#: The groups of the catalog: recall and remember, item maintenance, maintenance jobs, project
+#: notes for coding agents (:mod:`manowar_memory.notes`) and erasure of the bound scope
+#: (``memory_forget``); only the first two are default groups: the others are the application's choice.
+TOOL_GROUPS: tuple[str, ...] = ("memory", "items", "jobs", "notes", "erasure")
 LayerName = Literal["working", "scene", "graph", "patterns", "archives", "vectors"]
 FactType = Literal["preference", "identity", "context", "skill", "relationship", "event"]
 
@@ -225,6 +226,12 @@ class ListSkillsArgs(_Args):
     limit: int = Field(20, ge=1, le=100, description="How many skills.")
 
 
+class ForgetArgs(_Args):
+    """Arguments of ``memory_forget``."""
+
+    confirm: Literal[True] = Field(description="Must be true: everything of this user is erased for good.")
+
+
 class SkillIdArgs(_Args):
     """Arguments of ``memory_get_skill``."""
 
@@ -283,27 +290,11 @@ def _job(job_type: str) -> Callable[[ScopedMemory, Any], dict[str, Any]]:
 
 
 def _archive_restore(m: ScopedMemory, a: ArchiveIdArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import ChangedScopes, job_store
-    from .jobs.runner import invalidate_changes, query_cache_of
-
-    m.artifact("archive", a.archive_id)
-    engine = m._engine  # the core may reach its own engine
-    changes = ChangedScopes()
-    try:
-        return core.archive_restore(job_store(engine), core.ArchiveRestoreParams(archive_id=a.archive_id),
-                                    dry_run=a.dry_run, changes=changes)
-    finally:
-        invalidate_changes(query_cache_of(engine), changes)
+    return m.restore_archive(a.archive_id, dry_run=a.dry_run)  # deleted rows stay gone: a model cannot ask otherwise
 
 
 def _archive_pin(m: ScopedMemory, a: ArchiveIdArgs) -> dict[str, Any]:
-    from .jobs._store import ChangedScopes, job_store
-    from .jobs.pinning import ArchivePinParams, archive_pin
-
-    m.artifact("archive", a.archive_id)
-    return archive_pin(job_store(m._engine), ArchivePinParams(archive_id=a.archive_id), dry_run=a.dry_run,
-                       changes=ChangedScopes())
+    return m.pin_archive(a.archive_id, dry_run=a.dry_run)
 
 
 def _validate_pattern(m: ScopedMemory, a: PatternIdArgs) -> dict[str, Any]:
@@ -333,6 +324,11 @@ def _list_skills(m: ScopedMemory, a: ListSkillsArgs) -> dict[str, Any]:
 
     skills = core.list_skills(job_store(m._engine), m.scope.agent_wallet, a.category, a.limit)
     return {"skills": [s.to_doc() for s in skills]}
+
+
+def _forget(m: ScopedMemory, a: ForgetArgs) -> dict[str, Any]:
+    report = m.forget()
+    return {"forgotten": True, **report.model_dump()}
 
 
 def _get_skill(m: ScopedMemory, a: SkillIdArgs) -> dict[str, Any]:
@@ -401,6 +397,9 @@ _CATALOG: tuple[ToolDefinition, ...] = (
     _d("memory_list_skills", "jobs", ListSkillsArgs, _list_skills, False, "List this agent's learned skills, best first."),
     _d("memory_get_skill", "jobs", SkillIdArgs, _get_skill, False, "Read one of this agent's learned skills by id."),
     *(_d(name, "notes", args, handler, writes, text) for name, args, handler, writes, text in NOTES_TOOL_SPECS),
+    _d("memory_forget", "erasure", ForgetArgs, _forget, True,
+       "Erase everything stored about this user (facts, conversations, working memory, patterns, archives); "
+       "use it only when the user asks to be forgotten. Cannot be undone."),
 )
 
 

@@ -107,7 +107,7 @@ def test_default_store_lives_under_manowar_home(runner: CliRunner, tmp_path) -> 
         (["recall", "x", "--agent", "a", "--max-items", "0"], "Invalid value for '--max-items'"),
         (["ingest", "/does/not/exist.jsonl", "--agent", "a"], "does not exist"),
         (["recall"], "Missing argument 'QUERY'"),
-        (["forget", "x"], "No such command 'forget'"),
+        (["frobnicate", "x"], "No such command 'frobnicate'"),
     ],
 )
 def test_bad_arguments_give_a_clear_usage_error(runner: CliRunner, args: list[str], fragment: str) -> None:

@@ -67,7 +67,8 @@ def test_post_turn_honours_explicit_ids_and_summary(engine: MemoryEngine) -> Non
 
 
 def test_post_turn_with_session_id_and_no_thread_uses_the_session_as_thread(engine: MemoryEngine) -> None:
-    result = engine.post_turn(Scope(agent_wallet="agent"), TURN, session_id="s-9", extract_facts=False)
+    result = engine.post_turn(Scope(agent_wallet="agent", user_address="u"), TURN, session_id="s-9",
+                              extract_facts=False)
     assert result.thread_id == "s-9"
 
 

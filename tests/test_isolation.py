@@ -351,10 +351,12 @@ class Tally:
 
 def _engine(kind: str, request: pytest.FixtureRequest) -> Iterator[MemoryEngine]:
     """SQLite with the in-process query cache on; MongoDB with the Redis cache (embeddings and
-    query results), as production runs it: a cached result must never cross scopes either."""
+    query results), as production runs it: a cached result must never cross scopes either.
+    Single-tenant, so that user-less scopes record conversations too (a multi-user engine refuses
+    them: tests/test_tenancy.py) and their isolation from other agents, modes and HAIs is checked."""
     if kind == "sqlite":
         eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None,
-                           config=MemoryConfig(query_cache=True))
+                           config=MemoryConfig(query_cache=True, single_tenant=True))
         yield eng
         eng.close()
         return
@@ -365,7 +367,8 @@ def _engine(kind: str, request: pytest.FixtureRequest) -> Iterator[MemoryEngine]
     redis_url = request.getfixturevalue("redis_url")
     name = f"manowar_iso_{uuid.uuid4().hex[:12]}"
     cache = RedisCache(redis_url, prefix=f"manowar-test:{name}:")
-    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", extractor=None, cache=cache)
+    eng = MemoryEngine(store=MongoStore(client=client, database=name), embedder="fake", extractor=None, cache=cache,
+                       config=MemoryConfig(single_tenant=True))
     yield eng
     eng.close()
     client.drop_database(name)

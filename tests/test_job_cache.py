@@ -106,13 +106,15 @@ def test_cleanup_invalidates_deleted_rows_and_transcripts(engine):
 
 def test_archive_restore_and_promote_invalidate(engine):
     ids = [_ingest(engine, ALICE, f"Alice visited city number {i}", 1) for i in range(3)]
-    archive_id = run_job(engine, "archive_create", {"agent_wallet": AGENT}).data["archiveId"]
+    archive_id = engine.scoped(ALICE).run_job("archive_create").data["archiveId"]
     engine.delete_item(ALICE, ids[0], hard=True)
     assert ids[0] not in _ids(engine, "visited city", ALICE)[0]
     assert _ids(engine, "visited city", ALICE)[1], "cached"
 
     tools = {t.name: t for t in memory_tools(engine.scoped(ALICE), groups=["jobs"])}
-    assert tools["memory_archive_restore"].call(archive_id=archive_id)["restored"] == 1
+    assert tools["memory_archive_restore"].call(archive_id=archive_id)["restored"] == 0  # a deletion stays
+    assert _ids(engine, "visited city", ALICE)[1], "nothing changed: still cached"
+    assert engine.scoped(ALICE).restore_archive(archive_id, restore_deleted=True)["restored"] == 1
     found, hit = _ids(engine, "visited city", ALICE)
     assert not hit and set(ids) <= found
 

@@ -187,8 +187,14 @@ def test_archive_round_trip_with_restore(store):
     # restoring while the rows exist duplicates nothing
     assert archive_restore(s, ArchiveRestoreParams(archive_id=archive.archive_id))["restored"] == 0
     store.delete_memories([r.id for r in rows[:2]])
+    # rows deleted since the archive was made stay gone unless the application asks for them
     report = archive_restore(s, ArchiveRestoreParams(archive_id=archive.archive_id))
-    assert report == {"archiveId": archive.archive_id, "restored": 2, "skippedExisting": 2, "entryCount": 4}
+    assert report == {"archiveId": archive.archive_id, "restored": 0, "skippedExisting": 2, "skippedDeleted": 2,
+                      "entryCount": 4}
+    assert store.get_memory(rows[0].id) is None
+    report = archive_restore(s, ArchiveRestoreParams(archive_id=archive.archive_id, restore_deleted=True))
+    assert report == {"archiveId": archive.archive_id, "restored": 2, "skippedExisting": 2, "skippedDeleted": 0,
+                      "entryCount": 4}
     back = store.get_memory(rows[0].id)
     assert back.content == "fact 0" and back.user_address == "u1"
     assert back.embedding == pytest.approx([0.1, 0.2, 0.3])
@@ -403,7 +409,9 @@ def _job_tools(store):
     from manowar_memory import MemoryEngine, Scope, memory_tools
 
     engine = MemoryEngine(store=store, embedder="fake")  # the fixture closes the store
-    return {t.name: t for t in memory_tools(engine.scoped(Scope(agent_wallet=AGENT)), groups=["jobs"])}
+    # the application's agent-wide tools (an agent scope it opted in): every user's rows of the agent
+    scoped = engine.scoped(Scope(agent_wallet=AGENT), agent_jobs=True, allow_pin=True)
+    return {t.name: t for t in memory_tools(scoped, groups=["jobs"])}
 
 
 def test_job_tools_registry(store):
@@ -465,7 +473,7 @@ def test_jobs_on_mongo_store(mongo_db):
     assert s.get_memory(stale.id) is not None
     clean = run_job(s, "cleanup", {"older_than_days": 90})
     assert clean.status == "completed" and s.get_memory(stale.id) is None and s.get_memory(pinned.id) is not None
-    restored = archive_restore(job_store(s), ArchiveRestoreParams(archive_id=arc.data["archiveId"]))
+    restored = archive_restore(job_store(s), ArchiveRestoreParams(archive_id=arc.data["archiveId"], restore_deleted=True))
     assert restored["restored"] == clean.data["vectorsDeleted"] and s.get_memory(stale.id) is not None
     assert s.get_job(clean.job_id).status == "completed"
     s.close()

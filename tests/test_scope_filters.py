@@ -34,11 +34,15 @@ def test_hai_aliases_normalise_to_hai_id(key: str) -> None:
     assert (scope.mode, scope.hai_id) == ("local", "hai-7")
 
 
-def test_from_dict_first_present_alias_wins_and_blank_values_are_absent() -> None:
-    scope = Scope.from_dict({"agentWallet": "   ", "agent_id": "fallback", "userAddress": "", "threadId": " t "})
+def test_from_dict_first_present_alias_wins_and_blank_values_are_refused() -> None:
+    scope = Scope.from_dict({"agentWallet": None, "agent_id": "fallback", "userAddress": None, "threadId": " t "})
     assert scope.agent_wallet == "fallback"
     assert scope.user_address is None
     assert scope.thread_id == "t"
+    with pytest.raises(ScopeError, match="agentWallet is blank"):
+        Scope.from_dict({"agentWallet": "   ", "agent_id": "fallback"})
+    with pytest.raises(ScopeError, match="userAddress is blank"):
+        Scope.from_dict({"agentWallet": "a", "userAddress": ""})
 
 
 def test_agent_is_not_lower_cased() -> None:
@@ -48,7 +52,7 @@ def test_agent_is_not_lower_cased() -> None:
 def test_missing_agent_is_a_scope_error() -> None:
     with pytest.raises(ScopeError, match="agentWallet is required"):
         Scope.from_dict({"userAddress": "u"})
-    with pytest.raises(ScopeError, match="agent_wallet is required"):
+    with pytest.raises(ScopeError, match="agent_wallet is blank"):
         Scope(agent_wallet="  ")
 
 
@@ -463,8 +467,8 @@ def test_two_users_on_the_same_thread_id_do_not_share_hot_layers(engine: MemoryE
 
 
 def test_another_agent_reusing_a_session_id_does_not_erase_a_transcript(engine: MemoryEngine) -> None:
-    x = Scope(agent_wallet="agent-x", thread_id="t")
-    y = Scope(agent_wallet="agent-y", thread_id="t")
+    x = Scope(agent_wallet="agent-x", user_address="u", thread_id="t")
+    y = Scope(agent_wallet="agent-y", user_address="u", thread_id="t")
     engine.post_turn(x, [{"role": "user", "content": "walrus banana zebra"}], session_id="s1", extract_facts=False)
     engine.post_turn(y, [{"role": "user", "content": "hello there friend"}], session_id="s1", extract_facts=False)
     assert engine.search_layers("walrus banana", x, ["scene"]).totals == {"scene": 1}
@@ -480,9 +484,11 @@ def test_the_same_fact_in_two_hai_scopes_is_stored_for_each(engine: MemoryEngine
 
 
 def test_a_forged_thread_id_neither_reads_nor_joins_another_users_working_buffer() -> None:
-    from manowar_memory import InvalidInputError, MemoryEngine
+    from manowar_memory import InvalidInputError, MemoryConfig, MemoryEngine
 
-    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None)
+    # single-tenant, so that a user-less forger may record turns at all (a multi-user engine refuses it)
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None,
+                          config=MemoryConfig(single_tenant=True))
     victim = Scope(agent_wallet="a", user_address="victim", thread_id="t")
     engine.post_turn(victim, [{"role": "user", "content": "My bank PIN is 9921."}])
     forger = Scope(agent_wallet="a", thread_id="t:u:victim")

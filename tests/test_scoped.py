@@ -173,7 +173,7 @@ def test_chat_roles_follow_one_rule() -> None:
 def test_catalog_names_are_unique_and_no_tool_takes_a_scope_argument() -> None:
     defs = catalog(TOOL_GROUPS)
     names = [d.name for d in defs]
-    assert len(names) == len(set(names)) == 33
+    assert len(names) == len(set(names)) == 34
     assert len(catalog()) == 8  # the default groups (memory, items) are unchanged
     for d in defs:
         props = set(d.json_schema().get("properties", {}))

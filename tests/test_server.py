@@ -27,8 +27,10 @@ from manowar_memory.server.auth import hash_key, presented_key
 pytestmark = pytest.mark.xdist_group("server-processes")
 
 KEY_A, KEY_ALICE, KEY_B = "key-agent-a", "key-agent-a-alice", "key-agent-b"
+KEY_DANA = "key-agent-a-dana"
 KEYS = [{"sha256": hash_key(KEY_A), "agentWallet": "agent-a"},
         {"sha256": hash_key(KEY_ALICE), "agentWallet": "agent-a", "userAddress": "alice"},
+        {"sha256": hash_key(KEY_DANA), "agentWallet": "agent-a", "userAddress": "dana"},
         {"sha256": hash_key(KEY_B), "agentWallet": "agent-b"}]
 MANOWAR = [sys.executable, "-m", "manowar_memory.cli"]
 
@@ -70,9 +72,9 @@ def mongo_url(uri: str, db: str) -> str:
 
 
 def serve_on_store(request: pytest.FixtureRequest, tmp: Path, env: dict[str, str] | None = None,
-                   kind: str | None = None) -> Iterator[str]:
-    """``manowar serve`` on ``kind`` (default the request's param: ``sqlite`` or ``mongo``) with the test keys;
-    yields its URL."""
+                   kind: str | None = None, args: tuple[str, ...] = ()) -> Iterator[str]:
+    """``manowar serve`` on ``kind`` (default the request's param: ``sqlite`` or ``mongo``) with the test keys
+    and ``args``; yields its URL."""
     kind = kind or request.param
     keys = tmp / "keys.json"
     keys.write_text(json.dumps(KEYS))
@@ -83,8 +85,8 @@ def serve_on_store(request: pytest.FixtureRequest, tmp: Path, env: dict[str, str
         store = mongo_url(request.getfixturevalue("mongo_uri"), db)
         mongo = request.getfixturevalue("mongo_client")
     port = free_port()
-    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys)], port,
-                 env=env)
+    proc = start(["serve", "--port", str(port), "--store", store, "--embedder", "fake", "--keys", str(keys), *args],
+                 port, env=env)
     yield f"http://127.0.0.1:{port}"
     stop(proc)
     if kind == "mongo":
@@ -105,14 +107,16 @@ def test_loop_items_and_jobs_over_http(base_url: str) -> None:
     r = a.post("/api/memory/remember", json={"content": "The user prefers green tea", "factType": "preference"})
     assert r.status_code == 200, r.text
     fact_id = r.json()["id"]
-    r = a.post("/api/memory/turns/record", json={"threadId": "t1", "messages": [
+    r = a.post("/api/memory/turns/record", json={"threadId": "t1", "userAddress": "ana", "messages": [
         {"role": "user", "content": "I am planning a trip to Lisbon in May"},
         {"role": "assistant", "content": "Lisbon in May is lovely."}], "extractFacts": False})
     assert r.status_code == 200 and r.json()["thread_id"] == "t1"
-    r = a.post("/api/memory/context/assemble", json={"query": "what tea does the user like?", "threadId": "t1"})
+    r = a.post("/api/memory/context/assemble", json={"query": "what tea does the user like?", "threadId": "t1",
+                                                     "userAddress": "ana"})
     assert r.status_code == 200 and "green tea" in r.json()["prompt"]
     assert "UNTRUSTED" in r.json()["prompt"]
-    r = a.post("/api/memory/loop", json={"threadId": "t1", "messages": [{"role": "user", "content": "and tea?"}],
+    r = a.post("/api/memory/loop", json={"threadId": "t1", "userAddress": "ana",
+                                         "messages": [{"role": "user", "content": "and tea?"}],
                                          "query": "Lisbon trip", "extractFacts": False})
     assert r.status_code == 200 and r.json()["recorded"]["thread_id"] == "t1" and "Lisbon" in r.json()["context"]["prompt"]
     hits = a.post("/api/memory/items/search", json={"query": "green tea", "limit": 3}).json()["memories"]
@@ -141,11 +145,12 @@ def test_loop_items_and_jobs_over_http(base_url: str) -> None:
     assert a.post("/api/memory/search", json={"query": "jasmine tea"}).json()["memories"][0]["id"] == fact_id
     assert a.post("/api/memory/layers/search", json={"query": "wiki", "layers": ["vectors"]}).json()["memories"]
     assert a.get("/api/memory/agent-a").json()["memories"][0]["source"] == "fact"
-    assert a.post("/api/memory/transcript-store", json={"threadId": "t2", "messages": [
+    assert a.post("/api/memory/transcript-store", json={"threadId": "t2", "userAddress": "ana", "messages": [
         {"role": "user", "content": "hello there"}]}).status_code == 200
-    assert a.get("/api/memory/transcript-get/t2").json()["messages"][0]["content"] == "hello there"
+    ana = {"userAddress": "ana"}
+    assert a.get("/api/memory/transcript-get/t2", params=ana).json()["messages"][0]["content"] == "hello there"
     assert a.post("/api/memory/rerank", json={"query": "q", "documents": ["d"]}).status_code == 400  # none configured
-    assert a.get("/api/memory/sessions/t2/working").json()["messages"][0]["content"] == "hello there"
+    assert a.get("/api/memory/sessions/t2/working", params=ana).json()["messages"][0]["content"] == "hello there"
     assert a.get("/api/memory/sessions/none/working").status_code == 404
     ev = a.post("/api/memory/evals/runs", json={"k": 3, "testCases": [
         {"query": "jasmine tea", "expectedIds": [fact_id]}, {"query": "wiki docs", "expectedContents": ["the wiki"]},

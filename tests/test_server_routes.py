@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 
 from manowar_memory.testing.provider_servers import PinataServer
 
-from test_server import KEY_A, KEY_ALICE, KEY_B, KEYS, MANOWAR, client, free_port, serve_on_store, start, stop
+from test_server import KEY_A, KEY_ALICE, KEY_B, KEY_DANA, KEYS, MANOWAR, client, free_port, serve_on_store, start, stop
 
 # one worker runs this module under pytest-xdist: its module-scoped fixtures are built once
 pytestmark = pytest.mark.xdist_group("server-routes")
@@ -36,11 +36,13 @@ def pinata() -> Iterator[PinataServer]:
 def base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
              pinata: PinataServer) -> Iterator[str]:
     env = {"PINATA_JWT": JWT, "PINATA_API_URL": pinata.url, "PINATA_MAX_ATTEMPTS": "1"}
-    yield from serve_on_store(request, tmp_path_factory.mktemp("routes"), env=env)
+    # the application's choices: agent keys run agent-wide maintenance and schedules, archives may be pinned
+    yield from serve_on_store(request, tmp_path_factory.mktemp("routes"), env=env, args=("--agent-jobs", "--allow-pin"))
 
 
 def test_transcripts_working_sessions_and_compress(base_url: str) -> None:
-    a, b, alice = client(base_url, KEY_A), client(base_url, KEY_B), client(base_url, KEY_ALICE)
+    # a conversation needs a user: dana's key of agent-a records it
+    a, b, alice = client(base_url, KEY_DANA), client(base_url, KEY_B), client(base_url, KEY_ALICE)
     thread = f"s-{uuid.uuid4().hex[:8]}"
     r = a.post("/api/memory/transcripts/index", json={"sessionId": thread, "modelUsed": "m1", "tokenCount": 42,
                                                      "messages": [
@@ -93,7 +95,7 @@ def test_transcripts_working_sessions_and_compress(base_url: str) -> None:
                    ).status_code == 403
     assert b.post("/api/memory/transcripts/index", json={"sessionId": thread, "agentWallet": "agent-a",
                                                         "messages": [{"role": "user", "content": "x"}]}).status_code == 403
-    r = b.patch(f"/api/memory/sessions/{thread}/working", json={"context": ["b's own line"]})
+    r = b.patch(f"/api/memory/sessions/{thread}/working", json={"context": ["b's own line"], "userAddress": "dana"})
     assert r.status_code == 200 and r.json()["workingMemory"]["context"] == ["b's own line"]  # B's own session
     assert alice.post(f"/api/memory/sessions/{thread}/compress", json={}).status_code == 404
     r = a.patch(f"/api/memory/sessions/{thread}/working", json={})

@@ -116,7 +116,8 @@ def _consolidate_batch(s: JobStore, params: ConsolidateParams, cursor: dict[str,
     after = cursor.get("afterUser")
     while w < len(wallets):
         wallet = wallets[w]
-        pending = [(u, n) for u, n in _user_counts(s, wallet) if after is None or _user_key(u) > list(after)]
+        pending = [(u, n) for u, n in _user_counts(s, wallet) if (after is None or _user_key(u) > list(after))
+                   and (params.owner is None or u == params.owner.user_address)]
         if pending:
             break
         w, after = w + 1, None  # this agent is done (or has no rows)
@@ -135,6 +136,8 @@ def _consolidate_batch(s: JobStore, params: ConsolidateParams, cursor: dict[str,
     done_before: dict[str, list[str]] = {}  # rows this job already superseded (an earlier try of this batch)
     scanned = 0
     for rec in s.iter_user_memories(wallet, users):
+        if params.owner is not None and not params.owner.owns(rec):
+            continue
         scanned += 1
         if rec.status in _INACTIVE:
             if job_id and rec.metadata.get(JOB_MARKER_KEY) == job_id:
@@ -185,9 +188,13 @@ def _decay_batch(s: JobStore, params: DecayUpdateParams, cursor: dict[str, Any],
     if not (isinstance(half_life, (int, float)) and math.isfinite(half_life) and half_life > 0):
         raise InvalidInputError(f"half_life_days must be a finite number > 0, got {half_life!r}")
     rep = {"updated": 0, "skippedInactive": 0, "halfLifeDays": half_life, "_scoreSum": 0.0, **acc}
+    if params.owner is not None and params.agent_wallet is None:
+        raise InvalidInputError("decay_update of one scope's rows needs its agent_wallet")
     rows, after = s.page_memories(params.agent_wallet, cursor.get("after"), batch_size)
     updates: list[tuple[str, dict[str, Any]]] = []
     for rec in rows:
+        if params.owner is not None and not params.owner.owns(rec):
+            continue
         if rec.status in _INACTIVE:
             rep["skippedInactive"] += 1
             continue

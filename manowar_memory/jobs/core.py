@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +43,9 @@ __all__ = [
     "CleanupParams",
     "ConsolidateParams",
     "DecayUpdateParams",
+    "ForgetParams",
     "ListSkillsParams",
+    "Owner",
     "PatternsExtractParams",
     "PromotePatternParams",
     "TimeRange",
@@ -54,6 +56,7 @@ __all__ = [
     "consolidate",
     "decay_update",
     "fingerprint",
+    "forget",
     "get_skill",
     "list_skills",
     "patterns_extract",
@@ -94,6 +97,42 @@ class TimeRange(_Params):
     end: int = Field(description="window end, epoch ms (inclusive)")
 
 
+class Owner(_Params):
+    """The rows a job of one scope may read and change: the rows that scope owns (the job's
+    agent with exactly this user, mode and HAI, as :func:`manowar_memory.scoped.owns` decides).
+    A job without an owner acts on every row of its agent: only the application runs those."""
+
+    user_address: str | None = Field(default=None, description="the user (None: the agent's user-less rows)")
+    mode: Literal["global", "local"] | None = Field(default=None, description="the mode")
+    hai_id: str | None = Field(default=None, description="the HAI")
+
+    def owns(self, row: Any) -> bool:
+        """Whether ``row`` (anything with user_address, mode, hai_id) is this owner's."""
+        return (row.user_address, row.mode, row.hai_id) == (self.user_address, self.mode, self.hai_id)
+
+    def key(self, agent_wallet: str) -> tuple[str, str | None, str | None, str | None]:
+        """The owner's scope key with ``agent_wallet``."""
+        return (agent_wallet, self.user_address, self.mode, self.hai_id)
+
+    def fields(self) -> dict[str, Any]:
+        """The owner as the scope fields of a stored artifact."""
+        return {"user_address": self.user_address, "mode": self.mode, "hai_id": self.hai_id}
+
+
+def _owned_by(owner: Owner | None, row: Any) -> bool:
+    return owner is None or owner.owns(row)
+
+
+def _owner_tag(owner: Owner | None) -> str:
+    """A stable tag of the owner for artifact ids ('' for an agent-wide job)."""
+    if owner is None:
+        return ""
+    return content_hash(json.dumps([owner.user_address, owner.mode, owner.hai_id], ensure_ascii=False), 12)
+
+
+_OWNER = Field(default=None, description="only the rows of this scope (set by the scoped surface); None: the whole agent")
+
+
 def _window(rng: TimeRange | None, window_days: float | None, default_days: float, now: int) -> tuple[int, int]:
     if rng is not None:
         if rng.end < rng.start:
@@ -109,6 +148,7 @@ class ConsolidateParams(_Params):
 
     agent_wallets: list[str] | None = Field(default=None, description="agents to consolidate")
     agent_wallet: str | None = Field(default=None, description="one agent (used when agent_wallets is empty)")
+    owner: Owner | None = _OWNER
 
 
 def fingerprint(record: MemoryRecord) -> str:
@@ -161,7 +201,7 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
     wanted_set = set(wanted)
     for source in sources:
         for rec in _tick(source, progress):
-            if rec.agent_wallet not in wanted_set:
+            if rec.agent_wallet not in wanted_set or not _owned_by(params.owner, rec):
                 continue
             scanned += 1
             if rec.status in _INACTIVE:
@@ -209,14 +249,16 @@ class PatternsExtractParams(_Params):
         default=MIN_PATTERN_CONFIDENCE, ge=MIN_PATTERN_CONFIDENCE, le=1.0,
         description="minimum confidence = min(1, count/10 × successRate); never below 0.2",
     )
+    owner: Owner | None = _OWNER
 
 
 def _call_failed(call: dict[str, Any]) -> bool:
     return call.get("success") is False or bool(call.get("error")) or call.get("status") in ("error", "failed")
 
 
-def pattern_id_for(agent_wallet: str, names: list[str]) -> str:
-    return f"pat_{agent_wallet[2:10]}_{content_hash('|'.join(names), 20)}"
+def pattern_id_for(agent_wallet: str, names: list[str], owner: Owner | None = None) -> str:
+    tag = _owner_tag(owner)
+    return f"pat_{agent_wallet[2:10]}_{content_hash('|'.join(names), 20)}" + (f"_{tag}" if tag else "")
 
 
 def _confidence(count: int, success_rate: float) -> float:
@@ -228,7 +270,7 @@ def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run:
                      changes: ChangedScopes | None = None) -> dict[str, Any]:
     now = now if now is not None else now_ms()
     start, end = _window(params.time_range, params.window_days, 1, now)
-    transcripts = store.list_transcripts(params.agent_wallet, start, end)
+    transcripts = [t for t in store.list_transcripts(params.agent_wallet, start, end) if _owned_by(params.owner, t)]
     groups: dict[str, dict[str, Any]] = {}
     for t in _tick(transcripts, progress, every=100):
         names: list[str] = []
@@ -256,9 +298,10 @@ def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run:
             skipped += 1
             continue
         names = g["names"]
-        pid = pattern_id_for(params.agent_wallet, names)
+        pid = pattern_id_for(params.agent_wallet, names, params.owner)
         pattern = Pattern(
-            pattern_id=pid, agent_wallet=params.agent_wallet, pattern_type="tool_sequence",
+            pattern_id=pid, agent_wallet=params.agent_wallet, **(params.owner.fields() if params.owner else {}),
+            pattern_type="tool_sequence",
             trigger=PatternTrigger(type="context", value=names[0]),
             steps=[PatternStep(action=n, order=i) for i, n in enumerate(names)],
             summary=" -> ".join(names), success_rate=success_rate, execution_count=count, last_executed=g["last"],
@@ -289,12 +332,19 @@ class ArchiveCreateParams(_Params):
     pin: bool = Field(default=False, description=(
         "also pin the archive to IPFS through Pinata (PINATA_JWT, or PINATA_API_KEY + PINATA_API_SECRET); "
         "a failed pin keeps the archive and the report says why it is not pinned"))
+    owner: Owner | None = _OWNER
 
 
 class ArchiveRestoreParams(_Params):
-    """Decode an archive back into memory rows (rows that still exist are skipped)."""
+    """Decode an archive back into memory rows. Rows that still exist are skipped (a
+    superseded or soft-deleted row stays as it is), and so are rows deleted or erased since
+    the archive was made, unless ``restore_deleted`` (the application's choice, never a
+    model's)."""
 
     archive_id: str = Field(description="the archive to restore")
+    owner: Owner | None = _OWNER
+    restore_deleted: bool = Field(default=False, description=(
+        "also bring back rows that no longer exist (deleted or erased after the archive was made)"))
 
 
 def _iso(ms: int) -> str:
@@ -308,12 +358,16 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
     (``pinner``: a :class:`~manowar_memory.jobs.pinning.PinataClient`, default from the environment)."""
     now = now if now is not None else now_ms()
     start, end = _window(params.date_range, params.window_days, 7, now)
-    rows = [r.to_doc() for r in _tick(store.iter_memories(params.agent_wallet, created_from=start, created_to=end), progress)]
-    archive_id = f"arc_{params.agent_wallet[2:10]}_{now}"
+    owner = params.owner
+    rows = [r.to_doc() for r in _tick(store.iter_memories(params.agent_wallet, created_from=start, created_to=end), progress)
+            if _owned_by(owner, r)]
+    tag = _owner_tag(owner)
+    base_id = f"arc_{params.agent_wallet[2:10]}_{now}" + (f"_{tag}" if tag else "")
+    archive_id = base_id
     n = 0
     while not dry_run and store.get_archive(archive_id) is not None:
         n += 1
-        archive_id = f"arc_{params.agent_wallet[2:10]}_{now}_{n}"
+        archive_id = f"{base_id}_{n}"
     date_range = {"start": start, "end": end}
     payload = json.dumps({"archiveId": archive_id, "agentWallet": params.agent_wallet, "dateRange": date_range,
                           "vectors": rows}, ensure_ascii=False, separators=(",", ":"))
@@ -322,15 +376,15 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
     compressed_size = len(content.encode("utf-8"))
     if not dry_run:
         store.add_archive(Archive(
-            archive_id=archive_id, agent_wallet=params.agent_wallet,
+            archive_id=archive_id, agent_wallet=params.agent_wallet, **(owner.fields() if owner else {}),
             summary=f"Archive for {_iso(start)} - {_iso(end)}", content=content, compressed=params.compress,
             date_range=date_range,
             metadata={"entryCount": len(rows), "originalSize": original_size, "compressedSize": compressed_size,
-                      "topics": []},
+                      "topics": [], **({"owner": owner.fields()} if owner is not None else {})},
             created_at=now,
         ))
         if changes is not None:
-            changes.add_key((params.agent_wallet, None, None, None))
+            changes.add_key(owner.key(params.agent_wallet) if owner else (params.agent_wallet, None, None, None))
     report: dict[str, Any] = {
         "archiveId": None if dry_run else archive_id, "memoriesArchived": len(rows), "originalSize": original_size,
         "compressedSize": compressed_size, "dateRange": date_range}
@@ -361,12 +415,19 @@ def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: b
         raise NotFoundError(f"archive {params.archive_id} does not exist")
     payload = decode_archive(archive)
     to_add: list[MemoryRecord] = []
-    existing = 0
+    existing = deleted = 0
+    entries = 0
     for doc in _tick(payload.get("vectors", []), progress):
         doc = {k: v for k, v in doc.items() if k not in ("scopeKind", "scopeId", "_id")}
         rec = MemoryRecord.model_validate(doc)
+        if rec.agent_wallet != archive.agent_wallet or not _owned_by(params.owner, rec):
+            continue  # another scope's row: neither restored nor counted
+        entries += 1
         if store.get_memory(rec.id) is not None:
             existing += 1
+            continue
+        if not params.restore_deleted:
+            deleted += 1  # deleted, erased or cleaned up since the archive was made
             continue
         to_add.append(rec)
     if to_add and not dry_run:
@@ -376,7 +437,94 @@ def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: b
             for rec in to_add:
                 changes.add(rec)
     return {"archiveId": archive.archive_id, "restored": len(to_add), "skippedExisting": existing,
-            "entryCount": len(payload.get("vectors", []))}
+            "skippedDeleted": deleted, "entryCount": entries}
+
+
+# --------------------------------------------------------------------------- forget
+class ForgetParams(_Params):
+    """Erase everything one scope owns: its rows of every layer, and its rows inside the agent's archives."""
+
+    agent_wallet: str = Field(description="the agent of the scope")
+    user_address: str | None = Field(default=None, description="the user (None: the agent's user-less rows)")
+    mode: Literal["global", "local"] | None = Field(default=None, description="the mode of the scope")
+    hai_id: str | None = Field(default=None, description="the HAI of the scope")
+
+
+def _unpin(copies: list[dict[str, Any]], unpinner: Any | None) -> None:
+    """Unpin each pinned copy (``unpinner``: a PinataClient, default from the environment) and
+    note on it whether that worked; without credentials the copy is reported as still pinned."""
+    from ..errors import PinningError
+    from .pinning import PinataClient, PinataCredentials
+
+    client = unpinner
+    if client is None:
+        if PinataCredentials.from_env() is None:
+            for copy in copies:
+                copy.update(unpinned=False, reason="no Pinata credentials here: unpin it at the provider")
+            return
+        client = PinataClient.from_env()
+    try:
+        for copy in copies:
+            try:
+                copy["unpinned"] = bool(client.unpin(copy["ipfsHash"]))
+                if not copy["unpinned"]:
+                    copy["reason"] = "the provider did not pin it (already unpinned)"
+            except PinningError as exc:
+                copy.update(unpinned=False, reason=str(exc))
+    finally:
+        if unpinner is None:
+            client.close()
+
+
+def forget(store: JobStore, params: ForgetParams, *, dry_run: bool = False, progress: Progress | None = None,
+           now: int | None = None, changes: ChangedScopes | None = None, unpinner: Any | None = None) -> dict[str, Any]:
+    """Erase the scope: first its rows are cut out of every archive of the agent that holds them
+    (so a retry after a failure still finds them), then the store deletes its rows, transcripts,
+    sessions, patterns and archives with their index entries (:meth:`erase_scope`). An archive
+    that was pinned to IPFS is unpinned (``unpinner``, default a PinataClient from the
+    environment) and listed in ``pinnedCopies`` with ``unpinned`` and the reason when it could
+    not be: a public copy may have been fetched or pinned by others already. Idempotent."""
+    from ..scope import Scope
+    from ..stores.base import MemoryQuery
+
+    owner = Owner(user_address=params.user_address, mode=params.mode, hai_id=params.hai_id)
+    key = owner.key(params.agent_wallet)
+    rewritten, removed_from_archives = 0, 0
+    pinned_copies: list[dict[str, Any]] = []
+    agent_scope = Scope(agent_wallet=params.agent_wallet)
+    for archive in _tick(store.find_archives(MemoryQuery(scope=agent_scope), 1_000_000), progress, every=100):
+        if owner.owns(archive):
+            continue  # the scope's own archive: deleted with its rows below
+        payload = decode_archive(archive)
+        rows = payload.get("vectors", [])
+        kept = [d for d in rows if (d.get("agentWallet"), d.get("userAddress"), d.get("mode"), d.get("haiId")) != key]
+        if len(kept) == len(rows):
+            continue
+        rewritten += 1
+        removed_from_archives += len(rows) - len(kept)
+        if archive.ipfs_cid:
+            pinned_copies.append({"archiveId": archive.archive_id, "ipfsHash": archive.ipfs_cid})
+        if dry_run:
+            continue
+        text = json.dumps({**payload, "vectors": kept}, ensure_ascii=False, separators=(",", ":"))
+        content = base64.b64encode(gzip.compress(text.encode("utf-8"))).decode("ascii") if archive.compressed else text
+        meta = {**archive.metadata, "entryCount": len(kept), "originalSize": len(text.encode("utf-8")),
+                "compressedSize": len(content.encode("utf-8"))}
+        if archive.ipfs_cid:
+            meta["ipfs"] = {**(meta.get("ipfs") or {}), "staleAfterErasure": True, "erasedCid": archive.ipfs_cid}
+        store.update_archive(archive.archive_id, {"content": content, "metadata": meta, "ipfs_cid": None})
+    if pinned_copies and not dry_run:
+        _unpin(pinned_copies, unpinner)
+    if dry_run:
+        counts = {"memories": 0, "transcripts": 0, "sessions": 0, "patterns": 0, "archives": 0}
+    else:
+        counts = store.erase_scope(key)
+        if changes is not None:
+            changes.add_key(key)
+            if rewritten:
+                changes.add_key((params.agent_wallet, None, None, None))
+    return {**counts, "archivesRewritten": rewritten, "archivedRowsRemoved": removed_from_archives,
+            "pinnedCopies": pinned_copies}
 
 
 # --------------------------------------------------------------------------- decay_update
@@ -385,6 +533,7 @@ class DecayUpdateParams(_Params):
 
     half_life_days: float = Field(default=30.0, description="half-life in days; must be > 0")
     agent_wallet: str | None = Field(default=None, description="only this agent (default: every agent)")
+    owner: Owner | None = _OWNER
 
 
 def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = False,
@@ -398,7 +547,11 @@ def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = 
     skipped_inactive = 0
     total = 0.0
     batch: list[tuple[str, dict[str, Any]]] = []
+    if params.owner is not None and params.agent_wallet is None:
+        raise InvalidInputError("decay_update of one scope's rows needs its agent_wallet")
     for rec in _tick(store.iter_memories(params.agent_wallet, batch_size=5000), progress):
+        if not _owned_by(params.owner, rec):
+            continue
         if rec.status in _INACTIVE:
             skipped_inactive += 1  # keep the ≤ 0.05 / 0 floors
             continue

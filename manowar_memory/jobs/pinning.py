@@ -310,6 +310,25 @@ class PinataClient:
                          timestamp=data.get("Timestamp"), is_duplicate=data.get("isDuplicate"), attempts=attempts,
                          raw=data)
 
+    def unpin(self, cid: str) -> bool:
+        """``DELETE /pinning/unpin/{cid}``: stop pinning ``cid``. True when it was unpinned, False
+        when the account did not pin it; :class:`PinningError` when Pinata refused or failed.
+        Copies others fetched or pinned meanwhile are beyond reach."""
+        url = f"{self.base_url}/pinning/unpin/{cid}"
+        try:
+            response = self._http().request("DELETE", url, headers=self.credentials.headers(),
+                                            timeout=httpx.Timeout(self.timeout))
+        except httpx.HTTPError as exc:
+            raise PinningError(f"could not reach Pinata at {self.base_url} to unpin: {type(exc).__name__}",
+                               retryable=True) from exc
+        status = response.status_code
+        if status == 404:
+            return False
+        if status >= 300:
+            raise PinningError(f"Pinata refused to unpin {cid} (HTTP {status} {_reason(response)})", status=status,
+                               retryable=status == 429 or status >= 500)
+        return True
+
     def test_authentication(self) -> str:
         """``GET /data/testAuthentication``: Pinata's message when the credentials work;
         raises :class:`PinningError` when they are rejected."""

@@ -27,6 +27,7 @@ JOBS: dict[str, tuple[type[BaseModel], JobFunc]] = {
     "archive_create": (core.ArchiveCreateParams, core.archive_create),
     "decay_update": (core.DecayUpdateParams, core.decay_update),
     "cleanup": (core.CleanupParams, core.cleanup),
+    "forget": (core.ForgetParams, core.forget),
 }
 JOB_TYPES = tuple(JOBS)
 

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from .. import errors
-from ..engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
+from ..engine import ForgetReport, MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
 from ..jobs.schedules import ScheduleInfo
 from ..records import Job
 from ..scoped import ScopedMemory
@@ -421,6 +421,10 @@ class CompressResult(BaseModel):
     entitiesExtracted: int  # noqa: N815
 
 
+class ForgetBody(ScopeFields):
+    """Erase everything the scope owns (the key's user, or the user the body names for an agent key)."""
+
+
 class ArchiveSyncBody(ScopeFields):
     """Pin one of the agent's archives to IPFS (Pinata; idempotent)."""
 
@@ -552,12 +556,15 @@ def check_bind(host: str, keys: ApiKeys) -> None:
 def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, title: str = "manowar-memory",
                temporal_address: str | None = None, temporal_namespace: str = "default",
-               temporal_task_queue: str | None = None) -> FastAPI:
+               temporal_task_queue: str | None = None, agent_jobs: bool = False,
+               allow_pin: bool = False) -> FastAPI:
     """The REST API over ``engine``. ``keys``: the API keys (none: every request names its own
     agent; serve that on loopback only, see :func:`check_bind`). ``trust``: the trust level of
     rows written through the API (None: the engine's default). ``temporal_address``: a Temporal
     server, which turns on ``execution: "temporal"`` for ``POST /api/memory/jobs`` (a
-    ``manowar worker`` on the same store and task queue runs the workflows)."""
+    ``manowar worker`` on the same store and task queue runs the workflows). ``agent_jobs``:
+    agent-level keys run maintenance over every user's rows of their agent (otherwise every job
+    acts on the caller's own rows); ``allow_pin``: callers may publish archives to IPFS."""
     import asyncio
 
     from .. import __version__
@@ -606,7 +613,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     Q = Annotated[ScopeQuery, Query()]  # noqa: N806
 
     def mem(binding: KeyBinding | None, data: Mapping[str, Any]) -> ScopedMemory:
-        return engine.scoped(scope_for(data, binding), trust=trust)
+        return engine.scoped(scope_for(data, binding), trust=trust, agent_jobs=agent_jobs, allow_pin=allow_pin)
 
     def tool(memory: ScopedMemory, name: str, **arguments: Any) -> dict[str, Any]:
         return memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
@@ -719,6 +726,11 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
             return await m.astart_temporal_job(client, body.type, body.params, dry_run=body.dry_run,
                                                task_queue=temporal_task_queue)
         return await asyncio.to_thread(m.run_job, body.type, body.params, dry_run=body.dry_run)
+
+    @r.post("/forget", response_model=ForgetReport, tags=["items"],
+            summary="Erase everything a scope owns (a user: every layer, archives, indexes)")
+    async def forget(body: ForgetBody, key: Tenant) -> Any:
+        return await mem(key, body.scope_data()).aforget()
 
     @r.get("/jobs/{jobId}", response_model=Job, tags=["jobs"], summary="Read a job")
     async def job_get(jobId: Id, q: Q, key: Tenant) -> Any:  # noqa: N803

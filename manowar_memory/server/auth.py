@@ -92,8 +92,14 @@ class ApiKeys:
             if not isinstance(entry, Mapping):
                 raise ConfigurationError(f"API key entry {i} must be an object")
             digest = entry.get("sha256")
-            agent = next((entry[k] for k in _AGENT if entry.get(k)), None)
-            user = next((entry[k] for k in _USER if entry.get(k)), None)
+            for key in (*_AGENT, *_USER):
+                value = entry.get(key)
+                if isinstance(value, str) and not value.strip():
+                    raise ConfigurationError(
+                        f"API key entry {i}: '{key}' is blank; give the id, or leave the key out for a key that "
+                        "acts for any user of its agent (an empty id is never read as 'no user')")
+            agent = next((entry[k] for k in _AGENT if entry.get(k) is not None), None)
+            user = next((entry[k] for k in _USER if entry.get(k) is not None), None)
             if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
                 raise ConfigurationError(f"API key entry {i} needs 'sha256', the lowercase hex SHA-256 of the key")
             if not isinstance(agent, str):

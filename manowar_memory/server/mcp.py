@@ -43,9 +43,11 @@ def _key_of(request: Any) -> str | None:
 
 def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] | None = None,
                      keys: ApiKeys | None = None, groups: Sequence[str] = TOOL_GROUPS,
-                     trust: str | None = None) -> Any:
+                     trust: str | None = None, agent_jobs: bool = False, allow_pin: bool = False) -> Any:
     """An MCP ``Server`` with the catalog's tools of ``groups``. ``scope``: the fixed scope
-    (stdio) or, with ``keys``, the scope fields each key's agent and user are filled into (HTTP)."""
+    (stdio) or, with ``keys``, the scope fields each key's agent and user are filled into (HTTP).
+    ``agent_jobs`` and ``allow_pin``: see :meth:`MemoryEngine.scoped` (both off: the job tools act
+    on the caller's own rows and never publish to IPFS)."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -78,7 +80,7 @@ def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] |
             return failure({"error": {"type": "InvalidInputError", "tool": name,
                                       "message": f"unknown tool {name!r}; this server has {sorted(definitions)}"}})
         try:
-            memory = engine.scoped(scope_of(ctx), trust=trust)
+            memory = engine.scoped(scope_of(ctx), trust=trust, agent_jobs=agent_jobs, allow_pin=allow_pin)
             result = await BoundTool(definition, memory).acall(**dict(params.arguments or {}))
         except ManowarError as exc:
             payload = getattr(exc, "payload", None) or tool_error_payload(name, exc)
@@ -104,7 +106,7 @@ def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] |
             query = unquote(uri[len("memory://context/"):])
         else:
             raise ValueError(f"unknown resource {uri!r}")
-        memory = engine.scoped(scope_of(ctx), trust=trust)
+        memory = engine.scoped(scope_of(ctx), trust=trust, agent_jobs=agent_jobs, allow_pin=allow_pin)
         result = await memory.acontext(query)
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type="text/plain",
                                                                             text=result.prompt)])

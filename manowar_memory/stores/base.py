@@ -398,6 +398,16 @@ class MaintenanceStore(Protocol):
         """The distinct scopes of the sessions expired at ``now`` or last used before ``cutoff``."""
         ...
 
+    def erase_scope(self, key: ScopeKey) -> dict[str, int]:
+        """Delete everything the scope ``(agent, user, mode, hai)`` owns exactly (a None part
+        matches only None): memory rows, transcripts (with their chunks), sessions, patterns and
+        archives of that scope, and their full-text and vector index entries, leaving no
+        segment of an index that still holds the erased text. Other scopes' rows, the agent's
+        shared rows included, are untouched. Returns how many went of each kind
+        (``memories``, ``transcripts``, ``sessions``, ``patterns``, ``archives``); running it
+        again removes nothing more."""
+        ...
+
     def list_agent_wallets(self, limit: int | None = None) -> list[str]:
         """Distinct agents of memory, transcripts, patterns, archives and sessions, in that
         order (each sorted), exactly as stored; at most ``limit``."""

@@ -1400,6 +1400,23 @@ class MongoStore:
             ranked = sorted(scored.values(), key=lambda ds: (-ds[1], -int(ds[0].get("createdAt") or 0)))[: int(limit)]
             return [(self._transcript(d), score) for d, score in ranked]
 
+    def erase_scope(self, key: ScopeKey) -> dict[str, int]:
+        """Delete everything one scope owns (see :class:`~manowar_memory.stores.base.MaintenanceStore`)."""
+        match = {"agentWallet": key[0], "userAddress": key[1], "mode": key[2], "haiId": key[3]}
+        counts: dict[str, int] = {}
+        with self._errors("delete"):
+            sessions = [d["sessionId"] for d in self.transcripts.find(match, {"sessionId": 1})]
+            counts["memories"] = int(self.memory.delete_many(match).deleted_count)
+            counts["transcripts"] = int(self.transcripts.delete_many(match).deleted_count)
+            for start in range(0, len(sessions), 500):  # chunks of its transcripts, also those without a user
+                self.transcript_chunks.delete_many({"agentWallet": key[0],
+                                                    "sessionId": {"$in": sessions[start:start + 500]}})
+            self.transcript_chunks.delete_many(match)
+            counts["sessions"] = int(self.sessions.delete_many(match).deleted_count)
+            counts["patterns"] = int(self.patterns.delete_many(match).deleted_count)
+            counts["archives"] = int(self.archives.delete_many(match).deleted_count)
+        return counts
+
     def delete_transcripts_older_than(self, cutoff: int) -> int:
         """Delete transcripts created before ``cutoff`` (cleanup), with their message chunks."""
         with self._errors("delete"):

@@ -1010,6 +1010,24 @@ class SQLiteStore:
                 ).fetchall()
         return [(Transcript.model_validate_json(r["doc"]), float(r["score"])) for r in rows]
 
+    def erase_scope(self, key: ScopeKey) -> dict[str, int]:
+        """Delete everything one scope owns (see :class:`~manowar_memory.stores.base.MaintenanceStore`)."""
+        where = "agent_wallet = ? AND user_address IS ? AND mode IS ? AND hai_id IS ?"
+        params = (key[0], key[1], key[2], key[3])
+        counts: dict[str, int] = {}
+        with self._write() as conn:
+            gone = conn.execute(f"DELETE FROM memory WHERE {where} RETURNING rowid", params).fetchall()
+            for row in gone:  # the vector index drops a row by its tombstone
+                conn.execute("INSERT INTO memory_tombstones VALUES (?, ?)", (row[0], self._next_rev(conn)))
+            counts["memories"] = len(gone)
+            for table in ("transcripts", "sessions", "patterns", "archives"):
+                counts[table] = conn.execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
+        if counts["memories"] or counts["transcripts"]:
+            with self._write() as conn:  # merge every segment: no index page keeps the erased terms
+                conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+                conn.execute("INSERT INTO transcripts_fts(transcripts_fts) VALUES ('optimize')")
+        return counts
+
     def delete_transcripts_older_than(self, cutoff: int) -> int:
         """Delete transcripts created before ``cutoff`` (cleanup)."""
         with self._write() as conn:

@@ -964,6 +964,40 @@ class MaintenanceConformance(_RoleConformance):
         assert store.count_stale_sessions(later, cutoff) == 0 and store.stale_session_scopes(later, cutoff) == []
         assert [s.session_id for s in store.find_sessions(_q(user="u2"), 5)] == ["fresh"]
 
+    def test_erase_scope_removes_exactly_one_scopes_data_with_its_index_entries(self, store: Store) -> None:
+        def fill(user: str | None, mode: str | None = None, hai: str | None = None) -> list[str]:
+            tag = f"{user}{mode}{hai}"
+            ids = store.add_memories([
+                make_record(f"zqsecret {tag} passport", user=user, mode=mode, hai=hai, embedding=[1.0, 0.0, 0.0, 0.0],
+                            created_at=T0 + len(tag)),
+                make_record(f"zqsecret {tag} contract", user=user, mode=mode, hai=hai, created_at=T0 + 1)])
+            store.upsert_transcript(self._transcript(f"tr-{tag}", user=user, messages=[("user", f"zqsecret {tag}")])
+                                    .model_copy(update={"mode": mode, "hai_id": hai}))
+            store.upsert_session(self._session(f"s-{tag}", user=user, mode=mode, hai=hai))
+            store.upsert_pattern(self._pattern(f"p-{tag}", 0.7, user=user, mode=mode, hai=hai))
+            store.add_archive(Archive(archive_id=f"arc-{tag}", agent_wallet=AGENT, user_address=user, mode=mode,  # type: ignore[arg-type]
+                                      hai_id=hai, summary="s", content="x", date_range={"start": T0, "end": T0},
+                                      created_at=T0))
+            return ids
+
+        fill("u1")
+        kept = fill("u2") + fill(None) + fill("u1", "local", "h1")
+        counts = store.erase_scope((AGENT, "u1", None, None))
+        assert counts == {"memories": 2, "transcripts": 1, "sessions": 1, "patterns": 1, "archives": 1}
+        assert store.erase_scope((AGENT, "u1", None, None)) == dict.fromkeys(counts, 0)
+        assert sorted(r.id for r in store.iter_memories(AGENT)) == sorted(kept)
+        assert store.get_transcript("tr-u1NoneNone", AGENT) is None and store.get_session("s-u1NoneNone", AGENT) is None
+        assert store.get_pattern("p-u1NoneNone") is None and store.get_archive("arc-u1NoneNone") is None
+        assert store.get_transcript("tr-u2NoneNone", AGENT) is not None and store.get_archive("arc-NoneNoneNone")
+        u1 = _q(user="u1")  # still sees the shared rows and u1's rows of HAI h1, which are another scope
+        left = {(None, None), ("u1", "local")}
+        assert {(h.record.user_address, h.record.mode) for h in store.keyword_search(u1, "zqsecret passport", 10)} \
+            == left
+        assert {(h.record.user_address, h.record.mode)
+                for h in store.vector_search(u1, [1.0, 0.0, 0.0, 0.0], MODEL, 10)[0]} == left
+        assert {(t.user_address, t.mode) for t, _ in store.search_transcripts(_q(user="u1", thread="t1"), "zqsecret", 10)} \
+            == left
+
     def test_list_agent_wallets_by_kind_then_name(self, store: Store) -> None:
         assert store.list_agent_wallets() == []
         store.add_memories([make_record("m", agent="agent-M2"), make_record("m", agent="agent-M1", created_at=T0 + 1)])

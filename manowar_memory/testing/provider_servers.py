@@ -126,6 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_POST = _serve  # noqa: N815 - the names http.server dispatches to
     do_GET = _serve  # noqa: N815
+    do_DELETE = _serve  # noqa: N815
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -300,6 +301,10 @@ class ProviderServer:
         """The answer to a GET (default: 405, the providers' APIs used here are POST only)."""
         return self._error(405, f"{request.method} is not allowed")
 
+    def handle_delete(self, request: RecordedRequest) -> _Reply:
+        """The answer to a DELETE (default: 405)."""
+        return self._error(405, f"{request.method} is not allowed")
+
     def _score(self, query: str, documents: Sequence[str]) -> list[tuple[int, float]]:
         """(index, score) best first, ties by index."""
         if self.scores is not None:
@@ -339,6 +344,8 @@ class ProviderServer:
             return denied
         if request.method == "GET":
             return self.handle_get(request)
+        if request.method == "DELETE":
+            return self.handle_delete(request)
         if request.method != "POST":
             return self._error(405, f"{request.method} is not allowed")
         if not isinstance(request.json, dict):
@@ -542,6 +549,16 @@ class PinataServer(ProviderServer):
         if request.path.split("?", 1)[0] == "/data/testAuthentication":
             return self._json(200, {"message": "Congratulations! You are communicating with the Pinata API!"})
         return self._error(404, f"no route {request.path}")
+
+    def handle_delete(self, request: RecordedRequest) -> _Reply:
+        """``DELETE /pinning/unpin/{cid}``: Pinata answers a plain ``OK``, or 404 for a CID it does not pin."""
+        path = request.path.split("?", 1)[0]
+        prefix = "/pinning/unpin/"
+        if not path.startswith(prefix):
+            return self._error(404, f"no route {path}")
+        with self._lock:
+            found = self.pins.pop(path[len(prefix):], None)
+        return _Reply(200, b"OK", "text/plain") if found is not None else self._error(404, "CURRENT_USER_HAS_NOT_PINNED_CID")
 
     def handle(self, request: RecordedRequest) -> _Reply:
         path = request.path.split("?", 1)[0]
