@@ -435,17 +435,29 @@ class MemoryEngine:
         *,
         batch_size: int = 128,
         progress: bool = False,
+        dedupe: bool = True,
     ) -> list[str]:
         """Bulk-load memory rows (vectors layer by default), embedding in batches.
 
         Each item is a string or ``{content, source, created_at, thread_id, metadata, key}``.
         Returns the row id of every item in order. An item with a ``key`` is stored once per
         scope: ingesting it again returns the id of the stored row and changes nothing, so a
-        failed or interrupted ingest can be run again. When the embedder fails part-way, the
+        failed or interrupted ingest can be run again. An item without a key gets one from
+        what it holds (see :meth:`content_key`), so the same items ingested again are stored
+        once too, and two identical items of one call are one row; ``dedupe=False`` stores
+        every item without a key as a new row. When the embedder fails part-way, the
         batches before the failure stay stored and :class:`PartialIngestError` (an
         :class:`EmbeddingError`) says which.
         """
-        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress).ids
+        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe).ids
+
+    @staticmethod
+    def content_key(item: IngestItem) -> str:
+        """The idempotency key of an ingest item given none: ``content:`` and a hash of its
+        stripped content, source, thread, creation time (when given) and metadata. Items that
+        differ in any of these are different rows; the scope is added by :meth:`ingest_id`."""
+        parts = [item.content.strip(), item.source, item.thread_id, item.created_at, item.context, item.metadata]
+        return "content:" + content_hash(json.dumps(parts, ensure_ascii=True, sort_keys=True, default=str))
 
     @staticmethod
     def ingest_id(scope: ScopeLike, key: str) -> str:
@@ -464,9 +476,11 @@ class MemoryEngine:
         *,
         batch_size: int = 128,
         progress: bool = False,
+        dedupe: bool = True,
     ) -> IngestReport:
         """:meth:`ingest`, returning how many rows were stored and which keys were already
-        stored by an earlier run."""
+        stored by an earlier run (the caller's keys; items keyed by content count in
+        ``inserted`` only)."""
         scope = Scope.coerce(scope)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError(f"batch_size must be a positive integer (items embedded per call), got {batch_size!r}")
@@ -517,7 +531,8 @@ class MemoryEngine:
         try:
             for start in range(0, len(parsed), batch_size):
                 batch = parsed[start : start + batch_size]
-                keyed = {j: self.ingest_id(scope, b.key) for j, b in enumerate(batch) if b.key is not None}
+                keyed = {j: self.ingest_id(scope, b.key if b.key is not None else self.content_key(b))
+                         for j, b in enumerate(batch) if b.key is not None or dedupe}
                 stored = self.store.existing_memory_ids(list(keyed.values())) if keyed else set()
                 batch_ids: list[str | None] = [keyed[j] if keyed.get(j) in stored else None for j in range(len(batch))]
                 already.extend(b.key for j, b in enumerate(batch) if batch_ids[j] is not None and b.key is not None)
@@ -540,8 +555,8 @@ class MemoryEngine:
                     for j, (memory_id, new) in zip(with_key, results):
                         batch_ids[j] = memory_id
                         inserted += int(new)
-                        if not new and memory_id == keyed[j]:  # a concurrent run stored it first
-                            already.append(str(batch[j].key))
+                        if not new and memory_id == keyed[j] and batch[j].key is not None:  # stored first elsewhere
+                            already.append(batch[j].key)
                 if without:
                     for j, memory_id in zip(without, self.store.add_memories([records[j] for j in without])):
                         batch_ids[j] = memory_id

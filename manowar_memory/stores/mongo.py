@@ -1387,10 +1387,10 @@ class MongoStore:
             self._upsert(self.sessions, {"agentWallet": agent_wallet, "sessionId": rows.session.session_id},
                          session_to_doc(rows.session), session)
             rec = rows.record
-            self.memory.insert_one({**memory_to_doc(rec), SYNC_FIELD: now_ms()}, session=session)
-            self.turns.insert_one({**key, "turnId": turn_id, "seq": seq, "memoryId": rec.id,
-                                   "userAddress": rec.user_address, "threadId": rec.thread_id, "mode": rec.mode,
-                                   "haiId": rec.hai_id, "createdAt": rec.created_at}, session=session)
+            self._insert_turn_record(rec, session)
+            self._put_turn({**key, "turnId": turn_id, "seq": seq, "memoryId": rec.id,
+                            "userAddress": rec.user_address, "threadId": rec.thread_id, "mode": rec.mode,
+                            "haiId": rec.hai_id, "createdAt": rec.created_at}, session)
             return _base.TurnWrite(True, rec.id, seq)
 
         with self._errors("turn write"):
@@ -1408,6 +1408,14 @@ class MongoStore:
                     "concurrent turns on one thread may overwrite each other. Run MongoDB as a replica set "
                     "(one member is enough) for atomic turns")
             return run(None)
+
+    def _insert_turn_record(self, record: MemoryRecord, session: Any) -> None:
+        """A turn's session row (its id is unique to the turn)."""
+        self.memory.insert_one({**memory_to_doc(record), SYNC_FIELD: now_ms()}, session=session)
+
+    def _put_turn(self, doc: dict[str, Any], session: Any) -> None:
+        """A turn's ledger entry."""
+        self.turns.insert_one(doc, session=session)
 
     def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
         with self._errors("read"):
