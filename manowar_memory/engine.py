@@ -556,7 +556,7 @@ class MemoryEngine:
                         batch_ids[j] = memory_id
                         inserted += int(new)
                         if not new and memory_id == keyed[j] and batch[j].key is not None:  # stored first elsewhere
-                            already.append(batch[j].key)
+                            already.append(str(batch[j].key))
                 if without:
                     for j, memory_id in zip(without, self.store.add_memories([records[j] for j in without])):
                         batch_ids[j] = memory_id
