@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 import time
 from collections import Counter
@@ -142,6 +143,8 @@ DEFAULT_DATABASE = "manowar_memory"
 _VECTOR_HEADER = 2  # BinData vector: dtype byte + padding byte
 _FLOAT32_DTYPE = 0x27
 _INDEX_CONFLICT_CODES = {85, 86}  # IndexOptionsConflict, IndexKeySpecsConflict
+_TURN_COUNTER = "turnCounter"  # on the session_turns document that numbers a transcript's turns
+_TRANSACTION_SECONDS = 60.0  # how long a turn's transaction is tried again after transient errors
 _NO_TRANSACTIONS = {20, 263}  # IllegalOperation (a standalone server), OperationNotSupportedInTransaction
 _ATLAS_READY_RECHECK_S = 30.0
 T = TypeVar("T")
@@ -1366,27 +1369,34 @@ class MongoStore:
         self, agent_wallet: str, session_id: str, working_id: str, turn_id: str, build: _base.TurnBuilder
     ) -> _base.TurnWrite:
         """One multi-document transaction per turn (a replica set or sharded cluster, even of one
-        member): the ledger check, the reads ``build`` sees and every write. Two turns on one
-        transcript both write its document, so the second conflicts and is run again by the
-        driver on what the first committed. On a standalone server, which has no transactions,
-        the turn is written without one, the ledger entry last, and a degradation says so."""
+        member): the ledger check, the reads ``build`` sees and every write. Its first write
+        takes the transcript's next sequence number from a counter document in ``session_turns``,
+        so of two turns on one transcript the second conflicts at once, before reading anything
+        large, and is run again (after a short random pause, growing with each conflict) on what
+        the first committed. On a standalone server, which has no transactions, the turn is
+        written without one, the ledger entry last, and a degradation says so."""
         key = {"agentWallet": agent_wallet, "sessionId": session_id}
 
         def run(session: Any) -> _base.TurnWrite:
             done = self.turns.find_one({**key, "turnId": turn_id}, {"seq": 1, "memoryId": 1}, session=session)
             if done is not None:
                 return _base.TurnWrite(False, done.get("memoryId"), int(done["seq"]))
+            counter = self.turns.find_one_and_update(
+                {**key, _TURN_COUNTER: True}, {"$inc": {"lastSeq": 1}}, upsert=True,
+                projection={"lastSeq": 1, "userAddress": 1}, return_document=pymongo.ReturnDocument.AFTER, session=session)
+            seq = int(counter["lastSeq"])
             doc = self.transcripts.find_one(key, session=session)
             live = self.sessions.find_one(
                 {"sessionId": working_id, "agentWallet": agent_wallet, "expiresAt": {"$gt": _mql.ms_to_date(now_ms())}},
                 session=session)
             rows = build(self._transcript(doc, session) if doc else None, doc_to_session(live) if live else None)
-            last = self.turns.find_one(key, {"seq": 1}, sort=[("seq", -1)], session=session)
-            seq = int(last["seq"]) + 1 if last else 1
+            rec = rows.record
+            if counter.get("userAddress") != rec.user_address:  # erasure by user finds the counter too
+                self.turns.update_one({"_id": counter["_id"]}, {"$set": {"userAddress": rec.user_address}},
+                                      session=session)
             self._put_transcript(rows.transcript, session)
             self._upsert(self.sessions, {"agentWallet": agent_wallet, "sessionId": rows.session.session_id},
                          session_to_doc(rows.session), session)
-            rec = rows.record
             self._insert_turn_record(rec, session)
             self._put_turn({**key, "turnId": turn_id, "seq": seq, "memoryId": rec.id,
                             "userAddress": rec.user_address, "threadId": rec.thread_id, "mode": rec.mode,
@@ -1396,10 +1406,9 @@ class MongoStore:
         with self._errors("turn write"):
             if self._transactions is not False:
                 try:
-                    with self.client.start_session() as session:
-                        result: _base.TurnWrite = session.with_transaction(run)
-                        self._transactions = True
-                        return result
+                    result = self._in_transaction(run)
+                    self._transactions = True
+                    return result
                 except OperationFailure as exc:
                     if self._transactions or exc.code not in _NO_TRANSACTIONS:
                         raise
@@ -1408,6 +1417,39 @@ class MongoStore:
                     "concurrent turns on one thread may overwrite each other. Run MongoDB as a replica set "
                     "(one member is enough) for atomic turns")
             return run(None)
+
+    def _in_transaction(self, run: Callable[[Any], T]) -> T:
+        """``run(session)`` in a transaction, run again after a transient error (a write
+        conflict, an election) with a random pause that doubles up to 100 ms, for up to 60 s;
+        a commit whose outcome is unknown is committed again."""
+        deadline = time.monotonic() + _TRANSACTION_SECONDS
+        pause = 0.002
+        with self.client.start_session() as session:
+            while True:
+                session.start_transaction()
+                try:
+                    result = run(session)
+                except BaseException as exc:
+                    if session.in_transaction:
+                        session.abort_transaction()
+                    if (isinstance(exc, PyMongoError) and exc.has_error_label("TransientTransactionError")
+                            and time.monotonic() < deadline):
+                        time.sleep(random.uniform(0, pause))
+                        pause = min(2 * pause, 0.1)
+                        continue
+                    raise
+                while True:
+                    try:
+                        session.commit_transaction()
+                        return result
+                    except PyMongoError as exc:
+                        if time.monotonic() >= deadline:
+                            raise
+                        if exc.has_error_label("UnknownTransactionCommitResult"):
+                            continue
+                        if exc.has_error_label("TransientTransactionError"):
+                            break
+                        raise
 
     def _insert_turn_record(self, record: MemoryRecord, session: Any) -> None:
         """A turn's session row (its id is unique to the turn)."""
