@@ -1256,7 +1256,7 @@ class MongoStore:
                 coll.replace_one(key, doc, upsert=True, session=session)
                 return
             except DuplicateKeyError:  # two upserts raced to insert; the second now updates
-                if attempt == 2:
+                if attempt == 2 or session is not None:  # a transaction ends at its first error
                     raise
 
     def upsert_session(self, session: Session) -> None:
@@ -1395,7 +1395,7 @@ class MongoStore:
                 self.turns.update_one({"_id": counter["_id"]}, {"$set": {"userAddress": rec.user_address}},
                                       session=session)
             self._put_transcript(rows.transcript, session)
-            self._upsert(self.sessions, {"agentWallet": agent_wallet, "sessionId": rows.session.session_id},
+            self._upsert(self.sessions, {"agentWallet": rows.session.agent_wallet, "sessionId": rows.session.session_id},
                          session_to_doc(rows.session), session)
             self._insert_turn_record(rec, session)
             self._put_turn({**key, "turnId": turn_id, "seq": seq, "memoryId": rec.id,

@@ -1047,15 +1047,16 @@ class SQLiteStore:
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM thread_turns WHERE agent_wallet = ? AND session_id = ?",
                 (agent_wallet, session_id),
             ).fetchone()[0])
-            self._put_turn(conn, session_id, turn_id, seq, rows.record.model_copy(update={"id": memory_id}))
+            self._put_turn(conn, agent_wallet, session_id, turn_id, seq, rows.record.model_copy(update={"id": memory_id}))
         return TurnWrite(True, memory_id, seq)
 
     @staticmethod
-    def _put_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, seq: int, rec: MemoryRecord) -> None:
+    def _put_turn(conn: sqlite3.Connection, agent_wallet: str, session_id: str, turn_id: str, seq: int,
+                  rec: MemoryRecord) -> None:
         """Inside a write transaction: the ledger entry of a turn whose session row is ``rec``."""
         conn.execute(
             "INSERT INTO thread_turns VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (rec.agent_wallet, session_id, turn_id, seq, rec.id, rec.user_address, rec.thread_id, rec.mode,
+            (agent_wallet, session_id, turn_id, seq, rec.id, rec.user_address, rec.thread_id, rec.mode,
              rec.hai_id, rec.created_at),
         )
 
