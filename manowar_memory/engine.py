@@ -717,7 +717,12 @@ class MemoryEngine:
         in-band; fact extraction (graph) queued in the background (see :meth:`flush`).
 
         The summary is embedded before anything is written, so an embedder failure raises
-        :class:`EmbeddingError` and leaves the store untouched.
+        :class:`EmbeddingError` and leaves the store untouched. The transcript, the working
+        buffer and the session row are then written in one atomic store write, after the
+        turns committed before it (concurrent calls on a thread queue, none is lost). A turn
+        is stored once per ``turn_id`` (given none, one is derived from client timestamps,
+        else made up: see :meth:`_derived_turn_id`): repeating a call, also after a failure,
+        answers ``created=False`` and writes nothing.
         """
         scope = Scope.coerce(scope)
         now = now_ms()
