@@ -7,10 +7,12 @@ import bisect
 import concurrent.futures
 import dataclasses
 import itertools
+import json
 import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,7 @@ from .redaction import install_log_redaction, redact
 from .rerankers.base import Reranker
 from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
 from .scope import Scope, ScopeLike
-from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store, missing_role_methods
+from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store, TurnRows, missing_role_methods
 from .stores.sqlite import SQLiteStore
 from .threads import EngineThreads, blas_threads
 from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
@@ -85,6 +87,10 @@ class PostTurnResult(BaseModel):
     stored: dict[str, bool]
     queued: dict[str, bool]
     degradations: list[str] = Field(default_factory=list)
+    created: bool = Field(True, description=(
+        "False when this turn id was already stored (a retry): nothing was written, and vector_id is the "
+        "row the first call stored."))
+    seq: int | None = Field(None, description="The turn's place in its transcript (1, 2, ...), in commit order.")
 
 
 class ForgetReport(BaseModel):
@@ -454,17 +460,29 @@ class MemoryEngine:
         *,
         batch_size: int = 128,
         progress: bool = False,
+        dedupe: bool = True,
     ) -> list[str]:
         """Bulk-load memory rows (vectors layer by default), embedding in batches.
 
         Each item is a string or ``{content, source, created_at, thread_id, metadata, key}``.
         Returns the row id of every item in order. An item with a ``key`` is stored once per
         scope: ingesting it again returns the id of the stored row and changes nothing, so a
-        failed or interrupted ingest can be run again. When the embedder fails part-way, the
+        failed or interrupted ingest can be run again. An item without a key gets one from
+        what it holds (see :meth:`content_key`), so the same items ingested again are stored
+        once too, and two identical items of one call are one row; ``dedupe=False`` stores
+        every item without a key as a new row. When the embedder fails part-way, the
         batches before the failure stay stored and :class:`PartialIngestError` (an
         :class:`EmbeddingError`) says which.
         """
-        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress).ids
+        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe).ids
+
+    @staticmethod
+    def content_key(item: IngestItem) -> str:
+        """The idempotency key of an ingest item given none: ``content:`` and a hash of its
+        stripped content, source, thread, creation time (when given) and metadata. Items that
+        differ in any of these are different rows; the scope is added by :meth:`ingest_id`."""
+        parts = [item.content.strip(), item.source, item.thread_id, item.created_at, item.context, item.metadata]
+        return "content:" + content_hash(json.dumps(parts, ensure_ascii=True, sort_keys=True, default=str))
 
     @staticmethod
     def ingest_id(scope: ScopeLike, key: str) -> str:
@@ -483,9 +501,11 @@ class MemoryEngine:
         *,
         batch_size: int = 128,
         progress: bool = False,
+        dedupe: bool = True,
     ) -> IngestReport:
         """:meth:`ingest`, returning how many rows were stored and which keys were already
-        stored by an earlier run."""
+        stored by an earlier run (the caller's keys; items keyed by content count in
+        ``inserted`` only)."""
         scope = Scope.coerce(scope)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError(f"batch_size must be a positive integer (items embedded per call), got {batch_size!r}")
@@ -536,7 +556,8 @@ class MemoryEngine:
         try:
             for start in range(0, len(parsed), batch_size):
                 batch = parsed[start : start + batch_size]
-                keyed = {j: self.ingest_id(scope, b.key) for j, b in enumerate(batch) if b.key is not None}
+                keyed = {j: self.ingest_id(scope, b.key if b.key is not None else self.content_key(b))
+                         for j, b in enumerate(batch) if b.key is not None or dedupe}
                 stored = self.store.existing_memory_ids(list(keyed.values())) if keyed else set()
                 batch_ids: list[str | None] = [keyed[j] if keyed.get(j) in stored else None for j in range(len(batch))]
                 already.extend(b.key for j, b in enumerate(batch) if batch_ids[j] is not None and b.key is not None)
@@ -559,7 +580,7 @@ class MemoryEngine:
                     for j, (memory_id, new) in zip(with_key, results):
                         batch_ids[j] = memory_id
                         inserted += int(new)
-                        if not new and memory_id == keyed[j]:  # a concurrent run stored it first
+                        if not new and memory_id == keyed[j] and batch[j].key is not None:  # stored first elsewhere
                             already.append(str(batch[j].key))
                 if without:
                     for j, memory_id in zip(without, self.store.add_memories([records[j] for j in without])):
@@ -721,7 +742,12 @@ class MemoryEngine:
         in-band; fact extraction (graph) queued in the background (see :meth:`flush`).
 
         The summary is embedded before anything is written, so an embedder failure raises
-        :class:`EmbeddingError` and leaves the store untouched.
+        :class:`EmbeddingError` and leaves the store untouched. The transcript, the working
+        buffer and the session row are then written in one atomic store write, after the
+        turns committed before it (concurrent calls on a thread queue, none is lost). A turn
+        is stored once per ``turn_id`` (given none, one is derived from client timestamps,
+        else made up: see :meth:`_derived_turn_id`): repeating a call, also after a failure,
+        answers ``created=False`` and writes nothing.
         """
         scope = Scope.coerce(scope)
         now = now_ms()
@@ -737,45 +763,64 @@ class MemoryEngine:
         caller_meta = {**self._metadata(scope.metadata, "scope metadata"), **self._metadata(metadata)}
         sid = as_str(session_id) or scope.thread_session_id()
         thread_id = scope.thread_id or sid
-        tid = as_str(turn_id) or "turn_" + content_hash(f"{sid}|{thread_id}|{now}|{len(msgs)}")
+        tid = as_str(turn_id) or self._derived_turn_id(scope, sid, msgs, _client_stamped(messages, tool_calls))
         turn_summary = as_str(summary) or self._compact_summary(msgs)
         vectors = self._embed_documents([turn_summary])
         meta = {**caller_meta, "type": "agent_memory_turn", "turnId": tid, "sessionId": sid}
         thread_scope = scope.with_thread(thread_id)
-
-        existing = self.store.get_transcript(sid, scope.agent_wallet)
-        if existing is not None and (existing.user_address, existing.mode, existing.hai_id) != (
-            scope.user_address, scope.mode, scope.hai_id
-        ):
-            raise InvalidInputError(
-                f"session {sid!r} belongs to another user or mode of this agent; use a session id of your own"
-            )
-        history = list(existing.messages) if existing else []
-        all_msgs = history + msgs
-        transcript = Transcript(
-            session_id=sid, **Transcript.scope_fields(thread_scope), messages=all_msgs,
-            summary=self._compact_summary(all_msgs), token_count=(existing.token_count if existing else 0),
-            metadata={**(existing.metadata if existing else {}), **meta, "updatedAt": now},
-            created_at=existing.created_at if existing else now,
-        )
-        self.store.upsert_transcript(transcript)
-        self._update_working(thread_scope, msgs, meta, tid, sid, now)
+        # checked here, before any write: build() below only assembles rows
         record = self._new_record(scope, turn_summary, source="session", metadata=meta, created_at=now,
-                                  embedding=vectors[0] if vectors else None, thread_id=thread_id,
-                                  context=self._turn_context(history))
+                                  embedding=vectors[0] if vectors else None, thread_id=thread_id)
+        record = record.model_copy(update={"id": MemoryRecord.make_id(scope.agent_wallet, f"{sid}\x00{tid}", now)})
+
+        def build(existing: Transcript | None, live: Session | None) -> TurnRows:
+            if existing is not None and (existing.user_address, existing.mode, existing.hai_id) != (
+                scope.user_address, scope.mode, scope.hai_id
+            ):
+                raise InvalidInputError(
+                    f"session {sid!r} belongs to another user or mode of this agent; use a session id of your own"
+                )
+            history = list(existing.messages) if existing else []
+            all_msgs = history + msgs
+            transcript = Transcript(
+                session_id=sid, **Transcript.scope_fields(thread_scope), messages=all_msgs,
+                summary=self._compact_summary(all_msgs), token_count=(existing.token_count if existing else 0),
+                metadata={**(existing.metadata if existing else {}), **meta, "updatedAt": now},
+                created_at=existing.created_at if existing else now,
+            )
+            session = self._working_session(thread_scope, live, msgs, meta, tid, sid, now)
+            return TurnRows(transcript, session, record.model_copy(update={"context": self._turn_context(history)}))
+
         with collect() as cache_notes:
-            (vector_id,) = self.store.add_memories([record])
-            self._invalidate(scope)
+            written = self.store.append_turn(scope.agent_wallet, sid, thread_scope.thread_session_id(), tid, build)
+            if written.created:
+                self._invalidate(scope)
         queued = False
-        if extract_facts and self.extractor is not None and any(m.role == "user" for m in msgs):
+        if (written.created and extract_facts and self.extractor is not None
+                and any(m.role == "user" for m in msgs)):
             self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid, dict(metadata or {}))
             queued = True
         notes = ([] if self.embedder is not None else [NO_EMBEDDER]) + list(cache_notes)
+        new = written.created
         return PostTurnResult(
-            session_id=sid, thread_id=thread_id, turn_id=tid, vector_id=vector_id,
-            stored={"transcript": True, "working": True, "vector": True},
+            session_id=sid, thread_id=thread_id, turn_id=tid, vector_id=written.memory_id, created=new,
+            seq=written.seq, stored={"transcript": new, "working": new, "vector": new},
             queued={"facts": queued}, degradations=notes,
         )
+
+    @staticmethod
+    def _derived_turn_id(scope: Scope, session_id: str, msgs: Sequence[Message], stable: bool) -> str:
+        """The id of a turn given none. When every message (and tool call) carries the
+        client's own timestamp, a hash of the scope, the session and the messages with their
+        timestamps: a retry of the same turn gets the same id, and two turns that say the same
+        words at different times do not. Otherwise a fresh random id: the same words sent
+        twice may be two real turns ("yes", "yes"), so nothing without a stable client value
+        is merged; pass ``turn_id`` to make such retries safe."""
+        if not stable:
+            return "turn_" + uuid.uuid4().hex
+        parts = [scope.agent_wallet, scope.user_address, scope.mode, scope.hai_id, session_id,
+                 [[m.role, m.content, m.timestamp, m.tool_calls] for m in msgs]]
+        return "turn_" + content_hash(json.dumps(parts, ensure_ascii=True, sort_keys=True, default=str))
 
     @staticmethod
     def _normalize_messages(
@@ -846,29 +891,30 @@ class MemoryEngine:
         lines = [f"{m.role}: {truncate(collapse_ws(m.content), 500 if m.role == 'tool' else 800)}" for m in picked]
         return truncate("\n".join(lines), 1800) or "\n".join(f"{m.role}: {m.content}" for m in msgs)
 
-    def _update_working(
-        self, scope: Scope, msgs: Sequence[Message], meta: dict[str, Any], turn_id: str, session_id: str, now: int
-    ) -> None:
-        sid = scope.thread_session_id()
-        existing = self.store.get_session(sid, scope.agent_wallet)
+    def _working_session(
+        self, scope: Scope, existing: Session | None, msgs: Sequence[Message], meta: dict[str, Any], turn_id: str,
+        session_id: str, now: int,
+    ) -> Session:
+        """The thread's working session after a turn: ``existing`` (the live one, or None) with
+        the turn's user and assistant lines appended, cut to ``session_context_limit``."""
         if existing is not None and (existing.user_address, existing.mode, existing.hai_id) != (
             scope.user_address, scope.mode, scope.hai_id
         ):
             raise InvalidInputError(
-                f"working session {sid!r} belongs to another user, mode or HAI of this agent; use a thread of your own"
+                f"working session {existing.session_id!r} belongs to another user, mode or HAI of this agent; "
+                "use a thread of your own"
             )
         lines = [truncate(f"{m.role}: {m.content}", 1000) for m in msgs if m.role in ("user", "assistant")]
         wm = existing.working_memory if existing else WorkingMemory()
         context = (wm.context + lines)[-self.config.session_context_limit:]
         state = {**wm.state, "lastSessionId": session_id, "lastTurnAt": now, "turnId": turn_id}
-        session = Session(
-            session_id=sid, **Session.scope_fields(scope),
+        return Session(
+            session_id=scope.thread_session_id(), **Session.scope_fields(scope),
             working_memory=WorkingMemory(context=context, entities=dict(wm.entities), state=state),
             metadata={**(existing.metadata if existing else {}), **meta},
             created_at=existing.created_at if existing else now,
             expires_at=now + self.config.session_ttl_ms, last_accessed_at=now,
         )
-        self.store.upsert_session(session)
 
     def _invalidate(self, *scopes: Scope) -> None:
         """Tell the query cache that rows visible in these scopes changed."""
@@ -1492,6 +1538,17 @@ class MemoryEngine:
     async def aflush(self, timeout: float | None = None) -> FlushResult:
         """Async twin of :meth:`flush`."""
         return await asyncio.to_thread(self.flush, timeout)
+
+
+def _client_stamped(messages: object, tool_calls: object) -> bool:
+    """Whether the caller gave every message and tool call its own timestamp."""
+    def stamped(m: object) -> bool:
+        if isinstance(m, Message):
+            return "timestamp" in m.model_fields_set
+        return isinstance(m, Mapping) and m.get("timestamp") is not None
+
+    items = [*(messages if isinstance(messages, Sequence) else []), *(tool_calls or [])]  # type: ignore[misc]
+    return bool(items) and all(stamped(m) for m in items)
 
 
 def _outcome(future: concurrent.futures.Future[LayerHits]) -> tuple[LayerHits | None, BaseException | None]:

@@ -427,10 +427,13 @@ class ScopedMemory:
         return self._engine.ingest(self._scope, rows) if rows else []
 
     def post_turn(self, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None,
-                  *, metadata: Mapping[str, Any] | None = None, extract_facts: bool = True) -> PostTurnResult:
-        """Record a turn of the scope's thread (transcript, working buffer, session row, facts)."""
+                  *, metadata: Mapping[str, Any] | None = None, extract_facts: bool = True,
+                  turn_id: str | None = None) -> PostTurnResult:
+        """Record a turn of the scope's thread (transcript, working buffer, session row, facts),
+        once per ``turn_id`` (see :meth:`MemoryEngine.post_turn`)."""
         return self._engine.post_turn(self._require_thread(), messages, tool_calls,
-                                      metadata=self._write_meta(metadata), extract_facts=extract_facts)
+                                      metadata=self._write_meta(metadata), extract_facts=extract_facts,
+                                      turn_id=turn_id)
 
     def _owned_row(self, memory_id: str) -> MemoryRecord:
         row = self.get(memory_id)

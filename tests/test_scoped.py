@@ -207,7 +207,7 @@ def test_update_tool_cannot_rewrite_shared_rows_nor_set_trust(engine: MemoryEngi
 
 def test_job_tools_act_on_the_bound_agent_only(engine: MemoryEngine) -> None:
     other = Scope(agent_wallet="agent-other")
-    engine.scoped(other).add(["Other agent's note.", "Other agent's note."])
+    engine.ingest(other, ["Other agent's note.", "Other agent's note."], dedupe=False)  # duplicates to consolidate
     tools = {t.name: t for t in memory_tools(engine.scoped(ALICE), groups=["jobs"])}
     report = tools["memory_consolidate"].call()["report"]
     assert report["byAgent"] == {AGENT: 0}

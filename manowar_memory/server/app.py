@@ -259,6 +259,8 @@ class RecordBody(ScopeFields):
     messages: list[MessageIn] = Field(min_length=1, max_length=200)
     tool_calls: list[dict[str, Any]] | None = Field(None, max_length=200)
     metadata: dict[str, Any] | None = None
+    turn_id: str | None = Field(None, max_length=1000, description=(
+        "The turn's id: a retry with the same id is stored once (the answer's created is false)."))
     extract_facts: bool = True
 
 
@@ -278,6 +280,8 @@ class LoopBody(ScopeFields):
     messages: list[MessageIn] | None = Field(None, max_length=200)
     tool_calls: list[dict[str, Any]] | None = Field(None, max_length=200)
     metadata: dict[str, Any] | None = None
+    turn_id: str | None = Field(None, max_length=1000, description=(
+        "The turn's id: a retry with the same id is stored once (the answer's created is false)."))
     extract_facts: bool = True
     query: str | None = None
     layers: list[LayerName] | None = None
@@ -676,7 +680,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     @r.post("/turns/record", response_model=PostTurnResult, tags=["loop"], summary="Record a turn (post_turn)")
     def record(body: RecordBody, key: Tenant) -> Any:
         return mem(key, body.scope_data()).post_turn(msgs(body.messages), body.tool_calls, metadata=body.metadata,
-                                                     extract_facts=body.extract_facts)
+                                                     extract_facts=body.extract_facts, turn_id=body.turn_id)
 
     @r.post("/remember", response_model=RememberResult, tags=["loop"], summary="Remember a fact")
     def remember(body: RememberBody, key: Tenant) -> Any:
@@ -689,7 +693,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
             raise errors.InvalidInputError("loop needs 'messages' (to record), 'query' (to assemble) or both")
         m = mem(key, body.scope_data())
         recorded = m.post_turn(msgs(body.messages), body.tool_calls, metadata=body.metadata,
-                               extract_facts=body.extract_facts) if body.messages else None
+                               extract_facts=body.extract_facts, turn_id=body.turn_id) if body.messages else None
         context = m.context(body.query, layers=body.layers, max_items=body.max_items,
                             budget_chars=body.budget_chars) if body.query is not None else None
         return LoopResult(recorded=recorded, context=context)

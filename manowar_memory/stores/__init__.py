@@ -22,6 +22,9 @@ from .base import (
     ScopeKey,
     Store,
     ThreadStore,
+    TurnBuilder,
+    TurnRows,
+    TurnWrite,
     VectorSearchInfo,
     missing_role_methods,
 )
@@ -39,6 +42,9 @@ __all__ = [
     "ScopeKey",
     "Store",
     "ThreadStore",
+    "TurnBuilder",
+    "TurnRows",
+    "TurnWrite",
     "VectorSearchInfo",
     "missing_role_methods",
 ]

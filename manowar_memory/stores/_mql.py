@@ -48,6 +48,7 @@ __all__ = [
     "SYNC_FIELD",
     "TRANSCRIPTS",
     "TRANSCRIPT_CHUNKS",
+    "TURNS",
     "USER_SCAN_INDEX",
     "VECTOR_INDEX_NAME",
     "IndexSpec",
@@ -81,6 +82,7 @@ MEMORY = "memory"
 TRANSCRIPTS = "session_transcripts"
 TRANSCRIPT_CHUNKS = "session_transcript_chunks"  # the older messages of a transcript past one document's size
 SESSIONS = "sessions"
+TURNS = "session_turns"  # the turn ledger: one document per turn written to a transcript
 PATTERNS = "patterns"
 ARCHIVES = "archives"
 SKILLS = "skills"
@@ -205,6 +207,11 @@ INDEXES: dict[str, list[IndexSpec]] = {
             "idx_transcript_chunk_text", [("agentWallet", 1), ("userAddress", 1), ("messages.content", "text")],
             **_TEXT_OPTS,
         ),
+    ],
+    TURNS: [
+        IndexSpec("idx_turn_key", [("agentWallet", 1), ("sessionId", 1), ("turnId", 1)], unique=True),
+        IndexSpec("idx_turn_seq", [("agentWallet", 1), ("sessionId", 1), ("seq", -1)], unique=True),
+        IndexSpec("idx_turn_wallet_user", [("agentWallet", 1), ("userAddress", 1)]),
     ],
     SESSIONS: [
         IndexSpec("idx_session_id", [("sessionId", 1)]),

@@ -7,9 +7,9 @@ SQL or MQL, so scope and filters are enforced inside the store query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, runtime_checkable
+from typing import Any, Generic, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import StoreError
 from ..filters import FilterValue
@@ -32,6 +32,9 @@ __all__ = [
     "ScopeKey",
     "Store",
     "ThreadStore",
+    "TurnBuilder",
+    "TurnRows",
+    "TurnWrite",
     "VectorSearchInfo",
     "check_memory_changes",
     "insert_gave_up",
@@ -238,6 +241,32 @@ class MemoryRowStore(Protocol):
         ...
 
 
+class TurnRows(NamedTuple):
+    """What one turn writes: the thread's transcript and working session after the turn, and
+    the turn's session row."""
+
+    transcript: Transcript
+    session: Session
+    record: MemoryRecord
+
+
+#: Builds a turn's rows from the transcript and live working session as they stand (None when
+#: absent). The store calls it inside the turn's write, possibly more than once (a transaction
+#: retried after a conflict), so it must be pure; an exception it raises aborts the turn.
+TurnBuilder = Callable[[Transcript | None, Session | None], TurnRows]
+
+
+class TurnWrite(NamedTuple):
+    """The outcome of :meth:`ThreadStore.append_turn`."""
+
+    created: bool
+    """False when the turn id was already recorded: nothing was written."""
+    memory_id: str | None
+    """The turn's session row (for a duplicate, the one the first write stored)."""
+    seq: int
+    """The turn's place in its transcript (1, 2, ...): the order the turns were committed in."""
+
+
 @runtime_checkable
 class ThreadStore(Protocol):
     """Threads: sessions (the working layer) and transcripts (the scene layer)."""
@@ -265,6 +294,17 @@ class ThreadStore(Protocol):
 
     def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
         """A transcript by agent and session id (session ids are unique per agent)."""
+        ...
+
+    def append_turn(
+        self, agent_wallet: str, session_id: str, working_id: str, turn_id: str, build: TurnBuilder
+    ) -> TurnWrite:
+        """Record one turn exactly once: in one atomic write, unless ``turn_id`` is already in
+        the transcript ``session_id``'s turn ledger, read that transcript and the live working
+        session ``working_id``, call ``build`` on them, and store the transcript, the session,
+        the turn's session row and a ledger entry with the next sequence number. Concurrent
+        calls on one transcript are serialized, none overwrites another; a failure leaves
+        nothing of the turn, so the same call can be repeated."""
         ...
 
     def search_transcripts(self, query: MemoryQuery, text: str | None, limit: int) -> list[tuple[Transcript, float]]:

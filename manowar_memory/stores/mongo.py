@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 import time
 from collections import Counter
@@ -91,6 +92,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
+from .._notes import degrade
 from .._util import now_ms, query_terms
 from ..errors import ConfigurationError, MissingDependencyError, StoreError, StoreUnavailableError
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
@@ -141,6 +143,9 @@ DEFAULT_DATABASE = "manowar_memory"
 _VECTOR_HEADER = 2  # BinData vector: dtype byte + padding byte
 _FLOAT32_DTYPE = 0x27
 _INDEX_CONFLICT_CODES = {85, 86}  # IndexOptionsConflict, IndexKeySpecsConflict
+_TURN_COUNTER = "turnCounter"  # on the session_turns document that numbers a transcript's turns
+_TRANSACTION_SECONDS = 60.0  # how long a turn's transaction is tried again after transient errors
+_NO_TRANSACTIONS = {20, 263}  # IllegalOperation (a standalone server), OperationNotSupportedInTransaction
 _ATLAS_READY_RECHECK_S = 30.0
 T = TypeVar("T")
 
@@ -455,11 +460,13 @@ class MongoStore:
         self._atlas_failed_until = 0.0
         self._atlas_error = ""
         self._closed = False
+        self._transactions: bool | None = None  # whether the server runs transactions; None: not yet known
         self._user_scan_index: bool | None = None
         self.memory = self.db[MEMORY]
         self.transcripts = self.db[TRANSCRIPTS]
         self.transcript_chunks = self.db[TRANSCRIPT_CHUNKS]
         self.sessions = self.db[SESSIONS]
+        self.turns = self.db[_mql.TURNS]
         self.patterns = self.db[PATTERNS]
         self.archives = self.db[ARCHIVES]
         self.skills = self.db[SKILLS]
@@ -1243,13 +1250,13 @@ class MongoStore:
             )
         return doc_to_session(doc) if doc else None
 
-    def _upsert(self, coll: Any, key: dict[str, Any], doc: dict[str, Any]) -> None:
+    def _upsert(self, coll: Any, key: dict[str, Any], doc: dict[str, Any], session: Any = None) -> None:
         for attempt in range(3):
             try:
-                coll.replace_one(key, doc, upsert=True)
+                coll.replace_one(key, doc, upsert=True, session=session)
                 return
             except DuplicateKeyError:  # two upserts raced to insert; the second now updates
-                if attempt == 2:
+                if attempt == 2 or session is not None:  # a transaction ends at its first error
                     raise
 
     def upsert_session(self, session: Session) -> None:
@@ -1297,6 +1304,10 @@ class MongoStore:
         ``transcript_chunk_bytes``: the newest chunk stays in the transcript document, the
         sealed older ones go to ``session_transcript_chunks`` (written once: appending
         messages only adds chunks), so no document nears 16 MB however long the transcript."""
+        with self._errors("upsert"):
+            self._put_transcript(transcript)
+
+    def _put_transcript(self, transcript: Transcript, session: Any = None) -> None:
         doc = _scoped_doc(transcript)
         key = {"agentWallet": transcript.agent_wallet, "sessionId": transcript.session_id}
         chunks = pack_transcript(transcript_entries(doc["messages"], self.transcript_chunk_bytes),
@@ -1306,24 +1317,26 @@ class MongoStore:
         if sealed:
             doc[CHUNKS_FIELD] = [{"seq": seq, "digest": digest} for seq, digest, _ in sealed]
         user = transcript.user_address
-        with self._errors("upsert"):
-            stored = {(c["seq"], c["digest"]) for c in self.transcript_chunks.find(key, {"seq": 1, "digest": 1})}
-            for seq, digest, chunk in sealed:  # the chunks first: the document never names a missing one
-                if (seq, digest) not in stored:
-                    try:
-                        self.transcript_chunks.insert_one(
-                            {**key, "userAddress": user, "seq": seq, "digest": digest, "messages": chunk})
-                    except DuplicateKeyError:  # a concurrent writer stored the same chunk
-                        pass
-            if stored:  # chunks keep the transcript's user (the text index's prefix); older ones had none
-                self.transcript_chunks.update_many({**key, "userAddress": {"$ne": user}}, {"$set": {"userAddress": user}})
-            self._upsert(self.transcripts, key, doc)
-            stale = stored - {(seq, digest) for seq, digest, _ in sealed}
-            if stale:
-                self.transcript_chunks.delete_many(
-                    {**key, "$or": [{"seq": seq, "digest": digest} for seq, digest in sorted(stale)]})
+        stored = {(c["seq"], c["digest"])
+                  for c in self.transcript_chunks.find(key, {"seq": 1, "digest": 1}, session=session)}
+        for seq, digest, chunk in sealed:  # the chunks first: the document never names a missing one
+            if (seq, digest) not in stored:
+                try:
+                    self.transcript_chunks.insert_one(
+                        {**key, "userAddress": user, "seq": seq, "digest": digest, "messages": chunk},
+                        session=session)
+                except DuplicateKeyError:  # a concurrent writer stored the same chunk
+                    pass
+        if stored:  # chunks keep the transcript's user (the text index's prefix); older ones had none
+            self.transcript_chunks.update_many({**key, "userAddress": {"$ne": user}}, {"$set": {"userAddress": user}},
+                                              session=session)
+        self._upsert(self.transcripts, key, doc, session)
+        stale = stored - {(seq, digest) for seq, digest, _ in sealed}
+        if stale:
+            self.transcript_chunks.delete_many(
+                {**key, "$or": [{"seq": seq, "digest": digest} for seq, digest in sorted(stale)]}, session=session)
 
-    def _transcript(self, doc: dict[str, Any]) -> Transcript:
+    def _transcript(self, doc: dict[str, Any], session: Any = None) -> Transcript:
         """A stored transcript document as a :class:`Transcript`, its older messages read back
         from its chunks."""
         for _attempt in range(3):
@@ -1334,14 +1347,15 @@ class MongoStore:
             key = {"agentWallet": doc["agentWallet"], "sessionId": doc["sessionId"]}
             found = {
                 (c["seq"], c["digest"]): c["messages"]
-                for c in self.transcript_chunks.find({**key, "digest": {"$in": [r["digest"] for r in refs]}})
+                for c in self.transcript_chunks.find({**key, "digest": {"$in": [r["digest"] for r in refs]}},
+                                                     session=session)
             }
             if all((r["seq"], r["digest"]) in found for r in refs):
                 entries = [e for r in sorted(refs, key=lambda r: r["seq"]) for e in found[(r["seq"], r["digest"])]]
                 data["messages"] = join_transcript(entries + list(data.get("messages", [])))
                 return Transcript.model_validate(data)
             # a concurrent rewrite replaced a chunk between the two reads: read the document again
-            fresh = self.transcripts.find_one(key)
+            fresh = self.transcripts.find_one(key, session=session)
             if fresh is None:
                 break
             doc = fresh
@@ -1350,6 +1364,100 @@ class MongoStore:
             "are missing from session_transcript_chunks; it was changed by another writer while being read, "
             "try again"
         )
+
+    def append_turn(
+        self, agent_wallet: str, session_id: str, working_id: str, turn_id: str, build: _base.TurnBuilder
+    ) -> _base.TurnWrite:
+        """One multi-document transaction per turn (a replica set or sharded cluster, even of one
+        member): the ledger check, the reads ``build`` sees and every write. Its first write
+        takes the transcript's next sequence number from a counter document in ``session_turns``,
+        so of two turns on one transcript the second conflicts at once, before reading anything
+        large, and is run again (after a short random pause, growing with each conflict) on what
+        the first committed. On a standalone server, which has no transactions, the turn is
+        written without one, the ledger entry last, and a degradation says so."""
+        key = {"agentWallet": agent_wallet, "sessionId": session_id}
+
+        def run(session: Any) -> _base.TurnWrite:
+            done = self.turns.find_one({**key, "turnId": turn_id}, {"seq": 1, "memoryId": 1}, session=session)
+            if done is not None:
+                return _base.TurnWrite(False, done.get("memoryId"), int(done["seq"]))
+            counter = self.turns.find_one_and_update(
+                {**key, _TURN_COUNTER: True}, {"$inc": {"lastSeq": 1}}, upsert=True,
+                projection={"lastSeq": 1, "userAddress": 1}, return_document=pymongo.ReturnDocument.AFTER, session=session)
+            seq = int(counter["lastSeq"])
+            doc = self.transcripts.find_one(key, session=session)
+            live = self.sessions.find_one(
+                {"sessionId": working_id, "agentWallet": agent_wallet, "expiresAt": {"$gt": _mql.ms_to_date(now_ms())}},
+                session=session)
+            rows = build(self._transcript(doc, session) if doc else None, doc_to_session(live) if live else None)
+            rec = rows.record
+            if counter.get("userAddress") != rec.user_address:  # erasure by user finds the counter too
+                self.turns.update_one({"_id": counter["_id"]}, {"$set": {"userAddress": rec.user_address}},
+                                      session=session)
+            self._put_transcript(rows.transcript, session)
+            self._upsert(self.sessions, {"agentWallet": rows.session.agent_wallet, "sessionId": rows.session.session_id},
+                         session_to_doc(rows.session), session)
+            self._insert_turn_record(rec, session)
+            self._put_turn({**key, "turnId": turn_id, "seq": seq, "memoryId": rec.id,
+                            "userAddress": rec.user_address, "threadId": rec.thread_id, "mode": rec.mode,
+                            "haiId": rec.hai_id, "createdAt": rec.created_at}, session)
+            return _base.TurnWrite(True, rec.id, seq)
+
+        with self._errors("turn write"):
+            if self._transactions is not False:
+                try:
+                    result = self._in_transaction(run)
+                    self._transactions = True
+                    return result
+                except OperationFailure as exc:
+                    if self._transactions or exc.code not in _NO_TRANSACTIONS:
+                        raise
+                    self._transactions = False
+            degrade("MongoDB server without transactions (standalone): post_turn wrote the turn's rows one by one; "
+                    "concurrent turns on one thread may overwrite each other. Run MongoDB as a replica set "
+                    "(one member is enough) for atomic turns")
+            return run(None)
+
+    def _in_transaction(self, run: Callable[[Any], T]) -> T:
+        """``run(session)`` in a transaction, run again after a transient error (a write
+        conflict, an election) with a random pause that doubles up to 100 ms, for up to 60 s;
+        a commit whose outcome is unknown is committed again."""
+        deadline = time.monotonic() + _TRANSACTION_SECONDS
+        pause = 0.002
+        with self.client.start_session() as session:
+            while True:
+                session.start_transaction()
+                try:
+                    result = run(session)
+                except BaseException as exc:
+                    if session.in_transaction:
+                        session.abort_transaction()
+                    if (isinstance(exc, PyMongoError) and exc.has_error_label("TransientTransactionError")
+                            and time.monotonic() < deadline):
+                        time.sleep(random.uniform(0, pause))
+                        pause = min(2 * pause, 0.1)
+                        continue
+                    raise
+                while True:
+                    try:
+                        session.commit_transaction()
+                        return result
+                    except PyMongoError as exc:
+                        if time.monotonic() >= deadline:
+                            raise
+                        if exc.has_error_label("UnknownTransactionCommitResult"):
+                            continue
+                        if exc.has_error_label("TransientTransactionError"):
+                            break
+                        raise
+
+    def _insert_turn_record(self, record: MemoryRecord, session: Any) -> None:
+        """A turn's session row (its id is unique to the turn)."""
+        self.memory.insert_one({**memory_to_doc(record), SYNC_FIELD: now_ms()}, session=session)
+
+    def _put_turn(self, doc: dict[str, Any], session: Any) -> None:
+        """A turn's ledger entry."""
+        self.turns.insert_one(doc, session=session)
 
     def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
         with self._errors("read"):

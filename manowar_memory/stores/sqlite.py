@@ -39,6 +39,8 @@ from .base import (
     MemoryQuery,
     PageCursor,
     ScopeKey,
+    TurnBuilder,
+    TurnWrite,
     VectorSearchInfo,
     check_memory_changes,
     insert_gave_up,
@@ -302,6 +304,35 @@ def _m009_transcripts_scoped_terms(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m010_thread_turns(conn: sqlite3.Connection) -> None:
+    """A ledger of the turns written to each transcript: one row per turn id with its place in
+    the transcript (``seq``) and its session row, so ``post_turn`` writes a turn exactly once
+    (a retried turn id is found here) in one transaction with the transcript and working
+    buffer. The turns already stored are entered from their session rows (``metadata.turnId``
+    and ``sessionId``), oldest first, so retrying one of them after the upgrade stores nothing
+    either; of a turn stored twice by an older version the first row is entered. No row of any
+    other table changes."""
+    conn.executescript(
+        """
+        CREATE TABLE thread_turns (
+            agent_wallet TEXT NOT NULL, session_id TEXT NOT NULL, turn_id TEXT NOT NULL, seq INTEGER NOT NULL,
+            memory_id TEXT, user_address TEXT, thread_id TEXT, mode TEXT, hai_id TEXT, created_at INTEGER NOT NULL,
+            PRIMARY KEY (agent_wallet, session_id, turn_id), UNIQUE (agent_wallet, session_id, seq)
+        );
+        INSERT OR IGNORE INTO thread_turns
+            SELECT agent_wallet, sid, tid,
+                   ROW_NUMBER() OVER (PARTITION BY agent_wallet, sid ORDER BY created_at, rid),
+                   id, user_address, thread_id, mode, hai_id, created_at
+            FROM (SELECT m.rowid AS rid, m.id, m.agent_wallet, m.user_address, m.thread_id, m.mode, m.hai_id,
+                         m.created_at, json_extract(m.metadata, '$.sessionId') AS sid,
+                         json_extract(m.metadata, '$.turnId') AS tid
+                  FROM memory m WHERE m.source = 'session')
+            WHERE sid IS NOT NULL AND tid IS NOT NULL
+            ORDER BY agent_wallet, sid, created_at, rid;
+        """
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
@@ -312,6 +343,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m007_fts_scoped_terms", _m007_fts_scoped_terms),
     ("m008_thread_index", _m008_thread_index),
     ("m009_transcripts_scoped_terms", _m009_transcripts_scoped_terms),
+    ("m010_thread_turns", _m010_thread_turns),
 ]
 
 _MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
@@ -915,17 +947,21 @@ class SQLiteStore:
 
     def upsert_session(self, session: Session) -> None:
         with self._write() as conn:
-            conn.execute(
-                "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (agent_wallet, session_id) DO UPDATE SET "
-                "user_address = excluded.user_address, thread_id = excluded.thread_id, mode = excluded.mode, "
-                "hai_id = excluded.hai_id, doc = excluded.doc, expires_at = excluded.expires_at, "
-                "last_accessed_at = excluded.last_accessed_at",
-                (
-                    session.session_id, session.agent_wallet, session.user_address, session.thread_id, session.mode,
-                    session.hai_id, session.model_dump_json(by_alias=True), session.expires_at,
-                    session.last_accessed_at,
-                ),
-            )
+            self._put_session(conn, session)
+
+    @staticmethod
+    def _put_session(conn: sqlite3.Connection, session: Session) -> None:
+        conn.execute(
+            "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (agent_wallet, session_id) DO UPDATE SET "
+            "user_address = excluded.user_address, thread_id = excluded.thread_id, mode = excluded.mode, "
+            "hai_id = excluded.hai_id, doc = excluded.doc, expires_at = excluded.expires_at, "
+            "last_accessed_at = excluded.last_accessed_at",
+            (
+                session.session_id, session.agent_wallet, session.user_address, session.thread_id, session.mode,
+                session.hai_id, session.model_dump_json(by_alias=True), session.expires_at,
+                session.last_accessed_at,
+            ),
+        )
 
     def find_sessions(self, query: MemoryQuery, limit: int) -> list[Session]:
         where, params = self._scope_sql(query, has_status=False, json_col="doc", source_col=None)
@@ -963,20 +999,66 @@ class SQLiteStore:
 
     # -- transcripts --
     def upsert_transcript(self, transcript: Transcript) -> None:
-        search_text = "\n".join([transcript.summary or "", *(m.content for m in transcript.messages)])
         with self._write() as conn:
-            conn.execute(
-                "INSERT INTO transcripts (session_id, agent_wallet, user_address, thread_id, mode, hai_id, doc, "
-                "search_text, created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (agent_wallet, session_id) DO UPDATE SET "
-                "user_address = excluded.user_address, "
-                "thread_id = excluded.thread_id, mode = excluded.mode, hai_id = excluded.hai_id, doc = excluded.doc, "
-                "search_text = excluded.search_text, created_at = excluded.created_at",
-                (
-                    transcript.session_id, transcript.agent_wallet, transcript.user_address, transcript.thread_id,
-                    transcript.mode, transcript.hai_id, transcript.model_dump_json(by_alias=True), search_text,
-                    transcript.created_at,
-                ),
-            )
+            self._put_transcript(conn, transcript)
+
+    @staticmethod
+    def _put_transcript(conn: sqlite3.Connection, transcript: Transcript) -> None:
+        search_text = "\n".join([transcript.summary or "", *(m.content for m in transcript.messages)])
+        conn.execute(
+            "INSERT INTO transcripts (session_id, agent_wallet, user_address, thread_id, mode, hai_id, doc, "
+            "search_text, created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (agent_wallet, session_id) DO UPDATE SET "
+            "user_address = excluded.user_address, "
+            "thread_id = excluded.thread_id, mode = excluded.mode, hai_id = excluded.hai_id, doc = excluded.doc, "
+            "search_text = excluded.search_text, created_at = excluded.created_at",
+            (
+                transcript.session_id, transcript.agent_wallet, transcript.user_address, transcript.thread_id,
+                transcript.mode, transcript.hai_id, transcript.model_dump_json(by_alias=True), search_text,
+                transcript.created_at,
+            ),
+        )
+
+    def append_turn(
+        self, agent_wallet: str, session_id: str, working_id: str, turn_id: str, build: TurnBuilder
+    ) -> TurnWrite:
+        """One ``BEGIN IMMEDIATE`` transaction per turn: the ledger check, the reads ``build``
+        sees and every write, so concurrent writers (threads or processes) queue on the write
+        lock, each reading what the one before it committed."""
+        with self._write() as conn:
+            done = conn.execute(
+                "SELECT seq, memory_id FROM thread_turns WHERE agent_wallet = ? AND session_id = ? AND turn_id = ?",
+                (agent_wallet, session_id, turn_id),
+            ).fetchone()
+            if done is not None:
+                return TurnWrite(False, done[1], int(done[0]))
+            row = conn.execute(
+                "SELECT doc FROM transcripts WHERE session_id = ? AND agent_wallet = ?", (session_id, agent_wallet)
+            ).fetchone()
+            live = conn.execute(
+                "SELECT doc FROM sessions WHERE session_id = ? AND agent_wallet = ? AND expires_at > ?",
+                (working_id, agent_wallet, now_ms()),
+            ).fetchone()
+            rows = build(Transcript.model_validate_json(row[0]) if row else None,
+                         Session.model_validate_json(live[0]) if live else None)
+            self._put_transcript(conn, rows.transcript)
+            self._put_session(conn, rows.session)
+            memory_id = self._insert(conn, rows.record)
+            seq = int(conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM thread_turns WHERE agent_wallet = ? AND session_id = ?",
+                (agent_wallet, session_id),
+            ).fetchone()[0])
+            self._put_turn(conn, agent_wallet, session_id, turn_id, seq, rows.record.model_copy(update={"id": memory_id}))
+        return TurnWrite(True, memory_id, seq)
+
+    @staticmethod
+    def _put_turn(conn: sqlite3.Connection, agent_wallet: str, session_id: str, turn_id: str, seq: int,
+                  rec: MemoryRecord) -> None:
+        """Inside a write transaction: the ledger entry of a turn whose session row is ``rec``."""
+        conn.execute(
+            "INSERT INTO thread_turns VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (agent_wallet, session_id, turn_id, seq, rec.id, rec.user_address, rec.thread_id, rec.mode,
+             rec.hai_id, rec.created_at),
+        )
 
     def get_transcript(self, session_id: str, agent_wallet: str) -> Transcript | None:
         with self._conn() as conn:

@@ -62,7 +62,7 @@ from ..records import (
     WorkingMemory,
 )
 from ..scope import Scope
-from ..stores.base import MemoryQuery, Store
+from ..stores.base import MemoryQuery, Store, TurnBuilder, TurnRows
 
 __all__ = [
     "ArtifactsConformance",
@@ -710,6 +710,66 @@ class ThreadsConformance(_RoleConformance):
         other = self._transcript("s1", agent=OTHER_AGENT, summary="same session id, another agent")
         store.upsert_transcript(other)  # session ids are unique per agent: a separate transcript
         assert store.get_transcript("s1", OTHER_AGENT) == other and store.get_transcript("s1", AGENT) == t2
+
+    @classmethod
+    def _turn_builder(cls, tag: str, calls: list[str] | None = None, fail: bool = False,
+                      agent: str = AGENT) -> TurnBuilder:
+        """A builder appending one message ``tag`` to the transcript ``turns`` and one line to the
+        working session ``turns-w``, with a session row of its own."""
+        def build(existing: Transcript | None, live: Session | None) -> TurnRows:
+            if calls is not None:
+                calls.append(tag)
+            if fail:
+                raise RuntimeError(f"turn {tag} refused")
+            base = existing or cls._transcript("turns", agent=agent).model_copy(update={"messages": []})
+            msg = Message(role="user", content=tag, timestamp=T0 + len(base.messages))
+            session = live or cls._session("turns-w", agent=agent, user="u1", thread="t1")
+            lines = session.working_memory.context if live else []
+            wm = session.working_memory.model_copy(update={"context": [*lines, tag]})
+            return TurnRows(base.model_copy(update={"messages": [*base.messages, msg]}),
+                            session.model_copy(update={"working_memory": wm}),
+                            make_record(f"turn {tag}", agent=agent, user="u1", thread="t1", source="session",
+                                        created_at=T0 + 1000 + len(base.messages)))
+        return build
+
+    def test_append_turn_writes_a_turn_once_and_all_or_nothing(self, store: Store) -> None:
+        calls: list[str] = []
+        first = store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a", calls))
+        assert first.created and first.seq == 1 and first.memory_id
+        again = store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a", calls))
+        assert not again.created and again.seq == 1 and again.memory_id == first.memory_id
+        assert calls == ["a"]  # a known turn id is not built again
+        with pytest.raises(RuntimeError, match="refused"):
+            store.append_turn(AGENT, "turns", "turns-w", "b", self._turn_builder("b", fail=True))
+        second = store.append_turn(AGENT, "turns", "turns-w", "b", self._turn_builder("b"))
+        assert second.created and second.seq == 2
+        transcript = store.get_transcript("turns", AGENT)
+        assert transcript is not None and [m.content for m in transcript.messages] == ["a", "b"]
+        session = store.get_session("turns-w", AGENT)
+        assert session is not None and session.working_memory.context == ["a", "b"]
+        rows = store.list_memories(MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1")))
+        assert sorted(r.content for r in rows) == ["turn a", "turn b"]
+        # turn ids are per transcript and per agent
+        assert store.append_turn(OTHER_AGENT, "turns", "turns-w", "a", self._turn_builder("a", agent=OTHER_AGENT)).created
+
+    def test_concurrent_append_turns_on_one_transcript_all_land_in_order(self, store: Store) -> None:
+        writers, turns = 6, 5
+
+        def write(w: int) -> list[int]:
+            return [store.append_turn(AGENT, "turns", "turns-w", f"w{w}-{n}", self._turn_builder(f"w{w}-{n}")).seq
+                    for n in range(turns)]
+
+        with ThreadPoolExecutor(writers) as pool:
+            seqs = [s for got in pool.map(write, range(writers)) for s in got]
+        assert sorted(seqs) == list(range(1, writers * turns + 1))
+        transcript = store.get_transcript("turns", AGENT)
+        assert transcript is not None
+        said = [m.content for m in transcript.messages]
+        assert sorted(said) == sorted(f"w{w}-{n}" for w in range(writers) for n in range(turns))
+        for w in range(writers):
+            assert [t for t in said if t.startswith(f"w{w}-")] == [f"w{w}-{n}" for n in range(turns)]
+        session = store.get_session("turns-w", AGENT)
+        assert session is not None and session.working_memory.context == said
 
     def test_search_transcripts(self, store: Store) -> None:
         store.upsert_transcript(self._transcript("flight", messages=[("user", "Please book a flight to Lisbon")],
