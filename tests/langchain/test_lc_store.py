@@ -241,7 +241,7 @@ class TestSharedItems:
     def test_a_users_put_shadows_the_shared_item_and_never_changes_it(self, engine: MemoryEngine) -> None:
         """A put from a user's scope writes the user's own copy: the agent's shared item (and every
         other user's view of it) is unchanged."""
-        shared = ManowarStore(engine=engine, scope=self.AGENT)
+        shared = ManowarStore(engine=engine, scope=self.AGENT, user_position=None)
         mine = ManowarStore(engine=engine, scope=SCOPE)
         other = ManowarStore(engine=engine, scope=Scope(agent_wallet="agent-store", user_address="user-2"))
         shared.put(("policies",), "wifi", {"text": "The office wifi password is in the handbook."})
@@ -257,7 +257,7 @@ class TestSharedItems:
 
     def test_a_users_delete_never_removes_the_shared_item(self, engine: MemoryEngine) -> None:
         """A delete from a user's scope removes only the user's own copy; the shared item shows through again."""
-        shared = ManowarStore(engine=engine, scope=self.AGENT)
+        shared = ManowarStore(engine=engine, scope=self.AGENT, user_position=None)
         mine = ManowarStore(engine=engine, scope=SCOPE)
         shared.put(("faq",), "hours", {"text": "Open 9 to 5."})
         mine.delete(("faq",), "hours")
