@@ -82,6 +82,15 @@ class ManowarRetriever(BaseRetriever):
     """Let each call choose the user (``configurable.user_id`` or ``user_id=``); agent-level scopes only."""
     _memory: ScopedMemory = PrivateAttr()
 
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # outside pydantic's validation, so the ScopeError itself reaches the caller
+        if self.per_call_user and self.scope.user_address is not None:
+            raise ScopeError(
+                f"per_call_user=True needs an agent-level scope (no user); this retriever is bound to user "
+                f"{self.scope.user_address!r}, which a call cannot change"
+            )
+
     @field_validator("layers", mode="before")
     @classmethod
     def _check_layers(cls, value: Any) -> tuple[str, ...]:
@@ -89,11 +98,6 @@ class ManowarRetriever(BaseRetriever):
 
     @model_validator(mode="after")
     def _bind(self) -> ManowarRetriever:
-        if self.per_call_user and self.scope.user_address is not None:
-            raise ScopeError(
-                f"per_call_user=True needs an agent-level scope (no user); this retriever is bound to user "
-                f"{self.scope.user_address!r}, which a call cannot change"
-            )
         self._memory = self.engine.scoped(self.scope)
         self._options(self.search_kwargs, where="search_kwargs")  # unknown keys fail now, not at the first call
         return self
