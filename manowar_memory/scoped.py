@@ -241,14 +241,19 @@ class ScopedMemory:
         return ScopedMemory(self._engine, self._scope.with_thread(thread_id), trust=self._trust,
                             max_scan=self._max_scan)
 
-    def for_user(self, user_id: Any = None, *, per_call_user: bool = False) -> ScopedMemory:
+    def for_user(self, user_id: Any = None, *, per_call_user: bool = False, from_run: bool = False) -> ScopedMemory:
         """This surface for one call that may name its user (an adapter's per-call ``user_id``).
 
         A user-bound surface serves only its own user: naming another raises
         :class:`ScopeError` (a model or a call cannot redirect it). An agent-level surface
         (no user) serves the named user's scope of the same agent only when the application
         built the adapter for it (``per_call_user=True``); then a call must name its user.
-        Blank or non-string ids raise :class:`ScopeError`; no id keeps this surface."""
+        ``from_run``: the id is the run's ambient user (a framework's run config), which an
+        agent-level surface without ``per_call_user`` ignores (it keeps reading shared rows)
+        instead of refusing. Blank or non-string ids raise :class:`ScopeError`; no id keeps
+        this surface."""
+        if from_run and user_id is not None and not per_call_user and self._scope.user_address is None:
+            return self
         if user_id is None:
             if per_call_user and self._scope.user_address is None:
                 raise ScopeError("this serves many users (per_call_user=True) and the call names none: pass its "

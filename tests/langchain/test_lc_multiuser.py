@@ -273,19 +273,67 @@ class TestRetrieversPerCall:
         with pytest.raises(ScopeError, match="per_call_user"):
             retriever.invoke("locker code", user_id="ana")
 
-    async def test_one_llamaindex_retriever_two_users(self, two_users: MemoryEngine) -> None:
-        retriever = LIRetriever(engine=two_users, scope=APP, per_call_user=True)
-        ana = self._texts(retriever.retrieve("locker code", user_id="ana"))
-        bob = self._texts(await retriever.aretrieve("locker code", user_id="bob"))
-        assert "4512" in ana and "9087" not in ana
-        assert "9087" in bob and "4512" not in bob
+
+class TestVectorStoreAndToolsPerCall:
+    def test_one_vector_store_two_users(self, engine: MemoryEngine) -> None:
+        from langchain_core.documents import Document
+
+        from langchain_manowar import ManowarVectorStore
+
+        store = ManowarVectorStore(engine=engine, scope=APP, per_call_user=True)
+        store.add_documents([Document("ana's passport number is P-111", id="doc")], user_id="ana")
+        store.add_texts(["bob's passport number is P-222"], ids=["doc"], user_id="bob")
+        ana = [d.page_content for d in store.similarity_search("passport number", user_id="ana")]
+        bob = [d.page_content for d in store.as_retriever().invoke("passport number", user_id="bob")]
+        assert ana == ["ana's passport number is P-111"] and bob == ["bob's passport number is P-222"]
+        assert [d.page_content for d in store.get_by_ids(["doc"], user_id="bob")] == bob
         with pytest.raises(ScopeError, match="names none"):
-            retriever.retrieve("locker code")
-        bound = LIRetriever(engine=two_users, scope=Scope(agent_wallet="app", user_address="ana"))
-        with pytest.raises(ScopeError, match="bound to user 'ana'"):
-            bound.retrieve("locker code", user_id="bob")
-        with pytest.raises(ScopeError, match="per_call_user"):
-            LIRetriever(engine=two_users, scope=APP).retrieve("locker code", user_id="bob")
+            store.similarity_search("passport number")
+        store.delete(["doc"], user_id="ana")
+        assert store.get_by_ids(["doc"], user_id="ana") == [] and store.get_by_ids(["doc"], user_id="bob") != []
+        bound = ManowarVectorStore(engine=engine, scope=Scope(agent_wallet="app", user_address="bob"))
+        with pytest.raises(ScopeError, match="bound to user 'bob'"):
+            bound.similarity_search("passport number", user_id="ana")
+        with pytest.raises(ScopeError, match="agent-level"):
+            ManowarVectorStore(engine=engine, scope=Scope(agent_wallet="app", user_address="bob"), per_call_user=True)
+
+    def test_one_set_of_tools_acts_for_each_runs_user(self, engine: MemoryEngine) -> None:
+        import json
+
+        from langchain_manowar import ManowarToolkit
+
+        tools = {t.name: t for t in ManowarToolkit(engine=engine, scope=APP, per_call_user=True).get_tools()}
+        for user in ("ana", "bob"):
+            tools["memory_remember"].invoke({"content": f"{user}'s gym locker is number {len(user) * 7}"},
+                                            config={"configurable": {"user_id": user}})
+        found = json.loads(tools["memory_search"].invoke({"query": "gym locker"},
+                                                         config={"configurable": {"user_id": "bob"}}))
+        assert "bob's gym locker" in str(found) and "ana's" not in str(found)
+        missing = tools["memory_search"].invoke({"name": "memory_search", "args": {"query": "gym"}, "id": "c",
+                                                 "type": "tool_call"})
+        assert missing.status == "error" and "ScopeError" in missing.content
+        bound = {t.name: t for t in ManowarToolkit(engine=engine, scope=Scope(agent_wallet="app",
+                                                                              user_address="ana")).get_tools()}
+        redirected = bound["memory_search"].invoke({"name": "memory_search", "args": {"query": "gym"}, "id": "c",
+                                                    "type": "tool_call"},
+                                                   config={"configurable": {"user_id": "bob"}})
+        assert redirected.status == "error" and "bound to user 'ana'" in redirected.content
+
+    def test_middleware_tools_follow_the_runs_user(self, engine: MemoryEngine) -> None:
+        from langchain_manowar.testing import ScriptedToolChatModel
+
+        model = ScriptedToolChatModel(messages=iter([
+            AIMessage(content="", tool_calls=[{"name": "memory_remember", "id": "c1",
+                                               "args": {"content": "The user's bike lock code is 8642."}}]),
+            AIMessage(content="Saved."),
+        ]))
+        mw = ManowarMemoryMiddleware(engine=engine, scope=APP, tools=["memory_remember"], record=False)
+        create_agent(model, middleware=[mw], context_schema=Ctx).invoke(
+            {"messages": [{"role": "user", "content": "Remember my bike lock code is 8642."}]},
+            context=Ctx(user_id="ana"))
+        assert [r.content for r in engine.list_items(Scope(agent_wallet="app", user_address="ana"))] == [
+            "The user's bike lock code is 8642."]
+        assert engine.list_items(APP) == []
 
 
 # ---------------------------------------------------------------- a multi-user app

@@ -14,7 +14,7 @@ from manowar_memory import MemoryEngine, PreTurnResult, Scope, ScopedMemory, Sco
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import TrustLevel
 
-from ._convert import coerce_scope, message_text, messages_to_turn
+from ._convert import coerce_scope, identity, message_text, messages_to_turn
 from .tools import create_manowar_tools
 
 __all__ = ["ManowarMemoryMiddleware", "run_identity"]
@@ -33,28 +33,9 @@ def _configurable() -> Mapping[str, Any]:
     return configurable if isinstance(configurable, Mapping) else {}
 
 
-def _field(source: Any, name: str) -> str | None:
-    """``source[name]`` or ``source.name`` as an id; None when absent. A blank id is refused."""
-    if source is None:
-        return None
-    value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
-    if value is None:
-        return None
-    if not isinstance(value, (str, int)) or isinstance(value, bool):
-        raise ScopeError(f"{name} of the run must be a string id, got {type(value).__name__}")
-    text = str(value)
-    if not text.strip():
-        raise ScopeError(f"{name} of the run is blank; pass the real id (or leave it out)")
-    return text
-
-
 def run_identity(runtime: Runtime[Any] | None) -> tuple[str | None, str | None]:
     """The run's ``(user_id, thread_id)``: ``runtime.context`` first, then ``config["configurable"]``."""
-    context = getattr(runtime, "context", None) if runtime is not None else None
-    configurable = _configurable()
-    user = _field(context, "user_id") or _field(configurable, "user_id")
-    thread = _field(context, "thread_id") or _field(configurable, "thread_id")
-    return user, thread
+    return identity(getattr(runtime, "context", None) if runtime is not None else None, _configurable())
 
 
 def _last_human_index(messages: Sequence[BaseMessage]) -> int | None:
@@ -106,7 +87,9 @@ class ManowarMemoryMiddleware(AgentMiddleware):
     ``configurable.user_id``, so no answer is lost. ``trust`` is the trust level of what it
     records and of what its tools write (the application's choice).
     ``tools=True`` (or a list of catalog names such as ``["memory_remember",
-    "memory_search"]``) also registers the memory tools bound to ``scope``.
+    "memory_search"]``) also registers the memory tools of ``scope``; with an agent-level
+    scope (and without ``allow_no_user``) they act for the run's ``user_id``
+    (``runtime.context``, else ``configurable``), as the recall and recording do.
     ``record=False`` disables recording; ``wait_for_facts=True`` waits for fact extraction
     after each recorded turn. The latest recall is kept in ``last_result``.
 
@@ -166,7 +149,8 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         self.last_result: PreTurnResult | None = None
         if tools:
             self.tools = create_manowar_tools(engine, self.scope, trust=trust,
-                                              include=None if tools is True else list(tools))
+                                              include=None if tools is True else list(tools),
+                                              per_call_user=self.scope.user_address is None and not allow_no_user)
         else:
             self.tools = []
 

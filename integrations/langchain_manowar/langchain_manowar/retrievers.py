@@ -122,9 +122,7 @@ class ManowarRetriever(BaseRetriever):
         """The scoped surface of one call (``ScopedMemory.for_user``): the retriever's own, or the
         named user's with ``per_call_user``. An agent-level retriever without ``per_call_user``
         ignores the run's ``configurable.user_id`` (it reads shared rows) and refuses ``user_id=``."""
-        if from_config and not self.per_call_user and self.scope.user_address is None:
-            return self._memory
-        return self._memory.for_user(user_id, per_call_user=self.per_call_user)
+        return self._memory.for_user(user_id, per_call_user=self.per_call_user, from_run=from_config)
 
     def _call_memory(self, kwargs: dict[str, Any]) -> ScopedMemory:
         from_config = _CONFIG_USER in kwargs
