@@ -148,6 +148,8 @@ class TestOneStoreManyUsers:
         ana = Scope(agent_wallet="app", user_address="ana")
         with pytest.raises(ScopeError, match="bound to one user"):
             ManowarStore(engine=engine, scope=ana, namespace_scope=lambda ns: ns[-1])
+        with pytest.raises(ScopeError, match="shared space"):
+            ManowarStore(engine=engine, scope=ana, shared_namespaces=[("docs",)])
         store = ManowarStore(engine=engine, scope=ana)
         store.put(("memories", "bob"), "k", {"text": "written by ana's store"})
         assert len(engine.list_items(ana)) == 1

@@ -237,6 +237,11 @@ class ManowarStore(BaseStore):
             )
         self.user_position = user_position
         self.shared_namespaces: tuple[tuple[str, ...], ...] = tuple(tuple(ns) for ns in shared_namespaces)
+        if self.shared_namespaces and self.scope.user_address is not None:
+            raise ScopeError(
+                "shared_namespaces are written to the agent's shared space, which a store bound to a user cannot "
+                "write: build the store with an agent-level scope (no user)"
+            )
         self.namespace_scope = namespace_scope
         self._lock = threading.RLock()
 
