@@ -257,6 +257,26 @@ class TestRetrieversPerCall:
         with pytest.raises(ScopeError, match="non-blank"):
             retriever.invoke("locker code", user_id=" ")
 
+    def test_a_retriever_tool_in_an_agent_follows_the_runs_user(self, two_users: MemoryEngine) -> None:
+        """create_retriever_tool over one per_call_user retriever: the tool's search reads the
+        user of the agent run (configurable.user_id reaches it through the run's config)."""
+        from langchain_core.tools import create_retriever_tool
+
+        from langchain_manowar.testing import ScriptedToolChatModel
+
+        retriever = ManowarRetriever(engine=two_users, scope=APP, per_call_user=True)
+        lookup = create_retriever_tool(retriever, "lookup", "Look up the user's memories.")
+        for user, mine, theirs in (("ana", "4512", "9087"), ("bob", "9087", "4512")):
+            model = ScriptedToolChatModel(messages=iter([
+                AIMessage(content="", tool_calls=[{"name": "lookup", "id": "l1", "args": {"query": "locker code"}}]),
+                AIMessage(content="Done."),
+            ]))
+            out = create_agent(model, tools=[lookup]).invoke(
+                {"messages": [{"role": "user", "content": "What is my locker code?"}]},
+                {"configurable": {"user_id": user}})
+            found = str(out["messages"][2].content)
+            assert mine in found and theirs not in found
+
     def test_a_bound_langchain_retriever_refuses_a_redirect(self, two_users: MemoryEngine) -> None:
         ana = Scope(agent_wallet="app", user_address="ana")
         retriever = ManowarRetriever(engine=two_users, scope=ana)
