@@ -109,6 +109,41 @@ class TestAgainstInMemoryStore:
         assert store.get(ns, key) is None
 
 
+class TestPerUserStoreAgainstInMemoryStore:
+    """An agent-level store that reads the user from label 1 of each namespace (every item in its
+    user's scope) answers every user-naming search and listing exactly as InMemoryStore does."""
+
+    PREFIXES: ClassVar[list[tuple[str, ...]]] = [("a", "b"), ("a", "c"), ("b", "a"), ("users", "456"),
+                                                 ("a", "b", "d"), ("admin", "users")]
+
+    @pytest.fixture
+    def per_user(self, engine: MemoryEngine) -> ManowarStore:
+        return ManowarStore(engine=engine, scope=Scope(agent_wallet="agent-store"))
+
+    @pytest.mark.parametrize("flt", [None, {"n": {"$gte": 2}}, {"tags": ["x", "1"]}], ids=str)
+    @pytest.mark.parametrize("prefix", PREFIXES, ids=str)
+    def test_search_matches(self, per_user: ManowarStore, prefix: tuple[str, ...], flt: dict[str, Any] | None) -> None:
+        reference = InMemoryStore()
+        _fill(per_user, reference)
+        assert _keys(per_user.search(prefix, filter=flt, limit=50)) == _keys(reference.search(prefix, filter=flt,
+                                                                                               limit=50))
+
+    @pytest.mark.parametrize("case", [{"prefix": ("a", "b")}, {"prefix": ("a", "b"), "max_depth": 3},
+                                      {"prefix": ("a", "b"), "suffix": ("d", "i")}, {"prefix": ("users", "123")},
+                                      {"prefix": ("a", "b", "*", "e")}], ids=str)
+    def test_list_namespaces_matches(self, per_user: ManowarStore, case: dict[str, Any]) -> None:
+        reference = InMemoryStore()
+        _fill(per_user, reference)
+        assert per_user.list_namespaces(**case) == reference.list_namespaces(**case)
+
+    def test_items_are_in_their_users_scope(self, per_user: ManowarStore, engine: MemoryEngine) -> None:
+        _fill(per_user)
+        assert {r.user_address for r in engine.list_items(Scope(agent_wallet="agent-store", user_address="b"))} == {
+            "b"}
+        assert len(engine.list_items(Scope(agent_wallet="agent-store", user_address="b"))) == 4
+        assert engine.list_items(Scope(agent_wallet="agent-store")) == []
+
+
 class TestItems:
     def test_put_get_update_delete(self, store: ManowarStore) -> None:
         """A put creates, a second put replaces the value (created_at kept), delete removes it."""
