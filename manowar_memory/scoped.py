@@ -25,6 +25,7 @@ import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import validation
@@ -248,6 +249,37 @@ class ScopedMemory:
         """The same surface on another thread of the scope."""
         return ScopedMemory(self._engine, self._scope.with_thread(thread_id), trust=self._trust,
                             max_scan=self._max_scan, agent_jobs=self._agent_jobs, allow_pin=self._allow_pin)
+
+    def for_user(self, user_id: Any = None, *, per_call_user: bool = False, from_run: bool = False) -> ScopedMemory:
+        """This surface for one call that may name its user (an adapter's per-call ``user_id``).
+
+        A user-bound surface serves only its own user: naming another raises
+        :class:`ScopeError` (a model or a call cannot redirect it). An agent-level surface
+        (no user) serves the named user's scope of the same agent only when the application
+        built the adapter for it (``per_call_user=True``); then a call must name its user.
+        ``from_run``: the id is the run's ambient user (a framework's run config), which an
+        agent-level surface without ``per_call_user`` ignores (it keeps reading shared rows)
+        instead of refusing. Blank or non-string ids raise :class:`ScopeError`; no id keeps
+        this surface."""
+        if from_run and user_id is not None and not per_call_user and self._scope.user_address is None:
+            return self
+        if user_id is None:
+            if per_call_user and self._scope.user_address is None:
+                raise ScopeError("this serves many users (per_call_user=True) and the call names none: pass its "
+                                 "user_id")
+            return self
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ScopeError(f"user_id must be a non-blank string, got {user_id!r}")
+        bound = self._scope.user_address
+        if bound is not None:
+            if user_id != bound:
+                raise ScopeError(f"this is bound to user {bound!r}; a call cannot act for user {user_id!r}")
+            return self
+        if not per_call_user:
+            raise ScopeError("this is bound to the agent's shared memories (no user); the application lets a call "
+                             "choose the user with per_call_user=True")
+        return ScopedMemory(self._engine, replace_fields(self._scope, user_address=user_id), trust=self._trust,
+                            max_scan=self._max_scan)
 
     def owns(self, record: Any) -> bool:
         """Whether this scope may write ``record``."""

@@ -145,7 +145,7 @@ def w_lc_middleware(e: MemoryEngine, s: Scope, text: str, key: str) -> dict[str,
 
 
 def w_lc_store(e: MemoryEngine, s: Scope, text: str, key: str) -> dict[str, str]:
-    ManowarStore(engine=e, scope=s).put(("notes",), key, {"text": text})
+    ManowarStore(engine=e, scope=s, user_position=None).put(("notes",), key, {"text": text})
     return {"lg": key}
 
 
@@ -238,7 +238,7 @@ def r_lc_middleware(e: MemoryEngine, s: Scope, w: list[Written]) -> list[str]:
 
 
 def r_lc_store(e: MemoryEngine, s: Scope, w: list[Written]) -> list[str]:
-    store = ManowarStore(engine=e, scope=s)
+    store = ManowarStore(engine=e, scope=s, user_position=None)  # the explicit scope owns every namespace
     out = [_text(i.value) for i in store.search(("notes",), query=QUERY, limit=200)]
     out += [_text(i.value) for i in store.search(("notes",), limit=500)]
     for item in w:

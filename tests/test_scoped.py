@@ -218,3 +218,28 @@ def test_job_tools_act_on_the_bound_agent_only(engine: MemoryEngine) -> None:
     assert "memory_cleanup" not in tools
     with pytest.raises(InvalidInputError, match="bound to this scope's agent"):
         engine.scoped(ALICE).run_job("decay_update", {"agent_wallet": "agent-other"})
+
+
+def test_for_user_serves_a_calls_user_only_where_the_application_allows_it(engine: MemoryEngine) -> None:
+    """for_user: a user-bound surface never serves another user; an agent-level one serves the named
+    user only with per_call_user (and then needs one); a run's ambient user is ignored without it."""
+    agent = engine.scoped(Scope(agent_wallet="a"))
+    ana = engine.scoped(Scope(agent_wallet="a", user_address="ana"))
+    assert ana.for_user("ana") is ana and ana.for_user(None) is ana
+    with pytest.raises(ScopeError, match="bound to user 'ana'"):
+        ana.for_user("bob", per_call_user=True)
+    with pytest.raises(ScopeError, match="bound to user 'ana'"):
+        ana.for_user("bob", from_run=True)
+    with pytest.raises(ScopeError, match="per_call_user"):
+        agent.for_user("bob")
+    assert agent.for_user("bob", from_run=True) is agent
+    bob = agent.for_user("bob", per_call_user=True)
+    assert bob.scope == Scope(agent_wallet="a", user_address="bob")
+    bob.remember("bob's note about the harbour")
+    assert [r.content for r in engine.list_items(Scope(agent_wallet="a", user_address="bob"))] == [
+        "bob's note about the harbour"]
+    with pytest.raises(ScopeError, match="names none"):
+        agent.for_user(None, per_call_user=True)
+    for blank in ("", "  ", 7):
+        with pytest.raises(ScopeError, match="non-blank"):
+            agent.for_user(blank, per_call_user=True)

@@ -109,6 +109,41 @@ class TestAgainstInMemoryStore:
         assert store.get(ns, key) is None
 
 
+class TestPerUserStoreAgainstInMemoryStore:
+    """An agent-level store that reads the user from label 1 of each namespace (every item in its
+    user's scope) answers every user-naming search and listing exactly as InMemoryStore does."""
+
+    PREFIXES: ClassVar[list[tuple[str, ...]]] = [("a", "b"), ("a", "c"), ("b", "a"), ("users", "456"),
+                                                 ("a", "b", "d"), ("admin", "users")]
+
+    @pytest.fixture
+    def per_user(self, engine: MemoryEngine) -> ManowarStore:
+        return ManowarStore(engine=engine, scope=Scope(agent_wallet="agent-store"))
+
+    @pytest.mark.parametrize("flt", [None, {"n": {"$gte": 2}}, {"tags": ["x", "1"]}], ids=str)
+    @pytest.mark.parametrize("prefix", PREFIXES, ids=str)
+    def test_search_matches(self, per_user: ManowarStore, prefix: tuple[str, ...], flt: dict[str, Any] | None) -> None:
+        reference = InMemoryStore()
+        _fill(per_user, reference)
+        assert _keys(per_user.search(prefix, filter=flt, limit=50)) == _keys(reference.search(prefix, filter=flt,
+                                                                                               limit=50))
+
+    @pytest.mark.parametrize("case", [{"prefix": ("a", "b")}, {"prefix": ("a", "b"), "max_depth": 3},
+                                      {"prefix": ("a", "b"), "suffix": ("d", "i")}, {"prefix": ("users", "123")},
+                                      {"prefix": ("a", "b", "*", "e")}], ids=str)
+    def test_list_namespaces_matches(self, per_user: ManowarStore, case: dict[str, Any]) -> None:
+        reference = InMemoryStore()
+        _fill(per_user, reference)
+        assert per_user.list_namespaces(**case) == reference.list_namespaces(**case)
+
+    def test_items_are_in_their_users_scope(self, per_user: ManowarStore, engine: MemoryEngine) -> None:
+        _fill(per_user)
+        assert {r.user_address for r in engine.list_items(Scope(agent_wallet="agent-store", user_address="b"))} == {
+            "b"}
+        assert len(engine.list_items(Scope(agent_wallet="agent-store", user_address="b"))) == 4
+        assert engine.list_items(Scope(agent_wallet="agent-store")) == []
+
+
 class TestItems:
     def test_put_get_update_delete(self, store: ManowarStore) -> None:
         """A put creates, a second put replaces the value (created_at kept), delete removes it."""
@@ -241,7 +276,7 @@ class TestSharedItems:
     def test_a_users_put_shadows_the_shared_item_and_never_changes_it(self, engine: MemoryEngine) -> None:
         """A put from a user's scope writes the user's own copy: the agent's shared item (and every
         other user's view of it) is unchanged."""
-        shared = ManowarStore(engine=engine, scope=self.AGENT)
+        shared = ManowarStore(engine=engine, scope=self.AGENT, user_position=None)
         mine = ManowarStore(engine=engine, scope=SCOPE)
         other = ManowarStore(engine=engine, scope=Scope(agent_wallet="agent-store", user_address="user-2"))
         shared.put(("policies",), "wifi", {"text": "The office wifi password is in the handbook."})
@@ -257,7 +292,7 @@ class TestSharedItems:
 
     def test_a_users_delete_never_removes_the_shared_item(self, engine: MemoryEngine) -> None:
         """A delete from a user's scope removes only the user's own copy; the shared item shows through again."""
-        shared = ManowarStore(engine=engine, scope=self.AGENT)
+        shared = ManowarStore(engine=engine, scope=self.AGENT, user_position=None)
         mine = ManowarStore(engine=engine, scope=SCOPE)
         shared.put(("faq",), "hours", {"text": "Open 9 to 5."})
         mine.delete(("faq",), "hours")

@@ -18,7 +18,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from manowar_memory import LAYERS, Candidate, MemoryRecord, Message, Scope
+from manowar_memory import LAYERS, Candidate, MemoryRecord, Message, Scope, ScopeError
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import chat_role
 from manowar_memory.tools import memory_view
@@ -27,6 +27,7 @@ __all__ = [
     "coerce_scope",
     "document_to_candidate",
     "documents_to_candidates",
+    "identity",
     "memory_document",
     "message_text",
     "messages_to_turn",
@@ -38,6 +39,29 @@ __all__ = [
 def coerce_scope(value: ScopeLike) -> Scope:
     """A :class:`~manowar_memory.Scope` from a Scope or a loose mapping (reference aliases accepted)."""
     return Scope.coerce(value)
+
+
+def _field(source: Any, name: str) -> str | None:
+    """``source[name]`` or ``source.name`` as an id; None when absent. A blank id is refused."""
+    if source is None:
+        return None
+    value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+    if value is None:
+        return None
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise ScopeError(f"{name} of the run must be a string id, got {type(value).__name__}")
+    text = str(value)
+    if not text.strip():
+        raise ScopeError(f"{name} of the run is blank; pass the real id (or leave it out)")
+    return text
+
+
+def identity(context: Any, configurable: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """A run's ``(user_id, thread_id)``: from its context (``runtime.context``, an object or a
+    mapping) first, then from ``config["configurable"]``."""
+    user = _field(context, "user_id") or _field(configurable, "user_id")
+    thread = _field(context, "thread_id") or _field(configurable, "thread_id")
+    return user, thread
 
 
 # ---------------------------------------------------------------- messages

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -13,23 +14,28 @@ from manowar_memory import MemoryEngine, PreTurnResult, Scope, ScopedMemory, Sco
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import TrustLevel
 
-from ._convert import coerce_scope, message_text, messages_to_turn
+from ._convert import coerce_scope, identity, message_text, messages_to_turn
 from .tools import create_manowar_tools
 
-__all__ = ["ManowarMemoryMiddleware"]
+__all__ = ["ManowarMemoryMiddleware", "run_identity"]
 
 ScopeResolver = Callable[[Runtime[Any]], ScopeLike]
 
 
-def _config_thread() -> str | None:
+def _configurable() -> Mapping[str, Any]:
+    """The run's ``config["configurable"]`` (empty outside a graph run)."""
     try:
         from langgraph.config import get_config
 
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a graph run
-        return None
-    thread = configurable.get("thread_id")
-    return str(thread) if thread is not None and str(thread).strip() else None
+        return {}
+    return configurable if isinstance(configurable, Mapping) else {}
+
+
+def run_identity(runtime: Runtime[Any] | None) -> tuple[str | None, str | None]:
+    """The run's ``(user_id, thread_id)``: ``runtime.context`` first, then ``config["configurable"]``."""
+    return identity(getattr(runtime, "context", None) if runtime is not None else None, _configurable())
 
 
 def _last_human_index(messages: Sequence[BaseMessage]) -> int | None:
@@ -58,15 +64,32 @@ class ManowarMemoryMiddleware(AgentMiddleware):
     AI message without tool calls) it records the turn, from the user's message through
     tool calls and results to the answer, with ``ScopedMemory.post_turn``.
 
-    ``engine`` and ``scope`` are required. When the scope has no ``thread_id`` the run's
-    ``configurable.thread_id`` is used (``thread_from_config``); ``scope_resolver`` can
-    derive the whole scope from the runtime instead (for example the user from
-    ``runtime.context``). Recording needs a thread: a middleware that records, whose scope
-    has none and that has neither ``thread_from_config`` nor a ``scope_resolver``, raises
-    :class:`~manowar_memory.ScopeError` when it is built. ``trust`` is the trust level of
-    what it records and of what its tools write (the application's choice).
+    ``engine`` and ``scope`` are required. One agent serves every user of an app: the
+    scope is resolved per run (before the model is first called, in ``before_agent``):
+
+    * the user: a scope with a user binds the middleware to that user (a run naming
+      another user raises :class:`~manowar_memory.ScopeError`); an agent-level scope (no
+      user) takes the run's ``user_id``;
+    * the thread: the scope's ``thread_id``, else the run's ``thread_id``
+      (``thread_from_config``), else ``default_thread``;
+    * the run's ``user_id`` and ``thread_id`` are read from ``runtime.context`` (an object
+      or a mapping with those fields) and from ``config["configurable"]``; where both
+      set one, ``runtime.context`` wins (it is the typed, per-run context of
+      ``create_agent``; ``configurable`` is LangGraph's untyped channel, where the
+      checkpointer's ``thread_id`` lives).
+
+    ``scope_resolver`` derives the scope from the runtime instead (the application's own
+    rule for the user); a resolved scope without a thread still takes the run's thread.
+    A recording run that ends up without a thread, or without a user while the
+    application has not allowed user-less turns (``allow_no_user=True``, turns then go to
+    the agent's shared space), fails before the model is called, with a
+    :class:`~manowar_memory.ScopeError` naming ``configurable.thread_id`` /
+    ``configurable.user_id``, so no answer is lost. ``trust`` is the trust level of what it
+    records and of what its tools write (the application's choice).
     ``tools=True`` (or a list of catalog names such as ``["memory_remember",
-    "memory_search"]``) also registers the memory tools bound to ``scope``.
+    "memory_search"]``) also registers the memory tools of ``scope``; with an agent-level
+    scope (and without ``allow_no_user``) they act for the run's ``user_id``
+    (``runtime.context``, else ``configurable``), as the recall and recording do.
     ``record=False`` disables recording; ``wait_for_facts=True`` waits for fact extraction
     after each recorded turn. The latest recall is kept in ``last_result``.
 
@@ -93,16 +116,24 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         thread_from_config: bool = True,
         scope_resolver: ScopeResolver | None = None,
         tools: bool | Iterable[str] = False,
+        default_thread: str | None = None,
+        allow_no_user: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
         self.scope = coerce_scope(scope)
         self.trust = trust
         self.memory: ScopedMemory = engine.scoped(self.scope, trust=trust)
-        if record and self.scope.thread_id is None and not thread_from_config and scope_resolver is None:
+        if default_thread is not None and (not isinstance(default_thread, str) or not default_thread.strip()):
+            raise ScopeError(f"default_thread must be a non-blank thread id, got {default_thread!r}")
+        self.default_thread = default_thread
+        self.allow_no_user = allow_no_user
+        if (record and self.scope.thread_id is None and default_thread is None and not thread_from_config
+                and scope_resolver is None):
             raise ScopeError(
                 "this middleware records turns, which needs a thread: pass Scope(..., thread_id=...), keep "
-                "thread_from_config=True (the run's configurable thread_id) or give a scope_resolver"
+                "thread_from_config=True (the run's configurable thread_id), set default_thread=... or give a "
+                "scope_resolver"
             )
         self.layers = list(layers) if layers else None
         self.filters = filters
@@ -118,20 +149,51 @@ class ManowarMemoryMiddleware(AgentMiddleware):
         self.last_result: PreTurnResult | None = None
         if tools:
             self.tools = create_manowar_tools(engine, self.scope, trust=trust,
-                                              include=None if tools is True else list(tools))
+                                              include=None if tools is True else list(tools),
+                                              per_call_user=self.scope.user_address is None and not allow_no_user)
         else:
             self.tools = []
 
     # ---------------------------------------------------------------- helpers
     def resolve_scope(self, runtime: Runtime[Any] | None) -> Scope:
-        """The scope of this run: the resolver's, else the configured one with the run's thread."""
+        """The scope of this run: the resolver's (or the configured one with the run's user), with
+        the scope's thread, else the run's, else ``default_thread`` (see the class docstring)."""
+        user, thread = run_identity(runtime)
         if self.scope_resolver is not None and runtime is not None:
-            return coerce_scope(self.scope_resolver(runtime))
-        if self.scope.thread_id is None and self.thread_from_config:
-            thread = _config_thread()
-            if thread is not None:
-                return self.scope.with_thread(thread)
-        return self.scope
+            scope = coerce_scope(self.scope_resolver(runtime))
+        elif user is not None and self.scope.user_address is None:
+            scope = replace(self.scope, user_address=user)
+        elif user is not None and user != self.scope.user_address:
+            raise ScopeError(
+                f"this middleware is bound to user {self.scope.user_address!r}; the run names user {user!r}. Build "
+                "it with an agent-level scope (no user) to take the user from each run"
+            )
+        else:
+            scope = self.scope
+        if scope.thread_id is None:
+            run_thread = thread if self.thread_from_config else None
+            if run_thread is not None or self.default_thread is not None:
+                scope = scope.with_thread(run_thread or self.default_thread)
+        return scope
+
+    def check_run(self, runtime: Runtime[Any] | None) -> Scope:
+        """Resolve the run's scope and check that recording can succeed, before any model call."""
+        scope = self.resolve_scope(runtime)
+        if not self.record:
+            return scope
+        if scope.thread_id is None:
+            raise ScopeError(
+                "this run has no thread to record the turn in: pass config={'configurable': {'thread_id': ...}} "
+                "(configurable.thread_id, or thread_id in the run's context), or build the middleware with "
+                "default_thread=... or a scope with thread_id"
+            )
+        if scope.user_address is None and not self.allow_no_user:
+            raise ScopeError(
+                "this run names no user, so its turn would become memory of every user of the agent: pass "
+                "configurable.user_id (config={'configurable': {'user_id': ...}}) or user_id in the run's context, "
+                "or allow_no_user=True if user-less turns are meant to be shared"
+            )
+        return scope
 
     def memory_for(self, runtime: Runtime[Any] | None) -> ScopedMemory:
         """The scoped surface of this run (see :meth:`resolve_scope`)."""
@@ -193,6 +255,16 @@ class ManowarMemoryMiddleware(AgentMiddleware):
             result = await self.memory_for(request.runtime).acontext(query, **self._pre_turn_kwargs())
             request = self._inject(request, result)
         return await handler(request)
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Resolve this run's scope and fail now, before the model answers, if it cannot be recorded."""
+        self.check_run(runtime)
+        return None
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        self.check_run(runtime)
+        return None
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record the finished turn with ``post_turn`` (nothing while the model is still calling tools)."""

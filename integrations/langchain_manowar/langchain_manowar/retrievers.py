@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr, field_validator, model_validator
 
-from manowar_memory import MemoryEngine, Scope, ScopedMemory, SearchHits
+from manowar_memory import MemoryEngine, Scope, ScopedMemory, ScopeError, SearchHits
 from manowar_memory.layers import normalize_layers
 from manowar_memory.scoped import DEFAULT_K
 
@@ -38,6 +39,15 @@ class ManowarRetriever(BaseRetriever):
     set the search; the same keys can be given per call (``retriever.invoke("q", k=3)``).
     ``filter`` (or ``filters``) takes the engine's allowlisted filters (``metadata.topic``,
     ``source``...). Unknown keys raise ``TypeError``.
+
+    One retriever can serve every user of an app: built with an agent-level scope (no user)
+    and ``per_call_user=True``, each call names its user, in the run's config
+    (``retriever.invoke(q, config={"configurable": {"user_id": "u1"}})``, so a retriever
+    inside an agent run follows the run's user) or as an argument (``user_id="u1"``, which
+    wins); a call that names none raises :class:`~manowar_memory.ScopeError`. A retriever
+    built with a user scope is bound to that user: a call naming another user raises
+    :class:`~manowar_memory.ScopeError`. An agent-level retriever without ``per_call_user``
+    reads the agent's shared memories and refuses a ``user_id`` argument.
 
     Example::
 
@@ -68,7 +78,18 @@ class ManowarRetriever(BaseRetriever):
     """Drop documents scoring below this (``score_threshold`` in ``search_kwargs``)."""
     decisions: bool = False
     """Add the ranking decisions to each document's metadata."""
+    per_call_user: bool = False
+    """Let each call choose the user (``configurable.user_id`` or ``user_id=``); agent-level scopes only."""
     _memory: ScopedMemory = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # outside pydantic's validation, so the ScopeError itself reaches the caller
+        if self.per_call_user and self.scope.user_address is not None:
+            raise ScopeError(
+                f"per_call_user=True needs an agent-level scope (no user); this retriever is bound to user "
+                f"{self.scope.user_address!r}, which a call cannot change"
+            )
 
     @field_validator("layers", mode="before")
     @classmethod
@@ -85,6 +106,30 @@ class ManowarRetriever(BaseRetriever):
     def memory(self) -> ScopedMemory:
         """The scoped surface the retriever reads through."""
         return self._memory
+
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:  # noqa: A002
+        """Retrieve for ``input``; the run's ``configurable.user_id`` is passed on as the call's user."""
+        config = ensure_config(config)
+        return super().invoke(input, config, **_config_user(config, kwargs))
+
+    async def ainvoke(self, input: str, config: RunnableConfig | None = None,  # noqa: A002
+                      **kwargs: Any) -> list[Document]:
+        """Async twin of :meth:`invoke`."""
+        config = ensure_config(config)
+        return await super().ainvoke(input, config, **_config_user(config, kwargs))
+
+    def memory_for(self, user_id: str | None, *, from_config: bool = False) -> ScopedMemory:
+        """The scoped surface of one call (``ScopedMemory.for_user``): the retriever's own, or the
+        named user's with ``per_call_user``. An agent-level retriever without ``per_call_user``
+        ignores the run's ``configurable.user_id`` (it reads shared rows) and refuses ``user_id=``."""
+        return self._memory.for_user(user_id, per_call_user=self.per_call_user, from_run=from_config)
+
+    def _call_memory(self, kwargs: dict[str, Any]) -> ScopedMemory:
+        from_config = _CONFIG_USER in kwargs
+        user = kwargs.pop("user_id", None)
+        config_user = kwargs.pop(_CONFIG_USER, None)
+        return self.memory_for(user if user is not None else config_user,
+                               from_config=from_config and user is None)
 
     def _options(self, kwargs: dict[str, Any], *, where: str = "per-call options") -> dict[str, Any]:
         unknown = sorted(set(kwargs) - set(SEARCH_OPTIONS))
@@ -124,11 +169,26 @@ class ManowarRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        memory = self._call_memory(kwargs)
         opts = self._options(kwargs)
-        return self._documents(self._memory.search(query, **self._search_kwargs(opts)), opts)
+        return self._documents(memory.search(query, **self._search_kwargs(opts)), opts)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
+        memory = self._call_memory(kwargs)
         opts = self._options(kwargs)
-        return self._documents(await self._memory.asearch(query, **self._search_kwargs(opts)), opts)
+        return self._documents(await memory.asearch(query, **self._search_kwargs(opts)), opts)
+
+
+_CONFIG_USER = "_manowar_config_user"
+
+
+def _config_user(config: RunnableConfig, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's keyword arguments plus the run's ``configurable.user_id`` (under a private key)."""
+    configurable = config.get("configurable") or {}
+    user = configurable.get("user_id") if isinstance(configurable, Mapping) else None
+    out = dict(kwargs)
+    if user is not None:
+        out[_CONFIG_USER] = user
+    return out

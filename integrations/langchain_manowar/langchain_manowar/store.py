@@ -1,9 +1,23 @@
 """``ManowarStore``: a LangGraph ``BaseStore`` backed by the engine (and ``ManowarKVStore``, a
 LangChain key-value store on top of it).
 
-Each item ``(namespace, key) -> value`` is one keyed memory row of the store's scope
+Each item ``(namespace, key) -> value`` is one keyed memory row of the namespace's scope
 (``ScopedMemory.upsert`` / ``get_keys`` / ``delete_keys``; the row key is derived from the
 namespace and the key; ``source="knowledge"``, so it is searched in the vectors layer).
+
+Which scope a namespace belongs to (one store serves every user of an app):
+
+* A store built with a user scope is bound to that user: every namespace is the user's.
+* A store built with an agent-level scope (no user) reads the user from the namespace:
+  by default its second label (``user_position=1``), so LangGraph's ``("memories", user_id)``
+  idiom puts each user's items in that user's scope, where only that user's reads and
+  recall (``pre_turn``) find them. ``namespace_scope`` maps other layouts (a callable that
+  returns a user id, a scope of the store's agent, or None for a shared namespace).
+  Namespaces shared by every user are shared only when the application says so:
+  ``shared_namespaces=[("docs",), ...]`` (prefixes) or ``user_position=None`` (every
+  namespace is the agent's shared space). A namespace that names no user, and a search or
+  listing whose prefix does not reach the user's label, raise :class:`~manowar_memory.ScopeError`.
+
 A store in a user's scope also reads the agent's shared (user-less) items; a put there
 writes the user's own copy, which shadows the shared item for that user only, and a delete
 removes only the user's own copy (the shared item shows through again). Its metadata holds:
@@ -36,7 +50,8 @@ import base64
 import json
 import re
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,13 +85,17 @@ except ImportError:  # langgraph before the helper existed
         elif isinstance(op, ListNamespacesOp):
             for condition in op.match_conditions or ():
                 _validate_namespace_labels(tuple(condition.path))
-from manowar_memory import MemoryEngine, MemoryRecord, Scope, ScopedMemory
+from manowar_memory import MemoryEngine, MemoryRecord, Scope, ScopedMemory, ScopeError
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import DOC_KEY, TrustLevel
 
 from ._convert import coerce_scope
 
-__all__ = ["ManowarKVStore", "ManowarStore", "item_key"]
+__all__ = ["ManowarKVStore", "ManowarStore", "NamespaceScope", "item_key"]
+
+#: Maps a namespace (or a search/listing prefix) to its owner: a user id, a scope of the
+#: store's agent, or None for the agent's shared space; raise ScopeError when it cannot tell.
+NamespaceScope = Callable[[tuple[str, ...]], "ScopeLike | str | None"]
 
 KIND = "item"
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -125,6 +144,11 @@ def _operator(value: Any, op: str, operand: Any) -> bool:
     raise ValueError(f"unsupported filter operator {op!r}; use $eq, $ne, $gt, $gte, $lt or $lte")
 
 
+def _listing_prefix(op: ListNamespacesOp) -> tuple[str, ...]:
+    """The prefix a listing asks for (empty when it has no prefix condition)."""
+    return tuple(next((c.path for c in op.match_conditions or () if c.match_type == "prefix"), ()))
+
+
 def _matches(ns: tuple[str, ...], condition: MatchCondition) -> bool:
     path = tuple(condition.path)
     if len(ns) < len(path):
@@ -155,9 +179,22 @@ class ManowarStore(BaseStore):
     ``InMemoryStore`` does. ``max_scan`` bounds the rows read for listings and filtered scans.
     ``trust`` is the trust level of the items it writes (the application's choice).
 
-    Every read and write goes through ``engine.scoped(scope)``: in a user's scope the agent's
-    shared items are read too, a put shadows a shared item with the user's own copy and a
-    delete removes only the user's own copy.
+    One store serves every user of an app: built with an agent-level scope (no user), it
+    puts each namespace in the scope of the user the namespace names, by default its second
+    label (``user_position=1``: ``("memories", user_id)``); ``namespace_scope`` maps other
+    layouts, ``shared_namespaces`` lists the prefixes every user shares and
+    ``user_position=None`` makes every namespace shared (the application's choice, never
+    the default). A namespace naming no user raises :class:`~manowar_memory.ScopeError`.
+    A store built with a user scope is bound to that user, whatever the namespace.
+
+    Every read and write goes through ``engine.scoped(...)`` of the namespace's scope: in a
+    user's scope the agent's shared items are read too, a put shadows a shared item with the
+    user's own copy and a delete removes only the user's own copy.
+
+    Example::
+
+        store = ManowarStore(engine=engine, scope=Scope(agent_wallet="app"), shared_namespaces=[("docs",)])
+        store.put(("memories", "ana"), "k1", {"text": "..."})  # ana's scope: only ana recalls it
     """
 
     supports_ttl = False
@@ -171,9 +208,13 @@ class ManowarStore(BaseStore):
         index: Mapping[str, Any] | None = None,
         fill_unranked: bool = True,
         max_scan: int = 10_000,
+        user_position: int | None = 1,
+        shared_namespaces: Iterable[Sequence[str]] = (),
+        namespace_scope: NamespaceScope | None = None,
     ) -> None:
         self.engine = engine
         self.scope: Scope = coerce_scope(scope)
+        self.trust = trust
         self.memory: ScopedMemory = engine.scoped(self.scope, trust=trust)
         index = dict(index or {})
         if index.get("embed") is not None:
@@ -186,7 +227,79 @@ class ManowarStore(BaseStore):
         if max_scan < 1:
             raise ValueError("max_scan must be positive")
         self.max_scan = max_scan
+        if user_position is not None and (isinstance(user_position, bool) or not isinstance(user_position, int)
+                                          or user_position < 0):
+            raise ValueError(f"user_position must be a label index >= 0 or None, got {user_position!r}")
+        if namespace_scope is not None and self.scope.user_address is not None:
+            raise ScopeError(
+                "this store is bound to one user (its scope has user_address); namespace_scope maps namespaces "
+                "to users only for a store built with an agent-level scope (no user)"
+            )
+        self.user_position = user_position
+        self.shared_namespaces: tuple[tuple[str, ...], ...] = tuple(tuple(ns) for ns in shared_namespaces)
+        if self.shared_namespaces and self.scope.user_address is not None:
+            raise ScopeError(
+                "shared_namespaces are written to the agent's shared space, which a store bound to a user cannot "
+                "write: build the store with an agent-level scope (no user)"
+            )
+        self.namespace_scope = namespace_scope
         self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- scopes
+    @property
+    def per_user(self) -> bool:
+        """Whether namespaces choose the user (an agent-level store with a namespace mapping)."""
+        return self.scope.user_address is None and (
+            self.namespace_scope is not None or self.user_position is not None)
+
+    def _shared(self, namespace: tuple[str, ...]) -> bool:
+        return any(namespace[: len(ns)] == ns for ns in self.shared_namespaces)
+
+    def scope_for(self, namespace: Sequence[str]) -> Scope:
+        """The scope that owns ``namespace`` (an item's namespace or a search/listing prefix).
+
+        A user-bound store's scope for every namespace; else the application's shared
+        namespaces are the store's (agent-level) scope, and any other namespace is the scope
+        of the user it names (``namespace_scope``, or the label at ``user_position``).
+        Raises :class:`~manowar_memory.ScopeError` when the namespace names no user."""
+        namespace = tuple(namespace)
+        if not self.per_user or self._shared(namespace):
+            return self.scope
+        if self.namespace_scope is not None:
+            return self._from_callable(namespace, self.namespace_scope(namespace))
+        position = self.user_position
+        assert position is not None  # per_user without a callable
+        if len(namespace) <= position or namespace[position] == "*":
+            raise ScopeError(
+                f"namespace {namespace!r} names no user: this store (agent {self.scope.agent_wallet!r}, no user) "
+                f"reads the user id from label {position} of a namespace, as in ('memories', user_id); put "
+                "items shared by every user under shared_namespaces=[...], pass namespace_scope=... for another "
+                "layout, or search/list with a prefix that includes the user id"
+            )
+        return self._user_scope(namespace[position], namespace)
+
+    def _user_scope(self, user: str, namespace: tuple[str, ...]) -> Scope:
+        if not isinstance(user, str) or not user.strip():
+            raise ScopeError(f"namespace {namespace!r} has a blank user id; pass the user's id")
+        return replace(self.scope, user_address=user)
+
+    def _from_callable(self, namespace: tuple[str, ...], owner: ScopeLike | str | None) -> Scope:
+        if owner is None:
+            return self.scope
+        if isinstance(owner, str):
+            return self._user_scope(owner, namespace)
+        scope = coerce_scope(owner)
+        if scope.agent_wallet != self.scope.agent_wallet:
+            raise ScopeError(
+                f"namespace_scope mapped {namespace!r} to agent {scope.agent_wallet!r}; a store serves one agent "
+                f"({self.scope.agent_wallet!r}): return a user id or a scope of that agent"
+            )
+        return scope
+
+    def memory_for(self, namespace: Sequence[str]) -> ScopedMemory:
+        """The scoped surface of the scope that owns ``namespace`` (see :meth:`scope_for`)."""
+        scope = self.scope_for(namespace)
+        return self.memory if scope == self.scope else self.engine.scoped(scope, trust=self.trust)
 
     # ---------------------------------------------------------------- rows
     def _base_filters(self) -> dict[str, Any]:
@@ -199,23 +312,26 @@ class ManowarStore(BaseStore):
                 out[f"metadata.lg_ns.d{depth}"] = label
         return out
 
-    def _visible(self, rows: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+    @staticmethod
+    def _visible(memory: ScopedMemory, rows: Iterable[MemoryRecord]) -> list[MemoryRecord]:
         """One row per item: the scope's own copy where it shadows a shared one; order kept."""
         rows = list(rows)
-        owned = {str(r.metadata.get(DOC_KEY)) for r in rows if self.memory.owns(r)}
+        owned = {str(r.metadata.get(DOC_KEY)) for r in rows if memory.owns(r)}
         out: list[MemoryRecord] = []
         seen: set[str] = set()
         for rec in rows:
             key = str(rec.metadata.get(DOC_KEY))
-            if key in seen or (key in owned and not self.memory.owns(rec)):
+            if key in seen or (key in owned and not memory.owns(rec)):
                 continue
             seen.add(key)
             out.append(rec)
         return out
 
-    def rows(self, filters: Mapping[str, Any], limit: int) -> list[MemoryRecord]:
-        """The visible item rows matching ``filters`` (newest first, shadowed shared rows left out)."""
-        return self._visible(self.memory.list(filters=filters, limit=max(1, min(limit, self.max_scan))))
+    def rows(self, filters: Mapping[str, Any], limit: int, *, memory: ScopedMemory | None = None) -> list[MemoryRecord]:
+        """The visible item rows matching ``filters`` (newest first, shadowed shared rows left out),
+        read through ``memory`` (default: the store's own scope)."""
+        memory = memory or self.memory
+        return self._visible(memory, memory.list(filters=filters, limit=max(1, min(limit, self.max_scan))))
 
     @staticmethod
     def _namespace(rec: MemoryRecord) -> tuple[str, ...]:
@@ -249,7 +365,7 @@ class ManowarStore(BaseStore):
     # ---------------------------------------------------------------- operations
     def _get(self, op: GetOp) -> Item | None:
         key = item_key(tuple(op.namespace), str(op.key))
-        rec = self.memory.get_keys([key], filters=self._base_filters()).get(key)
+        rec = self.memory_for(op.namespace).get_keys([key], filters=self._base_filters()).get(key)
         return self._item(rec) if rec is not None else None
 
     def _value_filters(self, flt: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -274,6 +390,7 @@ class ManowarStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 1:
             return []
+        memory = self.memory_for(op.namespace_prefix)
         offset = max(0, op.offset)
         want = offset + op.limit
         filters = {**self._prefix_filters(op.namespace_prefix), **self._value_filters(op.filter)}
@@ -282,10 +399,10 @@ class ManowarStore(BaseStore):
         ranked: list[SearchItem] = []
         seen: set[str] = set()
         if op.query and op.query.strip():
-            hits = self.memory.search(op.query, layers=("vectors",), k=max(want * 2, 10),
+            hits = memory.search(op.query, layers=("vectors",), k=max(want * 2, 10),
                                       filters={**filters, "metadata.lg_indexed": True})
             found = [c for c in hits.candidates if isinstance(c.record, MemoryRecord)]
-            kept = {id(r) for r in self._visible(c.record for c in found)}
+            kept = {id(r) for r in self._visible(memory, (c.record for c in found))}
             for cand in found:
                 rec = cand.record
                 if id(rec) in kept and rec.id not in seen and self._keep(rec, op):
@@ -296,15 +413,15 @@ class ManowarStore(BaseStore):
         # shadowed shared rows and ranked keys are read too, so scan past them
         scan = 2 * want + len(seen) if exact_pushdown else self.max_scan
         ranked_keys = {item_key(i.namespace, i.key) for i in ranked}
-        rows = self.rows(filters, scan)
+        rows = self.rows(filters, scan, memory=memory)
         rest = [self._search_item(r, None) for r in rows
                 if str(r.metadata.get(DOC_KEY)) not in ranked_keys and self._keep(r, op)]
         return (ranked + rest)[offset:want]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = tuple(op.match_conditions or ())
-        prefix = next((c.path for c in conditions if c.match_type == "prefix"), ())
-        rows = self.rows(self._prefix_filters(prefix), self.max_scan)
+        prefix = _listing_prefix(op)
+        rows = self.rows(self._prefix_filters(prefix), self.max_scan, memory=self.memory_for(prefix))
         namespaces = {self._namespace(r) for r in rows}
         namespaces = {ns for ns in namespaces if all(_matches(ns, c) for c in conditions)}
         if op.max_depth is not None:
@@ -312,21 +429,30 @@ class ManowarStore(BaseStore):
         return sorted(namespaces)[op.offset : op.offset + op.limit]
 
     def _write(self, puts: Sequence[PutOp]) -> None:
-        """Deletes (value None) and upserts of the batch's last write per key."""
+        """The batch's last write per key, one scope at a time."""
+        by_scope: dict[Scope, list[PutOp]] = {}
+        for op in puts:
+            by_scope.setdefault(self.scope_for(op.namespace), []).append(op)
+        for scope, ops in by_scope.items():
+            self._write_scope(self.memory if scope == self.scope else self.engine.scoped(scope, trust=self.trust),
+                              ops)
+
+    def _write_scope(self, memory: ScopedMemory, puts: Sequence[PutOp]) -> None:
+        """Deletes (value None) and upserts in one scope."""
         deletes = [item_key(tuple(op.namespace), str(op.key)) for op in puts if op.value is None]
         if deletes:
-            self.memory.delete_keys(deletes, filters=self._base_filters())
+            memory.delete_keys(deletes, filters=self._base_filters())
         writes = [op for op in puts if op.value is not None]
         if not writes:
             return
         keys = [item_key(tuple(op.namespace), str(op.key)) for op in writes]
-        current = self.memory.get_keys(keys, filters=self._base_filters())
+        current = memory.get_keys(keys, filters=self._base_filters())
         items = []
         for op, key in zip(writes, keys, strict=True):
             namespace = tuple(op.namespace)
             value = dict(op.value or {})
             previous = current.get(key)
-            created = self._created(previous) if previous is not None and self.memory.owns(previous) else None
+            created = self._created(previous) if previous is not None and memory.owns(previous) else None
             meta: dict[str, Any] = {
                 "lg_kind": KIND, "lg_namespace": _ns_json(namespace),
                 "lg_ns": {f"d{depth}": label for depth, label in enumerate(namespace)},
@@ -337,7 +463,17 @@ class ManowarStore(BaseStore):
                 meta["lg_created_at"] = created
             items.append({"key": key, "content": self.text_for(value, op.index if isinstance(op.index, list) else None),
                           "metadata": meta})
-        self.memory.upsert(items, source="knowledge", key_filters=self._base_filters())
+        memory.upsert(items, source="knowledge", key_filters=self._base_filters())
+
+    @staticmethod
+    def _op_namespace(op: Op) -> tuple[str, ...]:
+        if isinstance(op, (GetOp, PutOp)):
+            return tuple(op.namespace)
+        if isinstance(op, SearchOp):
+            return tuple(op.namespace_prefix)
+        if isinstance(op, ListNamespacesOp):
+            return _listing_prefix(op)
+        raise ValueError(f"unknown operation {type(op).__name__}")
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the state before this batch's writes),
@@ -349,6 +485,7 @@ class ManowarStore(BaseStore):
             validate_op_namespace(op)
             if isinstance(op, PutOp) and op.ttl is not None:
                 raise NotImplementedError("ManowarStore does not support TTLs; put with ttl=None")
+            self.scope_for(self._op_namespace(op))  # a namespace that names no user fails before any write
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
                 results[i] = self._get(op)
@@ -401,7 +538,8 @@ class ManowarKVStore(KVBaseStore[str, Any]):
 
     def __init__(self, *, engine: MemoryEngine, scope: ScopeLike, namespace: Sequence[str] = ("kv",),
                  trust: TrustLevel | None = None) -> None:
-        self.item_store = ManowarStore(engine=engine, scope=scope, trust=trust, fill_unranked=False)
+        self.item_store = ManowarStore(engine=engine, scope=scope, trust=trust, fill_unranked=False,
+                                       user_position=None)
         self.namespace = tuple(namespace)
 
     def mget(self, keys: Sequence[str]) -> list[Any | None]:

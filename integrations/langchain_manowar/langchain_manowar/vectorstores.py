@@ -12,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from manowar_memory import InvalidInputError, MemoryEngine, MemoryRecord, ScopedMemory
+from manowar_memory import InvalidInputError, MemoryEngine, MemoryRecord, ScopedMemory, ScopeError
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import DEFAULT_K, DOC_KEY, RESERVED_METADATA_KEYS, TrustLevel, check_metadata
 
@@ -58,6 +58,14 @@ class ManowarVectorStore(VectorStore):
     ``trust`` is the trust level of the documents written (the application's choice);
     ``collection`` keeps several stores apart in one scope.
 
+    One store can serve every user of an app: built with an agent-level scope (no user) and
+    ``per_call_user=True``, every call names its user with ``user_id=`` (writes, deletes,
+    reads and searches; ``as_retriever().invoke(q, user_id=...)`` passes it on) and a call
+    naming none raises :class:`~manowar_memory.ScopeError`. A store built with a user scope
+    is bound to that user: ``user_id`` naming another raises
+    :class:`~manowar_memory.ScopeError`, as it does on an agent-level store without
+    ``per_call_user``.
+
     Example::
 
         store = ManowarVectorStore(engine=engine, scope=Scope(agent_wallet="kb"))
@@ -66,7 +74,7 @@ class ManowarVectorStore(VectorStore):
     """
 
     def __init__(self, *, engine: MemoryEngine, scope: ScopeLike, trust: TrustLevel | None = None,
-                 collection: str = "default") -> None:
+                 collection: str = "default", per_call_user: bool = False) -> None:
         if not isinstance(collection, str) or not collection.strip():
             raise InvalidInputError("collection must be a non-empty string")
         self.engine = engine
@@ -76,6 +84,12 @@ class ManowarVectorStore(VectorStore):
                 "ManowarVectorStore needs an engine with an embedder (this one is keyword-only); use "
                 "ManowarRetriever for keyword search"
             )
+        if per_call_user and self.memory.scope.user_address is not None:
+            raise ScopeError(
+                f"per_call_user=True needs an agent-level scope (no user); this store is bound to user "
+                f"{self.memory.scope.user_address!r}, which a call cannot change"
+            )
+        self.per_call_user = per_call_user
         self.collection = collection
         self._embeddings = ManowarEmbeddings(self.memory.embedder)
 
@@ -84,6 +98,10 @@ class ManowarVectorStore(VectorStore):
     def embeddings(self) -> Embeddings:
         """The engine's embedder as LangChain ``Embeddings`` (the store embeds with it)."""
         return self._embeddings
+
+    def memory_for(self, user_id: str | None = None) -> ScopedMemory:
+        """The scoped surface of one call (``ScopedMemory.for_user``; see the class docstring)."""
+        return self.memory.for_user(user_id, per_call_user=self.per_call_user)
 
     def _base(self) -> dict[str, Any]:
         return {f"metadata.{COLLECTION_KEY}": self.collection}
@@ -142,77 +160,88 @@ class ManowarVectorStore(VectorStore):
     def add_texts(self, texts: Iterable[str], metadatas: list[dict[str, Any]] | None = None, *,
                   ids: list[str] | None = None, **kwargs: Any) -> list[str]:
         """Add (or replace, by id) texts with their metadata; returns their ids."""
+        memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
         items = self._items(list(texts), metadatas, ids)
-        return self.memory.upsert(items, source="knowledge", key_filters=self._base())
+        return memory.upsert(items, source="knowledge", key_filters=self._base())
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Add (or replace, by id) documents; ``ids=`` or each document's ``id`` names them."""
         ids = kwargs.pop("ids", None)
+        user = kwargs.pop("user_id", None)
         _check_kwargs(kwargs)
         if ids is None:
             ids = [d.id for d in documents]
-        return self.add_texts([d.page_content for d in documents], [d.metadata for d in documents], ids=ids)
+        return self.add_texts([d.page_content for d in documents], [d.metadata for d in documents], ids=ids,
+                              user_id=user)
 
     async def aadd_texts(self, texts: Iterable[str], metadatas: list[dict[str, Any]] | None = None, *,
                          ids: list[str] | None = None, **kwargs: Any) -> list[str]:
         """Async twin of :meth:`add_texts`."""
+        memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
         items = self._items(list(texts), metadatas, ids)
-        return await self.memory.aupsert(items, source="knowledge", key_filters=self._base())
+        return await memory.aupsert(items, source="knowledge", key_filters=self._base())
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Async twin of :meth:`add_documents`."""
         ids = kwargs.pop("ids", None)
+        user = kwargs.pop("user_id", None)
         _check_kwargs(kwargs)
         if ids is None:
             ids = [d.id for d in documents]
-        return await self.aadd_texts([d.page_content for d in documents], [d.metadata for d in documents], ids=ids)
+        return await self.aadd_texts([d.page_content for d in documents], [d.metadata for d in documents], ids=ids,
+                                     user_id=user)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete the scope's own documents with these ids (all of this collection's when None)."""
+        memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
         if ids is None:
-            self.memory.delete_owned(filters=self._base())
+            memory.delete_owned(filters=self._base())
             return True
-        self.memory.delete_keys([str(i) for i in ids], filters=self._base())
+        memory.delete_keys([str(i) for i in ids], filters=self._base())
         return True
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Async twin of :meth:`delete`."""
+        memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
         if ids is None:
-            await self.memory.adelete_owned(filters=self._base())
+            await memory.adelete_owned(filters=self._base())
             return True
-        await self.memory.adelete_keys([str(i) for i in ids], filters=self._base())
+        await memory.adelete_keys([str(i) for i in ids], filters=self._base())
         return True
 
     # ---------------------------------------------------------------- reads
-    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+    def get_by_ids(self, ids: Sequence[str], /, *, user_id: str | None = None) -> list[Document]:
         """The documents with these ids that exist here, in the order asked."""
-        found = self.memory.get_keys([str(i) for i in ids], filters=self._base())
+        found = self.memory_for(user_id).get_keys([str(i) for i in ids], filters=self._base())
         return [self._document(found[str(i)]) for i in dict.fromkeys(ids) if str(i) in found]
 
-    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+    async def aget_by_ids(self, ids: Sequence[str], /, *, user_id: str | None = None) -> list[Document]:
         """Async twin of :meth:`get_by_ids`."""
-        found = await self.memory.aget_keys([str(i) for i in ids], filters=self._base())
+        found = await self.memory_for(user_id).aget_keys([str(i) for i in ids], filters=self._base())
         return [self._document(found[str(i)]) for i in dict.fromkeys(ids) if str(i) in found]
 
-    def _pairs(self, query: str, k: int, flt: Mapping[str, Any] | None) -> list[tuple[MemoryRecord, float]]:
-        return self.memory.similar(query, k=k, filters=self._filters(flt))
+    def _pairs(self, query: str, k: int, flt: Mapping[str, Any] | None,
+               user_id: str | None) -> list[tuple[MemoryRecord, float]]:
+        return self.memory_for(user_id).similar(query, k=k, filters=self._filters(flt))
 
     def similarity_search_with_score(self, query: str, k: int = DEFAULT_K, filter: Mapping[str, Any] | None = None,  # noqa: A002
                                      **kwargs: Any) -> list[tuple[Document, float]]:
         """The ``k`` nearest documents with their cosine similarity, best first."""
+        user = kwargs.pop("user_id", None)
         _check_kwargs(kwargs)
-        return [(self._document(rec), score) for rec, score in self._pairs(query, k, filter)]
+        return [(self._document(rec), score) for rec, score in self._pairs(query, k, filter, user)]
 
     async def asimilarity_search_with_score(self, query: str, k: int = DEFAULT_K,
                                             filter: Mapping[str, Any] | None = None,  # noqa: A002
                                             **kwargs: Any) -> list[tuple[Document, float]]:
         """Async twin of :meth:`similarity_search_with_score`."""
+        memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
-        pairs = await self.memory.asimilar(query, k=k, filters=self._filters(filter))
+        pairs = await memory.asimilar(query, k=k, filters=self._filters(filter))
         return [(self._document(rec), score) for rec, score in pairs]
 
     def similarity_search(self, query: str, k: int = DEFAULT_K, filter: Mapping[str, Any] | None = None,  # noqa: A002
@@ -233,8 +262,9 @@ class ManowarVectorStore(VectorStore):
                                       **kwargs: Any) -> list[Document]:
         """``k`` documents picked among the ``fetch_k`` nearest for relevance and variety
         (``lambda_mult`` 1 is pure relevance, 0 pure variety)."""
+        user = kwargs.pop("user_id", None)
         _check_kwargs(kwargs)
-        pairs = self._pairs(query, max(k, fetch_k), filter)
+        pairs = self._pairs(query, max(k, fetch_k), filter, user)
         return self._mmr(query, pairs, k, lambda_mult)
 
     async def amax_marginal_relevance_search(self, query: str, k: int = DEFAULT_K, fetch_k: int = 20,
@@ -242,8 +272,9 @@ class ManowarVectorStore(VectorStore):
                                              filter: Mapping[str, Any] | None = None,  # noqa: A002
                                              **kwargs: Any) -> list[Document]:
         """Async twin of :meth:`max_marginal_relevance_search`."""
+        memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
-        pairs = await self.memory.asimilar(query, k=max(k, fetch_k), filters=self._filters(filter))
+        pairs = await memory.asimilar(query, k=max(k, fetch_k), filters=self._filters(filter))
         return self._mmr(query, pairs, k, lambda_mult)
 
     def _mmr(self, query: str, pairs: list[tuple[MemoryRecord, float]], k: int, lambda_mult: float) -> list[Document]:

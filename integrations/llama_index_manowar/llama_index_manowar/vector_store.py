@@ -54,7 +54,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from manowar_memory.embeddings.base import InputType
-from manowar_memory.errors import InvalidInputError
+from manowar_memory.errors import InvalidInputError, ScopeError
 from manowar_memory.filters import FilterValue
 from manowar_memory.records import MemoryRecord
 from manowar_memory.scoped import DOC_KEY, ScopedMemory, check_metadata
@@ -102,6 +102,14 @@ class ManowarVectorStore(BasePydanticVectorStore):
     ``check_embed_model`` (see the module docs; on by default) and ``similarity_tolerance``
     (the cosine two vectors of one text by one model must reach). The degradations of the
     latest query are in :attr:`last_degradations`. Unknown keyword arguments raise.
+
+    One store can serve every user of an app: built with an agent-level scope (no user) and
+    ``per_call_user=True``, every call names its user with ``user_id=`` (``add``, ``query``,
+    ``get_nodes``, the deletes, ``clear``; an index passes it with
+    ``index.as_retriever(vector_store_kwargs={"user_id": ...})``), and a call naming none
+    raises :class:`~manowar_memory.ScopeError`. A store built with a user scope is bound to
+    that user: ``user_id`` naming another raises :class:`~manowar_memory.ScopeError`, as it
+    does on an agent-level store without ``per_call_user``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -118,14 +126,28 @@ class ManowarVectorStore(BasePydanticVectorStore):
     )
     check_embed_model: bool = Field(default=True, description="Check that LlamaIndex vectors come from the engine's model.")
     similarity_tolerance: float = Field(default=0.99, gt=0, le=1)
+    per_call_user: bool = Field(default=False, description="Let each call name its user (agent-level scopes only).")
 
     _memory: ScopedMemory = PrivateAttr()
     _last_degradations: list[str] = PrivateAttr(default_factory=list)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # outside pydantic's validation, so the ScopeError itself reaches the caller
+        if self.per_call_user and self.scope.user_address is not None:
+            raise ScopeError(
+                f"per_call_user=True needs an agent-level scope (no user); this store is bound to user "
+                f"{self.scope.user_address!r}, which a call cannot change"
+            )
 
     def model_post_init(self, context: Any, /) -> None:
         """Bind the store to its scope through the engine's scoped surface."""
         super().model_post_init(context)
         self._memory = self.engine.scoped(self.scope, trust=self.trust)
+
+    def memory_for(self, user_id: str | None = None) -> ScopedMemory:
+        """The scoped surface of one call (``ScopedMemory.for_user``; see the class docstring)."""
+        return self._memory.for_user(user_id, per_call_user=self.per_call_user)
 
     @classmethod
     def class_name(cls) -> str:
@@ -207,12 +229,13 @@ class ManowarVectorStore(BasePydanticVectorStore):
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store nodes as this scope's rows (a node id added again replaces this scope's own
         row of that id, nothing else); returns the node ids."""
+        memory = self.memory_for(add_kwargs.get("user_id"))
         if not nodes:
             return []
         items = [self._item(node) for node in nodes]
         for node in nodes:
             self._check_node(node)
-        return self._memory.upsert(items, source="knowledge", key_filters=self._collection())
+        return memory.upsert(items, source="knowledge", key_filters=self._collection())
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async twin of :meth:`add`."""
@@ -220,17 +243,19 @@ class ManowarVectorStore(BasePydanticVectorStore):
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Hard-delete this scope's rows of the document ``ref_doc_id``."""
-        self._memory.delete_owned(filters={**self._collection(), "metadata.ref_doc_id": ref_doc_id})
+        self.memory_for(delete_kwargs.get("user_id")).delete_owned(
+            filters={**self._collection(), "metadata.ref_doc_id": ref_doc_id})
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async twin of :meth:`delete`."""
-        await asyncio.to_thread(self.delete, ref_doc_id)
+        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Hard-delete this scope's rows of ``node_ids`` and/or matching ``filters`` (at least
         one is required; use :meth:`clear` to empty the collection)."""
+        memory = self.memory_for(delete_kwargs.get("user_id"))
         if not node_ids and filters is None:
             if node_ids is not None:
                 return  # an empty list deletes nothing
@@ -239,24 +264,24 @@ class ManowarVectorStore(BasePydanticVectorStore):
         if merged is MATCH_NOTHING:
             return
         if node_ids:
-            self._memory.delete_keys(node_ids, filters=merged)
+            memory.delete_keys(node_ids, filters=merged)
         else:
-            self._memory.delete_owned(filters=merged)
+            memory.delete_owned(filters=merged)
 
     async def adelete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
     ) -> None:
         """Async twin of :meth:`delete_nodes`."""
-        await asyncio.to_thread(self.delete_nodes, node_ids, filters)
+        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
 
-    def clear(self) -> None:
+    def clear(self, *, user_id: str | None = None) -> None:
         """Hard-delete every row of this collection that this scope owns (rows of other modes,
         HAIs or users, and the agent's shared rows, stay)."""
-        self._memory.delete_owned(filters=self._collection())
+        self.memory_for(user_id).delete_owned(filters=self._collection())
 
-    async def aclear(self) -> None:
+    async def aclear(self, *, user_id: str | None = None) -> None:
         """Async twin of :meth:`clear`."""
-        await asyncio.to_thread(self.clear)
+        await asyncio.to_thread(self.clear, user_id=user_id)
 
     # ---------------------------------------------------------------- reads
     def _to_node(self, record: MemoryRecord) -> BaseNode:
@@ -266,7 +291,8 @@ class ManowarVectorStore(BasePydanticVectorStore):
         visible = {k: v for k, v in metadata.items() if k not in RESERVED_METADATA_KEYS}
         return TextNode(id_=str(metadata.get(DOC_KEY) or record.id), text=record.content, metadata=visible)
 
-    def _own_copies_first(self, records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+    @staticmethod
+    def _own_copies_first(memory: ScopedMemory, records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
         """One row per node id: this scope's own copy where it shadows a shared one."""
         best: dict[str, MemoryRecord] = {}
         order: list[str] = []
@@ -275,28 +301,31 @@ class ManowarVectorStore(BasePydanticVectorStore):
             if key not in best:
                 order.append(key)
                 best[key] = rec
-            elif self._memory.owns(rec) and not self._memory.owns(best[key]):
+            elif memory.owns(rec) and not memory.owns(best[key]):
                 best[key] = rec
         return [best[k] for k in order]
 
     def get_nodes(
-        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, limit: int = 10_000
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, limit: int = 10_000,
+        *, user_id: str | None = None,
     ) -> list[BaseNode]:
         """Nodes by id and/or filters, newest first (at most ``limit``)."""
+        memory = self.memory_for(user_id)
         merged = merge_filters(self._collection(), translate_filters(filters))
         if merged is MATCH_NOTHING or (node_ids is not None and not node_ids):
             return []
         if node_ids is not None:
-            found = self._memory.get_keys(node_ids, filters=merged)
+            found = memory.get_keys(node_ids, filters=merged)
             return [self._to_node(found[k]) for k in dict.fromkeys(node_ids) if k in found][:limit]
-        rows = self._own_copies_first(self._memory.list(filters=merged, limit=limit))
+        rows = self._own_copies_first(memory, memory.list(filters=merged, limit=limit))
         return [self._to_node(row) for row in rows]
 
     async def aget_nodes(
-        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
+        *, user_id: str | None = None,
     ) -> list[BaseNode]:
         """Async twin of :meth:`get_nodes`."""
-        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters, user_id=user_id)
 
     def _query_filters(self, query: VectorStoreQuery) -> dict[str, FilterValue] | None:
         parts: list[dict[str, FilterValue] | None] = [self._collection(), translate_filters(query.filters)]
@@ -308,6 +337,7 @@ class ManowarVectorStore(BasePydanticVectorStore):
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The engine's hybrid search over this collection; similarities are the engine's scores."""
+        memory = self.memory_for(kwargs.get("user_id"))
         if query.mode not in SUPPORTED_QUERY_MODES:
             raise InvalidInputError(
                 f"query mode {query.mode.value!r} is not supported; ManowarVectorStore serves "
@@ -325,13 +355,13 @@ class ManowarVectorStore(BasePydanticVectorStore):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         if self.check_embed_model and query.query_embedding is not None:
             self._check_vector("the query embedding", query.query_embedding, [text], "query")
-        hits = self._memory.search(
+        hits = memory.search(
             text, layers=("vectors",), k=max(1, query.similarity_top_k), filters=filters,
             mmr=query.mode == VectorStoreQueryMode.MMR,
         )
         self._last_degradations = list(hits.degradations)
         scores = {id(c.record): c.score for c in hits}
-        rows = self._own_copies_first(c.record for c in hits)
+        rows = self._own_copies_first(memory, (c.record for c in hits))
         nodes = [self._to_node(row) for row in rows]
         return VectorStoreQueryResult(
             nodes=nodes, similarities=[scores[id(row)] for row in rows], ids=[n.node_id for n in nodes],
