@@ -103,6 +103,7 @@ class ForgetReport(BaseModel):
     sessions: int = Field(description="working sessions deleted")
     patterns: int = Field(description="patterns built from the scope's transcripts deleted")
     archives: int = Field(description="the scope's own archives deleted")
+    turns: int = Field(0, description="entries of the turn ledger (the record of which turn ids were stored) deleted")
     archives_rewritten: int = Field(description="the agent's archives rewritten without the scope's rows")
     archived_rows_removed: int = Field(description="rows cut out of those archives")
     pinned_copies: list[dict[str, Any]] = Field(
@@ -1403,6 +1404,7 @@ class MemoryEngine:
             invalidate_changes(self.query_cache, changes)
         return ForgetReport(memories=report["memories"], transcripts=report["transcripts"],
                             sessions=report["sessions"], patterns=report["patterns"], archives=report["archives"],
+                            turns=report.get("turns", 0),
                             archives_rewritten=report["archivesRewritten"],
                             archived_rows_removed=report["archivedRowsRemoved"],
                             pinned_copies=report["pinnedCopies"])

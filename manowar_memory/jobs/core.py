@@ -516,7 +516,7 @@ def forget(store: JobStore, params: ForgetParams, *, dry_run: bool = False, prog
     if pinned_copies and not dry_run:
         _unpin(pinned_copies, unpinner)
     if dry_run:
-        counts = {"memories": 0, "transcripts": 0, "sessions": 0, "patterns": 0, "archives": 0}
+        counts = {"memories": 0, "transcripts": 0, "sessions": 0, "patterns": 0, "archives": 0, "turns": 0}
     else:
         counts = store.erase_scope(key)
         if changes is not None:

@@ -441,10 +441,11 @@ class MaintenanceStore(Protocol):
     def erase_scope(self, key: ScopeKey) -> dict[str, int]:
         """Delete everything the scope ``(agent, user, mode, hai)`` owns exactly (a None part
         matches only None): memory rows, transcripts (with their chunks), sessions, patterns and
-        archives of that scope, and their full-text and vector index entries, leaving no
-        segment of an index that still holds the erased text. Other scopes' rows, the agent's
-        shared rows included, are untouched. Returns how many went of each kind
-        (``memories``, ``transcripts``, ``sessions``, ``patterns``, ``archives``); running it
+        archives of that scope, its entries in the turn ledger, and their full-text and vector
+        index entries, leaving no segment of an index that still holds the erased text. Other
+        scopes' rows, the agent's shared rows included, are untouched. Returns how many went of
+        each kind (``memories``, ``transcripts``, ``sessions``, ``patterns``, ``archives``,
+        ``turns``); running it
         again removes nothing more."""
         ...
 

@@ -1516,9 +1516,12 @@ class MongoStore:
             sessions = [d["sessionId"] for d in self.transcripts.find(match, {"sessionId": 1})]
             counts["memories"] = int(self.memory.delete_many(match).deleted_count)
             counts["transcripts"] = int(self.transcripts.delete_many(match).deleted_count)
-            for start in range(0, len(sessions), 500):  # chunks of its transcripts, also those without a user
-                self.transcript_chunks.delete_many({"agentWallet": key[0],
-                                                    "sessionId": {"$in": sessions[start:start + 500]}})
+            counts["turns"] = int(self.turns.delete_many({**match, _TURN_COUNTER: {"$exists": False}}).deleted_count)
+            self.turns.delete_many({**match, _TURN_COUNTER: True})  # the counters of its transcripts
+            for start in range(0, len(sessions), 500):  # chunks and turn counters of its transcripts
+                of_sessions = {"agentWallet": key[0], "sessionId": {"$in": sessions[start:start + 500]}}
+                self.transcript_chunks.delete_many(of_sessions)
+                self.turns.delete_many(of_sessions)
             self.transcript_chunks.delete_many(match)
             counts["sessions"] = int(self.sessions.delete_many(match).deleted_count)
             counts["patterns"] = int(self.patterns.delete_many(match).deleted_count)

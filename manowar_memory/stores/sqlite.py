@@ -1104,6 +1104,7 @@ class SQLiteStore:
             counts["memories"] = len(gone)
             for table in ("transcripts", "sessions", "patterns", "archives"):
                 counts[table] = conn.execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
+            counts["turns"] = conn.execute(f"DELETE FROM thread_turns WHERE {where}", params).rowcount
         if counts["memories"] or counts["transcripts"]:
             with self._write() as conn:  # merge every segment: no index page keeps the erased terms
                 conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")

@@ -1043,7 +1043,7 @@ class MaintenanceConformance(_RoleConformance):
         fill("u1")
         kept = fill("u2") + fill(None) + fill("u1", "local", "h1")
         counts = store.erase_scope((AGENT, "u1", None, None))
-        assert counts == {"memories": 2, "transcripts": 1, "sessions": 1, "patterns": 1, "archives": 1}
+        assert counts == {"memories": 2, "transcripts": 1, "sessions": 1, "patterns": 1, "archives": 1, "turns": 0}
         assert store.erase_scope((AGENT, "u1", None, None)) == dict.fromkeys(counts, 0)
         assert sorted(r.id for r in store.iter_memories(AGENT)) == sorted(kept)
         assert store.get_transcript("tr-u1NoneNone", AGENT) is None and store.get_session("s-u1NoneNone", AGENT) is None
@@ -1057,6 +1057,14 @@ class MaintenanceConformance(_RoleConformance):
                 for h in store.vector_search(u1, [1.0, 0.0, 0.0, 0.0], MODEL, 10)[0]} == left
         assert {(t.user_address, t.mode) for t, _ in store.search_transcripts(_q(user="u1", thread="t1"), "zqsecret", 10)} \
             == left
+
+    def test_erase_scope_removes_the_scopes_turn_ledger(self, store: Store) -> None:
+        store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a"))  # a turn of u1
+        counts = store.erase_scope((AGENT, "u1", None, None))
+        assert counts["turns"] == 1 and counts["memories"] == 1
+        assert store.erase_scope((AGENT, "u1", None, None))["turns"] == 0
+        # nothing remembers the turn id: the same id is a new turn now
+        assert store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a")).created
 
     def test_list_agent_wallets_by_kind_then_name(self, store: Store) -> None:
         assert store.list_agent_wallets() == []
