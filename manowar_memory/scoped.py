@@ -458,6 +458,12 @@ class ScopedMemory:
                 for i, (t, m) in enumerate(zip(texts, metas, strict=True))]
         return self._engine.ingest(self._scope, rows) if rows else []
 
+    def check_can_record(self) -> Scope:
+        """The scope a turn of this surface would be recorded in, or :class:`ScopeError` now when
+        :meth:`post_turn` would refuse it (no thread, or no user on a multi-tenant engine): an
+        adapter calls this before the model runs, so no answer is lost to a refused write."""
+        return self._engine.check_conversation_scope(self._require_thread())
+
     def post_turn(self, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None,
                   *, metadata: Mapping[str, Any] | None = None, extract_facts: bool = True,
                   turn_id: str | None = None) -> PostTurnResult:

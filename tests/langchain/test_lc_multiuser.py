@@ -20,7 +20,7 @@ from langchain_core.tools import tool
 from langchain_manowar import ManowarChatMessageHistory, ManowarMemoryMiddleware, ManowarRetriever, ManowarStore
 from langchain_manowar.testing import MemoryEchoChatModel
 from llama_index_manowar import ManowarRetriever as LIRetriever
-from manowar_memory import MemoryEngine, Scope, ScopeError
+from manowar_memory import MemoryConfig, MemoryEngine, Scope, ScopeError
 
 APP = Scope(agent_wallet="app")
 # create_agent serialises the run's context through a schema typed for no context; the run is unaffected
@@ -215,10 +215,21 @@ class TestMiddlewarePerRun:
         with pytest.raises(ScopeError, match=r"configurable\.user_id"):
             agent.invoke({"messages": [{"role": "user", "content": "Hi."}]}, {"configurable": {"thread_id": "t"}})
         assert model.calls == []
+        # allowing user-less turns in the adapter is not enough: the engine must be single-tenant, and
+        # a multi-tenant engine's refusal still comes before the model
         shared = create_agent(model, middleware=[ManowarMemoryMiddleware(engine=engine, scope=APP,
                                                                          allow_no_user=True)])
-        shared.invoke({"messages": [{"role": "user", "content": "Hi."}]}, {"configurable": {"thread_id": "t"}})
-        assert len(model.calls) == 1
+        with pytest.raises(ScopeError, match="single_tenant"):
+            shared.invoke({"messages": [{"role": "user", "content": "Hi."}]}, {"configurable": {"thread_id": "t"}})
+        assert model.calls == []
+        solo = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=MemoryConfig(single_tenant=True))
+        try:
+            shared = create_agent(model, middleware=[ManowarMemoryMiddleware(engine=solo, scope=APP,
+                                                                             allow_no_user=True)])
+            shared.invoke({"messages": [{"role": "user", "content": "Hi."}]}, {"configurable": {"thread_id": "t"}})
+            assert len(model.calls) == 1
+        finally:
+            solo.close()
 
     def test_a_user_bound_middleware_refuses_another_runs_user(self, engine: MemoryEngine) -> None:
         model = MemoryEchoChatModel()

@@ -81,8 +81,9 @@ class ManowarMemoryMiddleware(AgentMiddleware):
     ``scope_resolver`` derives the scope from the runtime instead (the application's own
     rule for the user); a resolved scope without a thread still takes the run's thread.
     A recording run that ends up without a thread, or without a user while the
-    application has not allowed user-less turns (``allow_no_user=True``, turns then go to
-    the agent's shared space), fails before the model is called, with a
+    application has not allowed user-less turns (``allow_no_user=True`` on an engine built
+    with ``MemoryConfig(single_tenant=True)``; turns then go to the agent's shared space),
+    fails before the model is called, with a
     :class:`~manowar_memory.ScopeError` naming ``configurable.thread_id`` /
     ``configurable.user_id``, so no answer is lost. ``trust`` is the trust level of what it
     records and of what its tools write (the application's choice).
@@ -193,6 +194,8 @@ class ManowarMemoryMiddleware(AgentMiddleware):
                 "configurable.user_id (config={'configurable': {'user_id': ...}}) or user_id in the run's context, "
                 "or allow_no_user=True if user-less turns are meant to be shared"
             )
+        # the engine's own rule for recording (a user-less turn needs a single-tenant engine)
+        (self.memory if scope == self.scope else self.engine.scoped(scope, trust=self.trust)).check_can_record()
         return scope
 
     def memory_for(self, runtime: Runtime[Any] | None) -> ScopedMemory:
