@@ -220,9 +220,9 @@ def test_stats_pipeline() -> None:
 
 def test_reference_collections_and_indexes() -> None:
     # the reference's seven collections, plus the maintenance schedules of the inline scheduler and
-    # the sealed message chunks of transcripts past one document's size
+    # the sealed message chunks of transcripts past one document's size, and the turn ledger
     assert set(_mql.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
-                                 "memory_jobs", "memory_schedules", "session_transcript_chunks"}
+                                 "memory_jobs", "memory_schedules", "session_transcript_chunks", "session_turns"}
     names = {c: {i.name for i in specs} for c, specs in _mql.INDEXES.items()}
     for name in ("idx_vector_wallet", "idx_vector_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
                  "idx_vector_wallet_scope_thread", "idx_vector_user", "idx_vector_source", "idx_vector_app_id",

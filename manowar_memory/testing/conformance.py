@@ -752,6 +752,14 @@ class ThreadsConformance(_RoleConformance):
         # turn ids are per transcript and per agent
         assert store.append_turn(OTHER_AGENT, "turns", "turns-w", "a", self._turn_builder("a", agent=OTHER_AGENT)).created
 
+    def test_erase_scope_removes_the_scopes_turn_ledger(self, store: Store) -> None:
+        store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a"))  # a turn of u1
+        counts = store.erase_scope((AGENT, "u1", None, None))
+        assert counts["turns"] == 1 and counts["memories"] == 1
+        assert store.erase_scope((AGENT, "u1", None, None))["turns"] == 0
+        # nothing remembers the turn id: the same id is a new turn now
+        assert store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a")).created
+
     def test_concurrent_append_turns_on_one_transcript_all_land_in_order(self, store: Store) -> None:
         writers, turns = 6, 5
 
@@ -1057,14 +1065,6 @@ class MaintenanceConformance(_RoleConformance):
                 for h in store.vector_search(u1, [1.0, 0.0, 0.0, 0.0], MODEL, 10)[0]} == left
         assert {(t.user_address, t.mode) for t, _ in store.search_transcripts(_q(user="u1", thread="t1"), "zqsecret", 10)} \
             == left
-
-    def test_erase_scope_removes_the_scopes_turn_ledger(self, store: Store) -> None:
-        store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a"))  # a turn of u1
-        counts = store.erase_scope((AGENT, "u1", None, None))
-        assert counts["turns"] == 1 and counts["memories"] == 1
-        assert store.erase_scope((AGENT, "u1", None, None))["turns"] == 0
-        # nothing remembers the turn id: the same id is a new turn now
-        assert store.append_turn(AGENT, "turns", "turns-w", "a", self._turn_builder("a")).created
 
     def test_list_agent_wallets_by_kind_then_name(self, store: Store) -> None:
         assert store.list_agent_wallets() == []

@@ -161,7 +161,7 @@ def test_job_tools_act_on_the_scope_agent_only(engine: MemoryEngine) -> None:
     """make_job_tools is the jobs group bound to a scope: the model cannot name another agent."""
     mine, other = Scope(agent_wallet="agent", user_address="u"), Scope(agent_wallet="other-agent", user_address="u")
     for s in (mine, other):
-        engine.ingest(s, ["The user drinks green tea", "The user drinks green tea"])
+        engine.ingest(s, ["The user drinks green tea", "The user drinks green tea"], dedupe=False)  # a duplicate to merge
     with pytest.raises(TypeError):
         make_job_tools(engine=engine)  # type: ignore[call-arg]
     (tool,) = make_job_tools(engine=engine, scope=mine, names=["memory_consolidate"])
