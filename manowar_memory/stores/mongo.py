@@ -1420,8 +1420,11 @@ class MongoStore:
 
     def _in_transaction(self, run: Callable[[Any], T]) -> T:
         """``run(session)`` in a transaction, run again after a transient error (a write
-        conflict, an election) with a random pause that doubles up to 100 ms, for up to 60 s;
-        a commit whose outcome is unknown is committed again."""
+        conflict with a concurrent turn) with a random pause that doubles up to 100 ms, for up
+        to 60 s; a commit whose outcome is unknown is committed again. A server that cannot be
+        reached (no primary, an election) is not waited for here: that error goes to the caller
+        at once as :class:`StoreUnavailableError`, within the client's own timeouts, and the
+        turn's id makes the caller's retry safe."""
         deadline = time.monotonic() + _TRANSACTION_SECONDS
         pause = 0.002
         with self.client.start_session() as session:
@@ -1432,8 +1435,8 @@ class MongoStore:
                 except BaseException as exc:
                     if session.in_transaction:
                         session.abort_transaction()
-                    if (isinstance(exc, PyMongoError) and exc.has_error_label("TransientTransactionError")
-                            and time.monotonic() < deadline):
+                    if (isinstance(exc, PyMongoError) and not isinstance(exc, _UNAVAILABLE)
+                            and exc.has_error_label("TransientTransactionError") and time.monotonic() < deadline):
                         time.sleep(random.uniform(0, pause))
                         pause = min(2 * pause, 0.1)
                         continue
@@ -1443,7 +1446,7 @@ class MongoStore:
                         session.commit_transaction()
                         return result
                     except PyMongoError as exc:
-                        if time.monotonic() >= deadline:
+                        if time.monotonic() >= deadline or isinstance(exc, _UNAVAILABLE):
                             raise
                         if exc.has_error_label("UnknownTransactionCommitResult"):
                             continue
