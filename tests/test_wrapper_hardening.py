@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from manowar_memory import MemoryConfig, MemoryEngine, PackerConfig, Scope
+from manowar_memory import MemoryConfig, MemoryEngine, PackerConfig, RetrievalConfig, Scope
 from manowar_memory.ranking.trust import neutralize_markers
 from manowar_memory.tools import memory_tools
 
@@ -259,3 +259,72 @@ def test_the_sanitizer_stays_cheap_on_plain_text() -> None:
         elapsed = min(timeit.repeat(lambda t=text: neutralize_markers(t), number=2000, repeat=3)) / 2000
         assert neutralize_markers(text) == text
         assert elapsed < 100e-6, (text, elapsed)
+
+
+# ---------------------------------------------------------------- every packing path labels each item's real trust
+TRUSTS = ["learned", "external"]
+
+
+@pytest.fixture(scope="module")
+def trust_engine() -> Iterator[MemoryEngine]:
+    config = MemoryConfig(retrieval=RetrievalConfig(include_trust=("system", "learned", "external")))
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=config)
+    for trust in TRUSTS:
+        engine.scoped(Scope(agent_wallet="t", user_address=trust), trust=trust).remember(  # type: ignore[arg-type]
+            "The user drinks green tea daily.")
+    yield engine
+    engine.close()
+
+
+def _source_line(prompt: str) -> str:
+    return next(line for line in prompt.splitlines() if line.startswith("Source: "))
+
+
+@pytest.mark.parametrize("trust", TRUSTS)
+def test_engine_paths_label_the_rows_trust(trust_engine: MemoryEngine, trust: str) -> None:
+    scope = Scope(agent_wallet="t", user_address=trust)
+    memory = trust_engine.scoped(scope)
+    [tool] = memory_tools(memory, include=["memory_context"])
+    prompts = {
+        "pre_turn": trust_engine.pre_turn("green tea", scope).prompt,
+        "scoped pack": memory.pack("green tea", trust_engine.search("green tea", scope)[0]).prompt,
+        "memory_context": tool.call(query="green tea")["context"],
+    }
+    for path, prompt in prompts.items():
+        assert "green tea" in prompt, path
+        assert _source_line(prompt) == f"Source: Memory (trust: {trust})", (path, prompt)
+
+
+@pytest.mark.parametrize(("claimed", "label"), [("external", "external"), ("learned", "learned"),
+                                                 ("system", "learned"), (None, "learned")])
+def test_adapter_packers_label_a_documents_trust_and_never_raise_it(claimed: str | None, label: str) -> None:
+    from langchain_core.documents import Document
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from langchain_manowar import PackerCompressor, pack_documents, render_memory_context
+    from llama_index_manowar import ManowarPackerPostprocessor
+
+    meta = {"trust": claimed} if claimed else {}
+    text = "The user drinks green tea daily."
+    kept = PackerCompressor().compress_documents([Document(page_content=text, metadata=dict(meta))], "green tea")
+    assert kept[0].metadata["packed_trust"] == label
+    assert _source_line(render_memory_context(kept)) == f"Source: Memory (trust: {label})"
+    result, _ = pack_documents([Document(page_content=text, metadata=dict(meta))], "green tea")
+    assert [i.trust for i in result.items] == [label] and result.items[0].wrapped
+    assert _source_line(result.prompt) == f"Source: Memory (trust: {label})"
+    post = ManowarPackerPostprocessor()
+    nodes = post.postprocess_nodes([NodeWithScore(node=TextNode(text=text, metadata=dict(meta)), score=1.0)],
+                                   query_str="green tea")
+    assert _source_line(nodes[0].node.get_content()) == f"Source: Memory (trust: {label})"
+    assert post.last_result is not None and [i.trust for i in post.last_result.items] == [label]
+    assert _source_line(post.last_result.prompt) == f"Source: Memory (trust: {label})"
+
+
+def test_a_retrieved_external_row_keeps_its_label_through_the_langchain_packer(trust_engine: MemoryEngine) -> None:
+    from langchain_manowar import ManowarRetriever, PackerCompressor, render_memory_context
+
+    docs = ManowarRetriever(engine=trust_engine, scope=Scope(agent_wallet="t", user_address="external")).invoke(
+        "green tea")
+    assert docs and docs[0].metadata["trust"] == "external"
+    kept = PackerCompressor().compress_documents(docs, "green tea")
+    assert _source_line(render_memory_context(kept)) == "Source: Memory (trust: external)"

@@ -28,6 +28,7 @@ from .markers import neutralize
 __all__ = [
     "TRUST_LEVELS",
     "TRUST_WEIGHT",
+    "capped_trust_level",
     "content_delimiter",
     "neutralize_markers",
     "trust_level",
@@ -54,6 +55,15 @@ def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") ->
                 if value in _LEVEL_SET:
                     return value
     return default
+
+
+def capped_trust_level(metadata: Mapping[str, Any] | None, ceiling: str = "learned") -> str:
+    """The trust level of a row that came from outside the engine (another retriever's
+    document or node): what its metadata says when that is no higher than ``ceiling``, else
+    ``ceiling``. A document may say it is ``external`` (believed: it only lowers its standing),
+    never that it is ``system``."""
+    level = trust_level(metadata, ceiling)
+    return level if TRUST_WEIGHT[level] <= TRUST_WEIGHT[ceiling] else ceiling
 
 
 def neutralize_markers(text: str) -> str:
