@@ -24,9 +24,11 @@ from .engine import (
 )
 from .errors import (
     ConfigurationError,
+    ConflictError,
     EmbeddingError,
     ExtractionError,
     FilterError,
+    InvalidConfigError,
     InvalidInputError,
     ManowarError,
     MissingDependencyError,
@@ -73,6 +75,7 @@ __all__ = [
     "CachedEmbedder",
     "Candidate",
     "ConfigurationError",
+    "ConflictError",
     "ContextUsage",
     "Decision",
     "Embedder",
@@ -86,6 +89,7 @@ __all__ = [
     "InMemoryCache",
     "IngestItem",
     "IngestReport",
+    "InvalidConfigError",
     "InvalidInputError",
     "Job",
     "LLMExtractor",

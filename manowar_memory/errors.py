@@ -8,8 +8,10 @@ Hierarchy::
     ManowarError
     ├── InvalidInputError (also ValueError)   bad arguments from the caller
     │   ├── ScopeError                         a scope that cannot be normalised
-    │   └── FilterError                        a filter outside the allowlist
+    │   ├── FilterError                        a filter outside the allowlist
+    │   └── ConflictError                      a write that contradicts stored data (another active row has this text)
     ├── ConfigurationError                     a setting or provider that cannot work
+    │   ├── InvalidConfigError                 a settings model refused a value (out of range, NaN, unknown field)
     │   └── MissingDependencyError (also ImportError)  an optional extra is not installed
     ├── EmbeddingError                         the configured embedder failed (never silently replaced)
     │   └── PartialIngestError                 ...part-way through an ingest: what was stored, what to re-run
@@ -28,9 +30,11 @@ from typing import Any
 
 __all__ = [
     "ConfigurationError",
+    "ConflictError",
     "EmbeddingError",
     "ExtractionError",
     "FilterError",
+    "InvalidConfigError",
     "InvalidInputError",
     "ManowarError",
     "MissingDependencyError",
@@ -71,8 +75,29 @@ class FilterError(InvalidInputError):
     """A filter uses a path, operator or value outside the allowlist."""
 
 
+class ConflictError(InvalidInputError):
+    """The write contradicts what is stored and retrying it cannot help: for example updating a
+    fact to the text of another active fact of the same scope (the REST API answers 409).
+    ``existing_id`` is the row that holds the text, when known."""
+
+    def __init__(self, message: str, *, existing_id: str | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
 class ConfigurationError(ManowarError):
     """A setting, provider name or credential cannot work as configured."""
+
+
+class InvalidConfigError(ConfigurationError):
+    """A settings model (:class:`~manowar_memory.MemoryConfig`, ``RetrievalConfig``,
+    ``PackerConfig``) refused a value: unknown field, wrong type, out of range, NaN or infinity.
+    The message is pydantic's (each field and what it accepts); ``errors`` its structured list.
+    Not a ``ValueError``, so a nested settings model's refusal reaches the caller as it is."""
+
+    def __init__(self, message: str, *, errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.errors = list(errors or [])
 
 
 class MissingDependencyError(ConfigurationError, ImportError):
