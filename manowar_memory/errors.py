@@ -26,7 +26,7 @@ Hierarchy::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "ConfigurationError",
@@ -47,6 +47,30 @@ __all__ = [
     "StoreUnavailableError",
     "ToolCallError",
 ]
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def detach(error: _E) -> _E:
+    """(For the library's provider code; not exported.) ``error`` with its exception chain cut (``__cause__`` and ``__context__`` cleared).
+
+    A provider SDK's or HTTP client's exception can hold the upstream's raw answer and the
+    request's headers (``Authorization: Bearer <key>``), and error trackers read the whole
+    chain, suppressed context included. Raise the result *outside* any ``except`` block
+    (Python sets ``__context__`` again when raising inside one)::
+
+        failure = None
+        try:
+            ...
+        except SDKError as exc:
+            failure = RerankError(f"... {describe(exc)}")
+        if failure is not None:
+            raise detach(failure)
+    """
+    error.__cause__ = None
+    error.__context__ = None
+    error.__suppress_context__ = False
+    return error
 
 
 class ManowarError(Exception):
