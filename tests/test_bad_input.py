@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from manowar_memory import (
     ConfigurationError,
+    ConflictError,
     EmbeddingError,
     InvalidConfigError,
     InvalidInputError,
@@ -413,3 +414,14 @@ def test_non_finite_or_unknown_settings_raise_the_librarys_error(config: Any) ->
     assert not isinstance(err.value, ValidationError)
     assert "finite number" in str(err.value) or "Extra inputs are not permitted" in str(err.value)
     assert err.value.errors and err.value.errors[0]["loc"]
+
+
+def test_updating_a_fact_to_another_active_facts_text_is_a_conflict(engine: MemoryEngine) -> None:
+    """A permanent conflict: ConflictError (an InvalidInputError), not a retryable StoreError."""
+    engine.remember(SCOPE, "The user's locker is 12.")
+    second = engine.remember(SCOPE, "The user's locker is 14.").id
+    with pytest.raises(ConflictError, match="supersede or delete") as err:
+        engine.update_item(SCOPE, second, content="The user's locker is 12.")
+    assert isinstance(err.value, InvalidInputError) and not isinstance(err.value, StoreError)
+    assert not getattr(err.value, "retryable", False)
+    assert engine.get_item(SCOPE, second).content == "The user's locker is 14."
