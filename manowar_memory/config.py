@@ -22,7 +22,7 @@ class _Settings(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise InvalidConfigError(str(exc), errors=exc.errors(include_url=False)) from None
+            raise _refusal(exc) from None
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -30,7 +30,18 @@ class _Settings(BaseModel):
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
-            raise InvalidConfigError(str(exc), errors=exc.errors(include_url=False)) from None
+            raise _refusal(exc) from None
+
+
+def _refusal(exc: ValidationError) -> InvalidConfigError:
+    """The library's error for pydantic's; a nested settings model's own refusal (pydantic wraps
+    it as a value error) comes out as it was raised."""
+    details = exc.errors(include_url=False)
+    for detail in details:
+        inner = (detail.get("ctx") or {}).get("error")
+        if isinstance(inner, InvalidConfigError):
+            return inner
+    return InvalidConfigError(str(exc), errors=details)
 
 
 class RetrievalConfig(_Settings):

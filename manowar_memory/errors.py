@@ -11,7 +11,7 @@ Hierarchy::
     │   ├── FilterError                        a filter outside the allowlist
     │   └── ConflictError                      a write that contradicts stored data (another active row has this text)
     ├── ConfigurationError                     a setting or provider that cannot work
-    │   ├── InvalidConfigError                 a settings model refused a value (out of range, NaN, unknown field)
+    │   ├── InvalidConfigError (also ValueError)  a settings model refused a value (out of range, NaN, unknown field)
     │   └── MissingDependencyError (also ImportError)  an optional extra is not installed
     ├── EmbeddingError                         the configured embedder failed (never silently replaced)
     │   └── PartialIngestError                 ...part-way through an ingest: what was stored, what to re-run
@@ -113,11 +113,11 @@ class ConfigurationError(ManowarError):
     """A setting, provider name or credential cannot work as configured."""
 
 
-class InvalidConfigError(ConfigurationError):
+class InvalidConfigError(ConfigurationError, ValueError):
     """A settings model (:class:`~manowar_memory.MemoryConfig`, ``RetrievalConfig``,
     ``PackerConfig``) refused a value: unknown field, wrong type, out of range, NaN or infinity.
     The message is pydantic's (each field and what it accepts); ``errors`` its structured list.
-    Not a ``ValueError``, so a nested settings model's refusal reaches the caller as it is."""
+    Also a ``ValueError``, as pydantic's error was."""
 
     def __init__(self, message: str, *, errors: list[Any] | None = None) -> None:
         super().__init__(message)
