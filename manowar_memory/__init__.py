@@ -25,9 +25,11 @@ from .engine import (
 )
 from .errors import (
     ConfigurationError,
+    ConflictError,
     EmbeddingError,
     ExtractionError,
     FilterError,
+    InvalidConfigError,
     InvalidInputError,
     ManowarError,
     MissingDependencyError,
@@ -74,6 +76,7 @@ __all__ = [
     "CachedEmbedder",
     "Candidate",
     "ConfigurationError",
+    "ConflictError",
     "ContextUsage",
     "Decision",
     "Embedder",
@@ -88,6 +91,7 @@ __all__ = [
     "InMemoryCache",
     "IngestItem",
     "IngestReport",
+    "InvalidConfigError",
     "InvalidInputError",
     "Job",
     "LLMExtractor",

@@ -2,14 +2,49 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InvalidConfigError
 
 __all__ = ["MemoryConfig", "PackerConfig", "RetrievalConfig"]
 
 
-class RetrievalConfig(BaseModel):
+class _Settings(BaseModel):
+    """A settings model: unknown fields, NaN and infinities are refused, and a refused value
+    raises :class:`~manowar_memory.errors.InvalidConfigError` (pydantic's message, which names
+    the field and what it accepts), not pydantic's own ``ValidationError``."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _refusal(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`pydantic.BaseModel.model_validate`, refusing with :class:`InvalidConfigError`."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _refusal(exc) from None
+
+
+def _refusal(exc: ValidationError) -> InvalidConfigError:
+    """The library's error for pydantic's; a nested settings model's own refusal (pydantic wraps
+    it as a value error) comes out as it was raised."""
+    details = exc.errors(include_url=False)
+    for detail in details:
+        inner = (detail.get("ctx") or {}).get("error")
+        if isinstance(inner, InvalidConfigError):
+            return inner
+    return InvalidConfigError(str(exc), errors=details)
+
+
+class RetrievalConfig(_Settings):
     """Lanes, fusion, ranking, boosts and trust.
 
     The lane weights are tuned on the LoCoMo development split with the local MiniLM
@@ -19,7 +54,6 @@ class RetrievalConfig(BaseModel):
     (vector 1.5) suit a strong embedder; raise ``lane_weights["vector"]`` with one.
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     rrf_k: int = Field(
         15, ge=1,
@@ -89,10 +123,9 @@ class RetrievalConfig(BaseModel):
     default_trust: str = Field("learned", pattern="^(system|learned|external)$")
 
 
-class PackerConfig(BaseModel):
+class PackerConfig(_Settings):
     """Prompt packing defaults (the reference's docs: limit 12, 6 items, 120 chars, 900 budget)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     limit: int = Field(12, ge=1, le=100, description="Hits per layer.")
     max_items: int = Field(6, ge=1, le=50)
@@ -113,10 +146,9 @@ class PackerConfig(BaseModel):
     )
 
 
-class MemoryConfig(BaseModel):
+class MemoryConfig(_Settings):
     """Every tunable of the engine."""
 
-    model_config = ConfigDict(extra="forbid")
 
     session_context_limit: int = Field(12, ge=1, description="Working buffer length (MEMORY_SESSION_CONTEXT_LIMIT).")
     session_ttl_ms: int = Field(2_592_000_000, ge=1000, description="Working session expiry (30 days).")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ._access import AccessBumps
 from ._notes import collect, degrade
@@ -186,6 +186,8 @@ class IngestItem(BaseModel):
     stored once per scope (agent, user, mode, HAI) however many times it is ingested, so a
     failed or interrupted ingest can simply be run again."""
 
+    model_config = ConfigDict(extra="forbid")
+
     key: str | None = Field(None, validation_alias=AliasChoices("key", "id"),
                             description="Idempotency key: the item is stored once per scope.")
     content: str
@@ -195,6 +197,10 @@ class IngestItem(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     context: str | None = Field(
         None, description="Text to find the row by but never show (default: the previous message of its thread).")
+
+
+#: the keys an ingest item may have (``id`` is an alias of ``key``)
+_INGEST_KEYS = frozenset({*IngestItem.model_fields, "id"})
 
 
 class IngestReport(BaseModel):
@@ -395,7 +401,9 @@ class MemoryEngine:
     ) -> RememberResult:
         """Store an explicit durable fact in the graph layer.
 
-        An unknown ``fact_type`` becomes ``"context"``. Remembering the same fact again
+        ``fact_type`` is one of :data:`~manowar_memory.records.FACT_TYPES` (default
+        ``"context"``); any other value, a different case or stray spaces included, is refused
+        with :class:`InvalidInputError` rather than guessed at. Remembering the same fact again
         (same agent, user and text, case-insensitive) reinforces the existing row instead
         of inserting a duplicate.
         """
@@ -413,7 +421,10 @@ class MemoryEngine:
         if created_at is not None:
             created_at = check_timestamp(created_at, "created_at")
         meta: dict[str, Any] = {**self._metadata(scope.metadata, "scope metadata"), **self._metadata(metadata)}
-        kind = fact_type if fact_type in FACT_TYPES else "context"
+        if fact_type is not None and fact_type not in FACT_TYPES:
+            raise InvalidInputError(f"fact_type must be one of {list(FACT_TYPES)} (or None for 'context'), "
+                                    f"got {fact_type!r}")
+        kind = fact_type or "context"
         fact_hash = self.fact_hash(scope, text)
         existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
         if existing is not None:
@@ -521,6 +532,12 @@ class MemoryEngine:
             if isinstance(item, str):
                 item = IngestItem(content=item)
             elif not isinstance(item, IngestItem):
+                unknown = sorted(str(k) for k in item if k not in _INGEST_KEYS) if isinstance(item, Mapping) else []
+                if unknown:
+                    raise InvalidInputError(
+                        f"ingest item {i} has unknown key(s) {unknown}: the keys are {sorted(_INGEST_KEYS)} "
+                        "(a misspelt key would otherwise be dropped, and its metadata with it)"
+                    )
                 try:
                     item = IngestItem.model_validate(item)
                 except Exception as exc:

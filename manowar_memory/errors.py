@@ -8,8 +8,10 @@ Hierarchy::
     ManowarError
     ├── InvalidInputError (also ValueError)   bad arguments from the caller
     │   ├── ScopeError                         a scope that cannot be normalised
-    │   └── FilterError                        a filter outside the allowlist
+    │   ├── FilterError                        a filter outside the allowlist
+    │   └── ConflictError                      a write that contradicts stored data (another active row has this text)
     ├── ConfigurationError                     a setting or provider that cannot work
+    │   ├── InvalidConfigError (also ValueError)  a settings model refused a value (out of range, NaN, unknown field)
     │   └── MissingDependencyError (also ImportError)  an optional extra is not installed
     ├── EmbeddingError                         the configured embedder failed (never silently replaced)
     │   └── PartialIngestError                 ...part-way through an ingest: what was stored, what to re-run
@@ -24,13 +26,15 @@ Hierarchy::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "ConfigurationError",
+    "ConflictError",
     "EmbeddingError",
     "ExtractionError",
     "FilterError",
+    "InvalidConfigError",
     "InvalidInputError",
     "ManowarError",
     "MissingDependencyError",
@@ -43,6 +47,30 @@ __all__ = [
     "StoreUnavailableError",
     "ToolCallError",
 ]
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def detach(error: _E) -> _E:
+    """(For the library's provider code; not exported.) ``error`` with its exception chain cut (``__cause__`` and ``__context__`` cleared).
+
+    A provider SDK's or HTTP client's exception can hold the upstream's raw answer and the
+    request's headers (``Authorization: Bearer <key>``), and error trackers read the whole
+    chain, suppressed context included. Raise the result *outside* any ``except`` block
+    (Python sets ``__context__`` again when raising inside one)::
+
+        failure = None
+        try:
+            ...
+        except SDKError as exc:
+            failure = RerankError(f"... {describe(exc)}")
+        if failure is not None:
+            raise detach(failure)
+    """
+    error.__cause__ = None
+    error.__context__ = None
+    error.__suppress_context__ = False
+    return error
 
 
 class ManowarError(Exception):
@@ -71,8 +99,29 @@ class FilterError(InvalidInputError):
     """A filter uses a path, operator or value outside the allowlist."""
 
 
+class ConflictError(InvalidInputError):
+    """The write contradicts what is stored and retrying it cannot help: for example updating a
+    fact to the text of another active fact of the same scope (the REST API answers 409).
+    ``existing_id`` is the row that holds the text, when known."""
+
+    def __init__(self, message: str, *, existing_id: str | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
 class ConfigurationError(ManowarError):
     """A setting, provider name or credential cannot work as configured."""
+
+
+class InvalidConfigError(ConfigurationError, ValueError):
+    """A settings model (:class:`~manowar_memory.MemoryConfig`, ``RetrievalConfig``,
+    ``PackerConfig``) refused a value: unknown field, wrong type, out of range, NaN or infinity.
+    The message is pydantic's (each field and what it accepts); ``errors`` its structured list.
+    Also a ``ValueError``, as pydantic's error was."""
+
+    def __init__(self, message: str, *, errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.errors = list(errors or [])
 
 
 class MissingDependencyError(ConfigurationError, ImportError):

@@ -47,7 +47,7 @@ from pydantic import BaseModel
 from ._util import DAY_MS, now_ms, query_terms, term_overlap, truncate
 from .candidates import Candidate
 from .ranking.mmr import mmr_order
-from .ranking.trust import TRUST_LEVELS, neutralize_markers, trust_level
+from .ranking.trust import TRUST_LEVELS, capped_trust_level, neutralize_markers, trust_level
 from .records import LAYERS, Layer
 
 __all__ = [
@@ -232,6 +232,7 @@ def pack(
     untrusted_delimiter: str | None = None,
     default_trust: str = "learned",
     semantic_weight: float = 0.45,
+    trust_ceiling: str | None = None,
 ) -> PackResult:
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
@@ -241,7 +242,10 @@ def pack(
     ``untrusted_delimiter`` (8–64 lowercase hex, see
     :func:`~manowar_memory.ranking.trust.content_delimiter`) wraps the items below the
     ``system`` trust level (``metadata['trust']``, else ``default_trust``) in one
-    untrusted-content block whose markers count against the budget.
+    untrusted-content block whose markers count against the budget. ``trust_ceiling`` (for
+    candidates from another retriever) caps what their metadata may claim: a level above it
+    reads as the ceiling, a lower one (``external``) is kept
+    (:func:`~manowar_memory.ranking.trust.capped_trust_level`).
     """
     if max_items < 1:
         raise ValueError("max_items must be at least 1")
@@ -268,7 +272,8 @@ def pack(
                 continue
             line = f"[{layer.upper()}] {text}"
             score, extra = score_candidate(cand, terms, text, now, semantic_weight)
-            trust = trust_level(cand.metadata, default_trust)
+            trust = (trust_level(cand.metadata, default_trust) if trust_ceiling is None
+                     else capped_trust_level(cand.metadata, trust_ceiling))
             entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
                            wrapped=untrusted_delimiter is not None and trust != "system")
             if cand.trace.get("below_threshold"):

@@ -140,10 +140,16 @@ def pack_context(
     mmr_lambda: float | None = None,
     default_trust: str = "learned",
     semantic_weight: float = 0.45,
+    foreign: bool = False,
 ) -> PackResult:
     """Pack candidates into a prompt block, always inside the untrusted-content wrapper for
     content below ``system`` trust (as ``pre_turn`` packs). With a ``scope`` the delimiter is
-    stable for that scope and thread in this process; without one it is random per call."""
+    stable for that scope and thread in this process; without one it is random per call.
+
+    ``foreign=True``: the candidates come from another retriever (documents, nodes), so their
+    metadata is not the engine's. Each item is labelled with the trust its metadata states
+    when that is no higher than ``default_trust`` (an ``external`` row stays ``external``), and
+    with ``default_trust`` otherwise: a document cannot claim ``system``."""
     if isinstance(candidates, Mapping):
         by_layer = {k: list(v) for k, v in candidates.items()}
     else:
@@ -157,7 +163,8 @@ def pack_context(
     try:
         return pack(query, by_layer, max_items=max_items, max_item_chars=max_item_chars, budget_chars=budget_chars,
                     header=header, mmr_lambda=mmr_lambda, untrusted_delimiter=content_delimiter(key),
-                    default_trust=default_trust, semantic_weight=semantic_weight)
+                    default_trust=default_trust, semantic_weight=semantic_weight,
+                    trust_ceiling=default_trust if foreign else None)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
 

@@ -11,13 +11,19 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from manowar_memory import (
+    ConfigurationError,
+    ConflictError,
     EmbeddingError,
+    InvalidConfigError,
     InvalidInputError,
     ManowarError,
     MemoryConfig,
     MemoryEngine,
+    PackerConfig,
+    RetrievalConfig,
     Scope,
     ScopeError,
     StoreError,
@@ -364,3 +370,55 @@ def test_the_size_limit_is_configurable() -> None:
     refused(lambda: engine.remember(SCOPE, "fine", metadata={"blob": "y" * 1_000}))
     assert engine.remember(SCOPE, "x" * 1_000).id
     engine.close()
+
+
+# ---------------------------------------------------------------- refuse what is not understood
+@pytest.mark.parametrize("typo", ["metdata", "contents", "thread", "trust", "createdAt"])
+def test_an_unknown_ingest_key_is_refused_naming_it_and_the_allowed_keys(engine: MemoryEngine, typo: str) -> None:
+    before = len(engine.list_items(SCOPE, limit=1000))
+    item = {"content": "The user reads sci-fi.", typo: {"trust": "external"}}
+    with pytest.raises(InvalidInputError) as err:
+        engine.ingest(SCOPE, ["A fine first item.", item])
+    message = str(err.value)
+    assert f"ingest item 1 has unknown key(s) ['{typo}']" in message
+    assert "'content'" in message and "'metadata'" in message and "'key'" in message
+    assert len(engine.list_items(SCOPE, limit=1000)) == before  # the good item was not stored either
+
+
+def test_known_ingest_keys_and_the_id_alias_still_work(engine: MemoryEngine) -> None:
+    ids = engine.ingest(SCOPE, [{"id": "k1", "content": "The user reads sci-fi.", "metadata": {"genre": "sf"},
+                                 "source": "knowledge", "thread_id": "t1", "created_at": 1_700_000_000_000,
+                                 "context": "what do you read?"}])
+    assert engine.get_item(SCOPE, ids[0]).metadata["genre"] == "sf"
+
+
+@pytest.mark.parametrize("config", [
+    lambda: RetrievalConfig(trust_alpha=math.nan),
+    lambda: RetrievalConfig(lane_weights={"vector": math.inf}),
+    lambda: PackerConfig(semantic_weight=math.nan),
+    lambda: PackerConfig(semantic_weight=-math.inf),
+    lambda: MemoryConfig(fact_min_confidence=math.nan),
+    lambda: MemoryConfig(packer={"semantic_weight": math.inf}),
+    lambda: MemoryConfig(retrieval={"trust_alpha": math.nan}),
+    lambda: MemoryConfig.model_validate({"packer": {"semantic_weight": math.nan}}),
+    lambda: MemoryConfig(unknown_setting=1),
+], ids=["retrieval-nan", "retrieval-inf-in-dict", "packer-nan", "packer-minus-inf", "memory-nan", "nested-packer-inf",
+        "nested-retrieval-nan", "model_validate", "unknown-field"])
+def test_non_finite_or_unknown_settings_raise_the_librarys_error(config: Any) -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        config()
+    assert isinstance(err.value, ConfigurationError) and isinstance(err.value, ManowarError)
+    assert not isinstance(err.value, ValidationError)
+    assert "finite number" in str(err.value) or "Extra inputs are not permitted" in str(err.value)
+    assert err.value.errors and err.value.errors[0]["loc"]
+
+
+def test_updating_a_fact_to_another_active_facts_text_is_a_conflict(engine: MemoryEngine) -> None:
+    """A permanent conflict: ConflictError (an InvalidInputError), not a retryable StoreError."""
+    engine.remember(SCOPE, "The user's locker is 12.")
+    second = engine.remember(SCOPE, "The user's locker is 14.").id
+    with pytest.raises(ConflictError, match="supersede or delete") as err:
+        engine.update_item(SCOPE, second, content="The user's locker is 12.")
+    assert isinstance(err.value, InvalidInputError) and not isinstance(err.value, StoreError)
+    assert not getattr(err.value, "retryable", False)
+    assert engine.get_item(SCOPE, second).content == "The user's locker is 14."

@@ -111,11 +111,16 @@ def test_graph_layer_returns_remembered_facts(engine: MemoryEngine) -> None:
     assert graph[0].metadata["factType"] == "preference"
 
 
-def test_unknown_explicit_fact_type_becomes_context(engine: MemoryEngine) -> None:
-    result = engine.remember(SCOPE, "The user collects vinyl records.", fact_type="hobby")
-    assert result.fact_type == "context"
-    row = engine.get_item(SCOPE, result.id)
-    assert row.metadata["factType"] == "context" and row.metadata["type"] == "hobby"
+@pytest.mark.parametrize("fact_type", ["hobby", "evil", "Preference ", "PREFERENCE", " context", ""])
+def test_unknown_explicit_fact_type_is_refused_and_stores_nothing(engine: MemoryEngine, fact_type: str) -> None:
+    before = len(engine.list_items(SCOPE, limit=1000))
+    with pytest.raises(InvalidInputError, match=r"fact_type must be one of \['preference', .*'event'\]") as err:
+        engine.remember(SCOPE, "The user collects vinyl records.", fact_type=fact_type)
+    assert repr(fact_type) in str(err.value) or fact_type == ""
+    assert len(engine.list_items(SCOPE, limit=1000)) == before
+
+
+def test_known_fact_types_are_stored_as_given(engine: MemoryEngine) -> None:
     assert engine.remember(SCOPE, "The user is called Ana.", fact_type="identity").fact_type == "identity"
     assert engine.remember(SCOPE, "The user likes jazz.").fact_type == "context"
 
@@ -208,8 +213,10 @@ def test_ingest_rejects_bad_items(engine: MemoryEngine) -> None:
         engine.ingest(SCOPE, ["   "])
     with pytest.raises(InvalidInputError, match="unknown source"):
         engine.ingest(SCOPE, [{"content": "x", "source": "gossip"}])
-    with pytest.raises(InvalidInputError, match="item 0 is invalid"):
+    with pytest.raises(InvalidInputError, match=r"item 0 has unknown key\(s\) \['text'\]"):
         engine.ingest(SCOPE, [{"text": "x"}])
+    with pytest.raises(InvalidInputError, match="item 0 is invalid"):
+        engine.ingest(SCOPE, [{"metadata": {}}])
 
 
 def test_graph_and_vectors_split_hybrid_results_by_source(engine: MemoryEngine) -> None:

@@ -683,3 +683,23 @@ def test_filters_combine_on_every_scope_and_markdown_wins_a_tie(engine: MemoryEn
     assert ids == {ref["item_id"]}
     assert handoff["item_id"] in {i["item_id"] for i in notes.semantic_search(
         "rotate signing keys", scope="hybrid", tier_filter=["episodic"])["items"]}
+
+
+def test_index_refuses_hard_links_to_files_outside_the_root(notes: ProjectNotes, tmp_path: Path) -> None:
+    """A hard link is not a symlink: its real path is inside the root, but its inode is the outside file."""
+    outside = tmp_path.parent / f"outside-{uuid.uuid4().hex[:6]}"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nThe outside secret is hunter2.\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "real.md").write_text("# Real\n\nReal docs.\n")
+    os.link(outside / "secret.md", tmp_path / "docs" / "leak.md")
+    # two names of one file, both inside the indexed root: read once under each name
+    (tmp_path / "docs" / "twin-a.md").write_text("# Twin\n\nTwin text.\n")
+    os.link(tmp_path / "docs" / "twin-a.md", tmp_path / "docs" / "twin-b.md")
+    with pytest.raises(InvalidInputError, match="hard link"):
+        notes.index_paths(["docs/leak.md"])
+    report = notes.index_paths(["docs"])
+    assert report["files_refused"] == ["docs/leak.md"]
+    assert report["files_indexed"] == 3  # real.md, twin-a.md, twin-b.md
+    hits = notes.semantic_search("outside secret hunter2", source_filter="markdown")["items"]
+    assert not any("hunter2" in i["compressed_summary"] or i["source_path"] == "docs/leak.md" for i in hits)

@@ -60,9 +60,35 @@ def assert_clean(*texts: Any) -> None:
             assert secret[:12] not in blob, f"part of a credential leaked: {blob[:500]}"
 
 
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception reachable from it through ``__cause__`` and ``__context__``
+    (suppressed or not: error trackers read both)."""
+    seen: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or any(item is s for s in seen):
+            continue
+        seen.append(item)
+        todo += [item.__cause__, item.__context__]
+    return seen
+
+
 def exception_texts(exc: BaseException) -> list[str]:
-    """Everything an exception shows: its message, repr and the whole traceback with causes."""
-    return [str(exc), repr(exc), "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))]
+    """Everything an exception shows or holds: the traceback with causes, and for every
+    exception in its whole chain its message, repr, args, attributes and the headers of an
+    HTTP request it carries."""
+    texts = ["".join(traceback.format_exception(type(exc), exc, exc.__traceback__))]
+    for item in exception_chain(exc):
+        texts += [str(item), repr(item), repr(item.args), repr(getattr(item, "__dict__", {}))]
+        for name in ("request", "response", "headers", "body"):
+            try:
+                value = getattr(item, name, None)
+            except Exception:  # noqa: BLE001 - httpx raises when an error has no request set
+                continue
+            headers = getattr(value, "headers", None)
+            texts += [repr(value), repr(dict(headers)) if headers is not None else ""]
+    return texts
 
 
 def library_logs(caplog: pytest.LogCaptureFixture) -> str:
@@ -307,3 +333,65 @@ def test_a_failed_background_extraction_reports_and_logs_no_credential(caplog: p
         result = engine.flush()
     assert result.failed == 1 and REDACTED in result.errors[0], result.errors
     assert_clean(result.errors, library_logs(caplog))
+
+
+# ------------------------------------------------------------------ nothing of the request in an exception chain
+def _closed_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"  # nothing listens there now: every request is refused
+
+
+@pytest.mark.parametrize("name", list(RERANKERS))
+def test_a_reranker_error_carries_no_exception_chain(name: str) -> None:
+    """The SDK's or httpx's exception (its request holds ``Authorization: Bearer <key>``, its
+    body may echo it) is reachable neither as __cause__ nor as __context__."""
+    server_cls, factory, key = RERANKERS[name]
+    with server_cls(api_key=key) as server:
+        reranker = factory(server)
+        server.echo_headers(401)
+        with pytest.raises(RerankError) as info:
+            reranker.rerank("green tea", ["green tea", "black coffee"])
+    assert exception_chain(info.value) == [info.value]
+    assert_clean(*exception_texts(info.value))
+
+
+def test_a_transport_error_leaves_no_request_in_the_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    from manowar_memory.jobs import PinataClient
+    from manowar_memory.jobs.pinning import PinataCredentials
+    from manowar_memory.rerankers.cloudflare import CloudflareReranker
+
+    reranker = CloudflareReranker(api_token=CF_TOKEN, account_id="acct-1", base_url=_closed_url(), timeout=5)
+    with pytest.raises(RerankError) as info:
+        reranker.rerank("green tea", ["green tea", "black coffee"])
+    assert exception_chain(info.value) == [info.value]
+    assert_clean(*exception_texts(info.value))
+    client = PinataClient(PinataCredentials(jwt=PINATA_JWT), base_url=_closed_url(), max_attempts=1, timeout=5)
+    with client, pytest.raises(PinningError) as pin_info:
+        client.pin_json({"a": 1})
+    assert exception_chain(pin_info.value) == [pin_info.value]
+    assert_clean(*exception_texts(pin_info.value))
+
+
+def test_a_custom_embedders_error_is_wrapped_without_its_chain() -> None:
+    """A custom embedder whose HTTP client raises with the request attached."""
+    import httpx
+
+    from manowar_memory.embeddings.base import BaseEmbedder
+
+    class Leaky(BaseEmbedder):
+        model_id = "leaky"
+
+        def _embed_batch(self, texts: list[str], input_type: str) -> list[list[float]]:
+            request = httpx.Request("POST", "http://upstream.invalid/embed",
+                                    headers={"Authorization": f"Bearer {VOYAGE_KEY}"})
+            raise httpx.ConnectError("connection refused", request=request)
+
+    with MemoryEngine(store="sqlite:///:memory:", embedder=Leaky()) as engine, \
+            pytest.raises(EmbeddingError) as info:
+        engine.remember(SCOPE, "The user likes tea.")
+    assert exception_chain(info.value) == [info.value]
+    assert_clean(*exception_texts(info.value))

@@ -182,6 +182,60 @@ def test_keys_bad_requests_and_limits(base_url: str) -> None:
     assert r.status_code == 422 and "Traceback" not in r.text
 
 
+def _is_problem(r: httpx.Response, status: int) -> bool:
+    return (r.status_code == status and r.headers["content-type"].startswith("application/problem+json")
+            and r.json()["status"] == status and "Traceback" not in r.text)
+
+
+@pytest.mark.parametrize("path", ["/api/memory/context/assemble", "/api/memory/items/search",
+                                  "/api/memory/remember", "/api/memory/turns/record"])
+def test_every_malformed_body_gets_a_4xx_problem_document(base_url: str, path: str) -> None:
+    """The lean hot route (context/assemble) and routes FastAPI parses answer alike: nesting past
+    the limit and a body that is not UTF-8 get 400, a chunked body past the size limit 413."""
+    a = client(base_url, KEY_A)
+    json_type = {"content-type": "application/json"}
+    for depth in (300, 5_000, 100_000):  # past the limit; past Python's recursion limit; far past it
+        deep = b'{"query": "tea", "threadId": "t1", "layers": ' + b"[" * depth + b"]" * depth + b"}"
+        r = a.post(path, content=deep, headers=json_type)
+        assert _is_problem(r, 400), (depth, r.status_code, r.text[:300])
+    brackets_in_a_string = b'{"query": "' + b"[" * 2_000 + b'", "threadId": "t1"}'
+    assert a.post(path, content=brackets_in_a_string, headers=json_type).status_code in (200, 400, 422)
+    r = a.post(path, content='{"query": "caf\u00e9 cr\u00e8me", "threadId": "t1"}'.encode("latin-1"), headers=json_type)
+    assert _is_problem(r, 400), r.text[:300]
+
+    def chunks(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
+        yield b'{"query": "'
+        for _ in range(total // size):
+            yield b"x" * size
+        yield b'"}'
+
+    r = a.post(path, content=chunks(10_000_000), headers=json_type)  # no content-length: streamed
+    assert "content-length" not in r.request.headers
+    assert _is_problem(r, 413), r.text[:300]
+    assert "larger than" in r.json()["detail"]
+
+
+def test_a_small_chunked_body_is_still_read(base_url: str) -> None:
+    a = client(base_url, KEY_A)
+    r = a.post("/api/memory/context/assemble", content=iter([b'{"query": ', b'"green tea"}']),
+               headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+
+
+def test_updating_a_fact_to_another_active_facts_text_is_a_409_conflict(base_url: str) -> None:
+    a = client(base_url, KEY_A)
+    tag = uuid.uuid4().hex[:8]
+    first = a.post("/api/memory/remember", json={"content": f"The user's locker is {tag}-A"}).json()["id"]
+    second = a.post("/api/memory/remember", json={"content": f"The user's locker is {tag}-B"}).json()["id"]
+    r = a.patch(f"/api/memory/items/{second}", json={"content": f"The user's locker is {tag}-A"})
+    assert _is_problem(r, 409), r.text
+    assert r.json()["type"] == "urn:manowar:error:ConflictError" and "supersede or delete" in r.json()["detail"]
+    assert a.get(f"/api/memory/items/{second}").json()["memory"]["text"] == f"The user's locker is {tag}-B"
+    assert a.get(f"/api/memory/items/{first}").status_code == 200
+    spec = httpx.get(f"{base_url}/openapi.json").json()
+    assert "409" in spec["paths"]["/api/memory/items/{memoryId}"]["patch"]["responses"]
+
+
 def test_assemble_answers_as_a_route_served_the_usual_way(base_url: str) -> None:
     """context/assemble skips FastAPI's per-request dependency solving (the hot path): its key
     reading, the order of its checks and its problem bodies must be those of items/search, a

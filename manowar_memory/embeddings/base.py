@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
-from ..errors import EmbeddingError
+from ..errors import EmbeddingError, detach
 
 __all__ = ["BaseEmbedder", "Embedder", "InputType"]
 
@@ -91,10 +91,13 @@ class BaseEmbedder(ABC):
         out: list[list[float]] = []
         for start in range(0, len(items), self.batch_size):
             batch = items[start : start + self.batch_size]
+            failure: EmbeddingError | None = None
             try:
                 vectors = self._embed_batch(batch, input_type)
-            except Exception as exc:  # provider errors of every kind become one error type
-                raise self._wrap(exc, len(batch)) from exc
+            except Exception as exc:  # noqa: BLE001 - provider errors of every kind become one error type
+                failure = self._wrap(exc, len(batch))
+            if failure is not None:  # no chain: the provider's error may hold the request's headers
+                raise detach(failure)
             out.extend(self._checked(batch, vectors))
         return out
 
@@ -104,10 +107,13 @@ class BaseEmbedder(ABC):
         out: list[list[float]] = []
         for start in range(0, len(items), self.batch_size):
             batch = items[start : start + self.batch_size]
+            failure: EmbeddingError | None = None
             try:
                 vectors = await self._aembed_batch(batch, input_type)
-            except Exception as exc:
-                raise self._wrap(exc, len(batch)) from exc
+            except Exception as exc:  # noqa: BLE001 - as in embed()
+                failure = self._wrap(exc, len(batch))
+            if failure is not None:
+                raise detach(failure)
             out.extend(self._checked(batch, vectors))
         return out
 

@@ -11,7 +11,7 @@ import numpy as np
 from .._notes import degrade
 from .._util import content_hash
 from ..cache.base import Cache
-from ..errors import EmbeddingError
+from ..errors import EmbeddingError, detach
 from .base import Embedder, InputType
 
 __all__ = ["CachedEmbedder"]
@@ -62,14 +62,16 @@ class CachedEmbedder:
         self.misses += len(missing)
         if missing:
             asked = [texts[i] for i in missing]
+            failure: EmbeddingError | None = None
             try:
                 fresh = self.inner.embed(asked, input_type=input_type)
-            except EmbeddingError:
-                raise
-            except Exception as exc:  # a custom embedder's own errors become the library's
-                raise EmbeddingError(
-                    f"{self.model_id} failed to embed {len(asked)} text(s): {type(exc).__name__}: {exc}"
-                ) from exc
+            except EmbeddingError as exc:
+                failure = exc
+            except Exception as exc:  # noqa: BLE001 - a custom embedder's own errors become the library's
+                failure = EmbeddingError(
+                    f"{self.model_id} failed to embed {len(asked)} text(s): {type(exc).__name__}: {exc}")
+            if failure is not None:  # no chain: a client's error may hold the request's headers
+                raise detach(failure)
             fresh = self._checked(fresh, len(asked))
             for i, vector in zip(missing, fresh):
                 out[i] = vector

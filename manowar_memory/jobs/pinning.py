@@ -35,7 +35,7 @@ from tenacity import (
 )
 
 from .._util import now_ms
-from ..errors import ConfigurationError, NotFoundError, PinningError, StoreError
+from ..errors import ConfigurationError, NotFoundError, PinningError, StoreError, detach
 from ..records import Archive
 from ..redaction import redact, redact_library_logs, register_secret
 from ._store import JobStore
@@ -125,6 +125,9 @@ def _env_number(name: str, default: float) -> float:
     if not math.isfinite(value):
         raise ConfigurationError(f"{name} must be a finite number, got {raw!r}")
     return value
+
+
+_NOT_JSON = object()  # a response body that did not decode
 
 
 class _Transient(PinningError):
@@ -244,13 +247,16 @@ class PinataClient:
 
     def _once(self, method: str, path: str, body: Any | None) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
+        transient: _Transient | None = None
         try:
             response = self._http().request(method, url, json=body, headers=self.credentials.headers(),
                                             timeout=httpx.Timeout(self.timeout))
         except httpx.TimeoutException as exc:
-            raise _Transient(f"Pinata did not answer within {self.timeout:g}s ({type(exc).__name__})") from exc
+            transient = _Transient(f"Pinata did not answer within {self.timeout:g}s ({type(exc).__name__})")
         except httpx.TransportError as exc:
-            raise _Transient(f"could not reach Pinata at {self.base_url}: {type(exc).__name__}: {exc}") from exc
+            transient = _Transient(f"could not reach Pinata at {self.base_url}: {type(exc).__name__}: {exc}")
+        if transient is not None:  # no chain: httpx's error holds the request, credentials included
+            raise detach(transient)
         status = response.status_code
         if status in (401, 403):
             raise PinningError(
@@ -263,8 +269,10 @@ class PinataClient:
             raise PinningError(f"Pinata refused the request (HTTP {status} {_reason(response)})", status=status)
         try:
             data = response.json()
-        except ValueError as exc:
-            raise PinningError(f"Pinata answered HTTP {status} with a body that is not JSON", status=status) from exc
+        except ValueError:
+            data = _NOT_JSON
+        if data is _NOT_JSON:  # raised outside the handler: the decoder's error holds the whole body
+            raise PinningError(f"Pinata answered HTTP {status} with a body that is not JSON", status=status)
         if not isinstance(data, dict):
             raise PinningError(f"Pinata answered HTTP {status} with an unexpected body: {redact(str(data))[:200]}",
                                status=status)
@@ -282,11 +290,13 @@ class PinataClient:
             stop=stop_after_attempt(self.max_attempts), wait=self._wait,
             retry=retry_if_exception(lambda e: isinstance(e, _Transient)), reraise=True,
         )
+        failure: PinningError | None = None
         try:
             return retrying(attempt), attempts
         except _Transient as exc:
-            raise PinningError(f"{exc} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})",
-                               status=exc.status, retryable=True) from exc
+            failure = PinningError(f"{exc} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})",
+                                   status=exc.status, retryable=True)
+        raise detach(failure)
 
     def pin_json(
         self, content: Any, *, name: str | None = None, key_values: Mapping[str, str | int | float] | None = None,

@@ -159,12 +159,16 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def discover(root: Path) -> Iterator[tuple[str, Path]]:
+def discover(root: Path, refused: list[Path] | None = None) -> Iterator[tuple[str, Path]]:
     """(posix path relative to ``root``, file) of every indexable ``*.md`` under ``root``: regular
     files only, no symlinks (file or directory), ignored directories and ``.manowarignore``
     patterns skipped (matched, like gitignore, against the path relative to the ignore file's
     directory, each directory name in it, and a slash-less pattern against the file name),
-    nothing over 5 MiB."""
+    nothing over 5 MiB.
+
+    Hard links: a file with more than one name (``st_nlink > 1``) is read only when every one of
+    its names is found under ``root``; otherwise a name outside the project may be the same file
+    (a hard link made to read it), so it is skipped and appended to ``refused``."""
     root = root.resolve()
     ignore_base, patterns = _ignore_patterns(root if root.is_dir() else root.parent)
     if root.is_file():
@@ -173,6 +177,7 @@ def discover(root: Path) -> Iterator[tuple[str, Path]]:
     else:
         candidates = iter(sorted(_walk(root)))
         base = root
+    found: list[tuple[str, Path, os.stat_result]] = []
     for f in candidates:
         rel_parts = f.relative_to(base).parts
         if any(p in IGNORED_DIRS for p in rel_parts[:-1]):
@@ -186,8 +191,20 @@ def discover(root: Path) -> Iterator[tuple[str, Path]]:
         if patterns and _ignored(f.relative_to(ignore_base).as_posix(), patterns):
             continue
         try:
-            if f.stat().st_size > MAX_FILE_BYTES:
-                continue
+            st = f.stat()
         except OSError:
+            continue
+        if st.st_size > MAX_FILE_BYTES:
+            continue
+        found.append((rel, f, st))
+    # every name of a multiply-linked file must be among the files found here
+    names: dict[tuple[int, int], int] = {}
+    for _, _, st in found:
+        if st.st_nlink > 1:
+            names[(st.st_dev, st.st_ino)] = names.get((st.st_dev, st.st_ino), 0) + 1
+    for rel, f, st in found:
+        if st.st_nlink > 1 and names[(st.st_dev, st.st_ino)] < st.st_nlink:
+            if refused is not None:
+                refused.append(f)
             continue
         yield rel, f

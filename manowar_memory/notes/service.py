@@ -580,6 +580,9 @@ class ProjectNotes:
             if probe == root:
                 break
             probe = probe.parent
+        if resolved.is_file() and resolved.stat().st_nlink > 1:
+            raise InvalidInputError(f"path {str(raw)!r} is a hard link ({resolved.stat().st_nlink} names): another name, "
+                                    "perhaps outside the project root, is the same file; index its directory, or copy it")
         rel = resolved.relative_to(root).as_posix()
         return "." if rel in ("", ".") else rel
 
@@ -602,7 +605,9 @@ class ProjectNotes:
         """Index the Markdown under ``paths`` (relative to the project root; default: the registered
         roots) into blocks. ``incremental`` skips files whose size and mtime (then sha256) are
         unchanged; ``full`` rewrites every file and, with explicit paths, drops roots not listed.
-        Symlinks and paths outside the project root are refused."""
+        Symlinks and paths outside the project root are refused; so are hard links (files with
+        more than one name) unless every name is under the indexed root: the report's
+        ``files_refused`` lists them."""
         if mode not in ("incremental", "full"):
             raise InvalidInputError(f"mode must be 'incremental' or 'full', got {mode!r}")
         registered = self.roots()
@@ -641,14 +646,16 @@ class ProjectNotes:
         for rec in self._rows("project", {"metadata.item_type": "block"}):
             existing.setdefault(str(rec.metadata.get("source_path")), []).append(rec)
         report: dict[str, Any] = {"status": "ok", "mode": "full" if full else "incremental", "roots": roots, "files_indexed": 0,
-                  "files_skipped": 0, "files_removed": 0, "blocks_written": 0, "blocks_deleted": 0}
+                  "files_skipped": 0, "files_removed": 0, "blocks_written": 0, "blocks_deleted": 0,
+                  "files_refused": []}
         seen: set[str] = set()
         sc = self.scope_of("project")
         for root in roots:
             target = base / root
             if not target.exists():
                 continue
-            for _, f in discover(target):
+            refused: list[Path] = []
+            for _, f in discover(target, refused):
                 rel = f.resolve().relative_to(base).as_posix()
                 if rel in seen:
                     continue
@@ -669,6 +676,7 @@ class ProjectNotes:
                     continue
                 self._write_file(rel, root, text, stamp, old, report)
                 report["files_indexed"] += 1
+            report["files_refused"] += [f.resolve().relative_to(base).as_posix() for f in refused]
         for rel, old in existing.items():
             in_root = any(r == "." or rel == r or rel.startswith(r.rstrip("/") + "/") for r in roots)
             stale = rel not in seen and (in_root or prune)

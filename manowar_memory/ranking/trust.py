@@ -5,29 +5,30 @@
   ``external`` (web or tool content; excluded from searches unless asked for).
 * A row's level is ``metadata["trust"]`` (``trustLevel`` and ``trust_level`` are accepted too).
 * Content below ``system`` is wrapped in untrusted-content markers before it reaches a
-  prompt (:func:`wrap_untrusted`). Markers forged inside stored content — including
-  fullwidth or look-alike angle brackets — are neutralised first
-  (:func:`neutralize_markers`), so a memory cannot close the wrapper early or open a fake one.
+  prompt (:func:`wrap_untrusted`). Markers forged inside stored content, in any spelling a
+  reader would take for one, and chat-template control sequences are neutralised first
+  (:func:`neutralize_markers`), so a memory cannot close the wrapper early, open a fake one
+  or start a turn of its own.
   The delimiter is session-stable (an HMAC of the session key under a per-process secret),
   so the prompt prefix stays cacheable across turns but cannot be guessed by stored text.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import secrets
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import regex
-from anyascii import anyascii
+
+from .markers import neutralize
 
 __all__ = [
     "TRUST_LEVELS",
     "TRUST_WEIGHT",
+    "capped_trust_level",
     "content_delimiter",
     "neutralize_markers",
     "trust_level",
@@ -40,24 +41,6 @@ _TRUST_KEYS = ("trust", "trustLevel", "trust_level")
 _LEVEL_SET = frozenset(TRUST_LEVELS)
 
 _SECRET = secrets.token_bytes(32)  # never leaves the process
-
-# Brackets that look like < or > (anyascii spells some of them as letters, e.g. U+1438 as "pa").
-_BRACKET_FOLD = {
-    0x2039: "<", 0x203A: ">", 0x3008: "<", 0x3009: ">", 0x2329: "<", 0x232A: ">", 0x27E8: "<", 0x27E9: ">",
-    0x276C: "<", 0x276D: ">", 0x276E: "<", 0x276F: ">", 0x2770: "<", 0x2771: ">", 0x1438: "<", 0x1433: ">",
-    0x02C2: "<", 0x02C3: ">", 0x02F1: "<", 0x02F2: ">", 0xFE64: "<", 0xFE65: ">", 0xFF1C: "<", 0xFF1E: ">",
-    0x00AB: "<<", 0x00BB: ">>", 0x226A: "<<", 0x226B: ">>", 0x300A: "<<", 0x300B: ">>", 0x2AA1: "<<", 0x2AA2: ">>",
-}
-# Letters that look like Latin ones (Cyrillic, Greek, Armenian...): folded by shape, not by sound,
-# so a Cyrillic "Н" reads as the "H" it looks like. Others go through anyascii.
-_SHAPE_FOLD = dict(zip(
-    map(ord, "АВЕЅІЈКМНОРСТУХаеіјорсухԁԀΑΒΕΖΗΙΚΜΝΟΡΤΥΧοντυϲՍՏՕԼ"),
-    "ABESIJKMHOPCTYXaeijopcyxdDABEZHIKMNOPTYXovtucUSOL", strict=True))
-_MARKER = regex.compile(
-    r"<{1,3}[\s_.-]*(END[\s_.-]*)?(?:EXTERNAL[\s_.-]*UNTRUSTED[\s_.-]*CONTENT|UNTRUSTED[^<>\n]{0,80}?)[\s_.-]*>{1,3}",
-    regex.IGNORECASE,
-)
-_MAYBE_MARKER = regex.compile(r"[^\x00-\x3b\x3d\x3f-\x7f]")  # any non-ASCII character, or < or >
 
 
 def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") -> str:
@@ -74,69 +57,25 @@ def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") ->
     return default
 
 
-def _fold_char(ch: str) -> str:
-    code = ord(ch)
-    if code < 0x80:
-        return ch
-    if code in _BRACKET_FOLD:
-        return _BRACKET_FOLD[code]
-    if code in _SHAPE_FOLD:
-        return _SHAPE_FOLD[code]
-    if unicodedata.category(ch) in ("Cf", "Mn", "Me", "Cc", "Zl", "Zp"):
-        return ""  # zero-width, soft hyphen, joiners, combining marks, controls: invisible to a reader
-    folded = unicodedata.normalize("NFKC", ch)
-    if all(ord(c) < 0x80 for c in folded):
-        return folded
-    return str(anyascii(folded))
-
-
-def _folded_view(text: str) -> tuple[str, list[int]]:
-    """``text`` as a reader sees it, in ASCII, and for each folded character the index of the
-    original character it came from."""
-    out: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        piece = _fold_char(ch)
-        out.append(piece)
-        origin.extend([i] * len(piece))
-    return "".join(out), origin
+def capped_trust_level(metadata: Mapping[str, Any] | None, ceiling: str = "learned") -> str:
+    """The trust level of a row that came from outside the engine (another retriever's
+    document or node): what its metadata says when that is no higher than ``ceiling``, else
+    ``ceiling``. A document may say it is ``external`` (believed: it only lowers its standing),
+    never that it is ``system``."""
+    level = trust_level(metadata, ceiling)
+    return level if TRUST_WEIGHT[level] <= TRUST_WEIGHT[ceiling] else ceiling
 
 
 def neutralize_markers(text: str) -> str:
     """Replace forged untrusted-content markers with ``[[MARKER_SANITIZED]]`` /
-    ``[[END_MARKER_SANITIZED]]``.
+    ``[[END_MARKER_SANITIZED]]`` and chat-template control sequences (``<|im_start|>``,
+    ``[INST]``, ``<<SYS>>``, ``<system>``...) with ``[[CONTROL_SANITIZED]]``.
 
-    Markers are found on a normalised view of the text, not on a list of spellings: NFKC;
-    zero-width, format, combining and control characters removed; look-alike brackets and
-    letters (fullwidth, Cyrillic, Greek, Canadian syllabics...) folded to ASCII; any case,
-    separators and delimiter."""
-    if not text or (text.isascii() and "<" not in text and ">" not in text):  # fast path: plain ASCII, no bracket
-        return text
-    if not _MAYBE_MARKER.search(text):
-        return text
-    return _neutralize_cached(text) if len(text) <= 2000 else _neutralize(text)
-
-
-def _neutralize(text: str) -> str:
-    folded, origin = _folded_view(text)
-    if "<" not in folded:
-        return text
-    pieces: list[str] = []
-    last = 0
-    for match in _MARKER.finditer(folded):
-        start, end = origin[match.start()], origin[match.end() - 1] + 1
-        if start < last:
-            continue
-        pieces.append(text[last:start])
-        pieces.append("[[END_MARKER_SANITIZED]]" if match.group(1) else "[[MARKER_SANITIZED]]")
-        last = end
-    if not pieces:
-        return text
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
-_neutralize_cached = functools.lru_cache(maxsize=4096)(_neutralize)  # stored rows come back query after query
+    They are found on a reader's view of the text, not by spelling: look-alike letters per
+    Unicode's confusables data, look-alike brackets, invisible and blank characters dropped,
+    HTML entities, percent- and backslash-escapes decoded, any case, separators and
+    delimiter length, and markers left unterminated (:mod:`manowar_memory.ranking.markers`)."""
+    return neutralize(text)
 
 
 def content_delimiter(session_key: str | None = None) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import ConfigurationError, RerankError
+from ..errors import ConfigurationError, RerankError, detach
 from ..redaction import redact, redact_library_logs, register_secret
 from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
@@ -93,14 +93,17 @@ class CloudflareReranker:
         register_secret(token)
         url = f"{self.base_url}/accounts/{account}/ai/run/{self.model}"
         payload = {"query": query, "contexts": [{"text": d} for d in docs], "top_k": limit}
+        failure: RerankError | None = None
         try:
             response = self._http().post(
                 url, json=payload, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(seconds)
             )
-        except httpx.TimeoutException as exc:
-            raise RerankError(f"{self.model_id} timed out after {seconds:g} s") from exc
+        except httpx.TimeoutException:
+            failure = RerankError(f"{self.model_id} timed out after {seconds:g} s")
         except httpx.HTTPError as exc:
-            raise RerankError(f"{self.model_id} could not reach {self.base_url}: {type(exc).__name__}: {exc}") from exc
+            failure = RerankError(f"{self.model_id} could not reach {self.base_url}: {type(exc).__name__}: {exc}")
+        if failure is not None:  # no chain: httpx's error holds the request, Authorization header included
+            raise detach(failure)
         if not 200 <= response.status_code < 300:
             hint = " (check CF_API_TOKEN and CF_ACCOUNT_ID)" if response.status_code in (401, 403) else ""
             raise RerankError(
@@ -109,7 +112,9 @@ class CloudflareReranker:
         try:
             body = response.json()
         except ValueError:
-            raise RerankError(f"{self.model_id} returned a body that is not JSON: {_snippet(response.text)}") from None
+            failure = RerankError(f"{self.model_id} returned a body that is not JSON: {_snippet(response.text)}")
+        if failure is not None:  # the decoder's error holds the whole body
+            raise detach(failure)
         return finish_results(self._pairs(body), len(docs), limit, self.model_id)
 
     def _pairs(self, body: Any) -> list[tuple[Any, Any]]:

@@ -81,6 +81,8 @@ class CohereReranker:
         if not docs:
             return []
         client = self._get_client()
+        failure: str | None = None
+        pairs: list[tuple[Any, Any]] = []
         try:
             response = client.rerank(
                 model=self.model,
@@ -91,8 +93,11 @@ class CohereReranker:
             )
             pairs = [(r.index, r.relevance_score) for r in (response.results or [])]
         except Exception as exc:  # noqa: BLE001 - any SDK failure becomes a RerankError
-            # not chained: the SDK's error holds the upstream's raw answer and headers
-            raise RerankError(f"{self.model_id} failed: {self._describe(exc, seconds)}") from None
+            failure = self._describe(exc, seconds)
+        if failure is not None:
+            # raised outside the handler, so neither __cause__ nor __context__ holds the SDK's
+            # error: it keeps the upstream's raw answer and headers (which may echo the key)
+            raise RerankError(f"{self.model_id} failed: {failure}")
         return finish_results(pairs, len(docs), limit, self.model_id)
 
     def _describe(self, exc: BaseException, seconds: float) -> str:

@@ -82,15 +82,19 @@ class VoyageReranker:
         if not docs:
             return []
         client = self._get_client(seconds)
+        failure: str | None = None
+        pairs: list[tuple[Any, Any]] = []
         try:
             response = client.rerank(query, docs, model=self.model, top_k=limit)
             pairs = [(r.index, r.relevance_score) for r in response.results]
         except Exception as exc:  # noqa: BLE001 - any SDK failure becomes a RerankError
             from ..embeddings.voyage import describe_voyage_error
 
-            detail = describe_voyage_error(exc, timeout=seconds, secrets=(self._api_key,))
-            # not chained: the SDK's error holds the upstream's raw answer (which may echo the key)
-            raise RerankError(f"{self.model_id} failed: {detail}") from None
+            failure = describe_voyage_error(exc, timeout=seconds, secrets=(self._api_key,))
+        if failure is not None:
+            # raised outside the handler, so neither __cause__ nor __context__ holds the SDK's
+            # error: it keeps the upstream's raw answer (which may echo the key)
+            raise RerankError(f"{self.model_id} failed: {failure}")
         return finish_results(pairs, len(docs), limit, self.model_id)
 
     def __repr__(self) -> str:

@@ -64,7 +64,7 @@ class Problem(BaseModel):
 
 _PROBLEM_SCHEMA = Problem.model_json_schema()
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
+           409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
            502: "Bad Gateway", 503: "Service Unavailable"}
 _DOCUMENTED = (400, 401, 403, 404, 413, 422)
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -76,7 +76,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 _STATUS_BY_NAME = {
     "NotFoundError": 404, "InvalidInputError": 400, "ScopeError": 400, "FilterError": 400,
     "ConfigurationError": 400, "MissingDependencyError": 400, "ToolCallError": 400, "AuthError": 401,
-    "ForbiddenScopeError": 403, "EmbeddingError": 503, "PartialIngestError": 503, "RerankError": 503,
+    "ForbiddenScopeError": 403, "ConflictError": 409, "EmbeddingError": 503, "PartialIngestError": 503, "RerankError": 503,
     "StoreError": 503, "PinningError": 502, "ExtractionError": 502,
 }
 
@@ -100,12 +100,68 @@ def _status_of(exc: BaseException) -> tuple[int, str, str]:
     return 500, "internal error", "InternalError"
 
 
-class _TooLarge(Exception):
-    pass
+#: deepest JSON nesting (objects and arrays) a request body may have; deeper ones get 400 before parsing
+MAX_JSON_DEPTH = 256
+_JSON_OPEN, _JSON_CLOSE, _JSON_QUOTE, _JSON_ESCAPE = frozenset(b"[{"), frozenset(b"]}"), ord('"'), ord("\\")
+
+
+class _DepthScanner:
+    """The nesting depth of a JSON body fed in chunks, outside strings. A body whose opening
+    brackets, counted at C speed, do not exceed the limit cannot be too deep, so the byte-by-byte
+    scan runs only on the rare body with more of them than that."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.brackets = 0
+        self.held: list[bytes] = []  # chunks not scanned yet
+        self.depth = 0
+        self.in_string = self.escaped = False
+
+    def too_deep(self, chunk: bytes) -> bool:
+        self.held.append(chunk)
+        self.brackets += chunk.count(b"[") + chunk.count(b"{")
+        if self.brackets <= self.limit:
+            return False
+        held, self.held = self.held, []
+        for part in held:
+            for byte in part:
+                if self.in_string:
+                    if self.escaped:
+                        self.escaped = False
+                    elif byte == _JSON_ESCAPE:
+                        self.escaped = True
+                    elif byte == _JSON_QUOTE:
+                        self.in_string = False
+                elif byte == _JSON_QUOTE:
+                    self.in_string = True
+                elif byte in _JSON_OPEN:
+                    self.depth += 1
+                    if self.depth > self.limit:
+                        return True
+                elif byte in _JSON_CLOSE:
+                    self.depth -= 1
+        return False
+
+
+class _TooDeep(StarletteHTTPException):
+    """A JSON body nested deeper than :data:`MAX_JSON_DEPTH` (refused before any parser recurses)."""
+
+    def __init__(self) -> None:
+        super().__init__(400, f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels: send flatter data")
+
+
+class _TooLarge(StarletteHTTPException):
+    """A streamed body went over the limit. An HTTP exception, so FastAPI's body reader lets it
+    through (it turns any other error while reading into 400) and the app answers 413."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"the request body is larger than {max_bytes} bytes")
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over ``max_bytes`` gets 413 (declared or streamed)."""
+    """ASGI middleware: a request body over ``max_bytes`` gets 413 (declared, or counted while it
+    streams in, with or without a content length), and one nested deeper than
+    :data:`MAX_JSON_DEPTH` gets 400, both before the app parses it."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -126,14 +182,18 @@ class BodyLimit:
                     return
         seen = 0
         started = False
+        scanner = _DepthScanner(MAX_JSON_DEPTH)
 
         async def counting_receive() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
+                chunk = message.get("body", b"")
+                seen += len(chunk)
                 if seen > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(self.max_bytes)
+                if chunk and scanner.too_deep(chunk):
+                    raise _TooDeep
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -144,15 +204,15 @@ class BodyLimit:
 
         try:
             await self.app(scope, counting_receive, tracking_send)
-        except _TooLarge:
+        except (_TooLarge, _TooDeep) as exc:  # raised where the app did not answer for it
             if not started:
-                await self._reject(scope, send)
+                await self._reject(scope, send, exc.status_code, exc.detail)
 
-    async def _reject(self, scope: AsgiScope, send: Send) -> None:
-        body = Problem(type="about:blank", title=_TITLES[413], status=413,
-                       detail=f"the request body is larger than {self.max_bytes} bytes",
+    async def _reject(self, scope: AsgiScope, send: Send, status: int = 413, detail: str | None = None) -> None:
+        body = Problem(type="about:blank", title=_TITLES[status], status=status,
+                       detail=detail or f"the request body is larger than {self.max_bytes} bytes",
                        instance=scope.get("path")).model_dump_json().encode()
-        await send({"type": "http.response.start", "status": 413,
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/problem+json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
@@ -177,6 +237,8 @@ def _json_body(raw: bytes, content_type: str | None) -> Any:
             return raw
     try:
         return json.loads(raw)
+    except UnicodeDecodeError:
+        raise errors.InvalidInputError("the request body is not UTF-8: send JSON encoded as UTF-8") from None
     except json.JSONDecodeError as exc:
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
                                        "input": {}, "ctx": {"error": exc.msg}}], body=exc.doc) from exc
@@ -707,7 +769,9 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def item_get(memoryId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, q.scope_data()), "memory_get", memory_id=memoryId)
 
-    @r.patch("/items/{memoryId}", tags=["items"], summary="Change one of your memories")
+    @r.patch("/items/{memoryId}", tags=["items"], summary="Change one of your memories",
+             responses={409: {"description": "Another active fact of the scope has this text (ConflictError)",
+                              "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}}}})
     def item_patch(memoryId: Id, body: ItemPatchBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, body.scope_data()), "memory_update", memory_id=memoryId, content=body.content,
                     metadata=body.metadata, confidence=body.confidence, status=body.status)

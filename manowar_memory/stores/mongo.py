@@ -94,7 +94,7 @@ import numpy as np
 
 from .._notes import degrade
 from .._util import now_ms, query_terms
-from ..errors import ConfigurationError, MissingDependencyError, StoreError, StoreUnavailableError
+from ..errors import ConfigurationError, ConflictError, MissingDependencyError, StoreError, StoreUnavailableError
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..redaction import install_log_redaction
 from . import _mql
@@ -726,9 +726,9 @@ class MongoStore:
         except (DuplicateKeyError, BulkWriteError) as exc:
             if ACTIVE_FACT_FIELD not in str(getattr(exc, "details", None) or exc):
                 raise
-            raise StoreError(
+            raise ConflictError(
                 f"cannot update memory {what}: the agent already has an active fact with this factHash "
-                "(supersede or delete that row first)"
+                "(the same text in the same scope); supersede or delete that row first"
             ) from exc
 
     @staticmethod

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._util import now_ms
-from ..errors import StoreError
+from ..errors import ConflictError, StoreError
 from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..scope import SCOPE_FIELDS
@@ -693,9 +693,9 @@ class SQLiteStore:
         except sqlite3.IntegrityError as exc:
             if "fact_hash" not in str(exc):
                 raise StoreError(f"cannot update memory {memory_id}: {exc}") from exc
-            raise StoreError(
+            raise ConflictError(
                 f"cannot update memory {memory_id}: the agent already has an active fact with this factHash "
-                "(supersede or delete that row first)"
+                "(the same text in the same scope); supersede or delete that row first"
             ) from exc
         return int(cur.rowcount)
 

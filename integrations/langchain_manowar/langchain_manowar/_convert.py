@@ -232,6 +232,7 @@ def document_to_candidate(
         confidence=float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else None,
         importance=float(imp) if isinstance(imp, (int, float)) and not isinstance(imp, bool) else None,
         source=meta.get("source") if isinstance(meta.get("source"), str) else None,
+        metadata=dict(meta),
         record=doc,
     )
 

@@ -209,12 +209,13 @@ def pack_documents(
     packed order, annotated.
 
     The prompt is always inside the untrusted-content wrapper, as ``pre_turn`` packs it:
-    a document's own metadata (``trust`` included) cannot lift it out, since it comes from
-    a retriever, not from the application."""
+    a document's own metadata cannot lift it out, since it comes from a retriever, not from
+    the application; a ``trust`` it states can only lower its label (``external`` documents
+    are labelled ``external``, see :func:`manowar_memory.scoped.pack_context`)."""
     cands, _ = documents_to_candidates(documents, score_key=score_key, layer_key=layer_key,
                                        default_layer=default_layer)
     result = pack_context(query, cands, max_items=max_items, max_item_chars=max_item_chars,
-                          budget_chars=budget_chars, header=header, mmr_lambda=mmr_lambda)
+                          budget_chars=budget_chars, header=header, mmr_lambda=mmr_lambda, foreign=True)
     by_id = {c.id: c for c in cands}
     kept = []
     for item in result.items:

@@ -23,7 +23,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from manowar_memory.candidates import Candidate
 from manowar_memory.records import LAYERS, Layer
-from manowar_memory.scoped import RESERVED_METADATA_KEYS, chat_role
+from manowar_memory.scoped import chat_role
 from manowar_memory.tools import memory_view
 
 __all__ = [
@@ -112,10 +112,10 @@ def node_to_candidate(
 
     Nodes from :class:`~llama_index_manowar.ManowarRetriever` keep their layer and time;
     other nodes get ``default_layer`` and a timestamp from ``time_key`` (or the first usable
-    of :data:`TIME_KEYS`). A node without a score counts as 0. Trust and the other reserved
-    keys of a node's metadata are never believed (a document's metadata could claim
-    ``trust: "system"``): every node packs at the default trust level, inside the
-    untrusted-content wrapper.
+    of :data:`TIME_KEYS`). A node without a score counts as 0. The packer reads its metadata
+    as foreign (:func:`manowar_memory.scoped.pack_context` with ``foreign=True``): a trust it
+    states can lower the node's level (``external`` stays ``external``), never raise it above
+    the default, so every node packs inside the untrusted-content wrapper.
     """
     node = nws.node
     metadata = node.metadata if isinstance(node.metadata, Mapping) else {}
@@ -130,7 +130,7 @@ def node_to_candidate(
         confidence=_unit_number(metadata.get("confidence")),
         importance=_unit_number(metadata.get("importance")),
         source=source if isinstance(source, str) else None,
-        metadata={k: v for k, v in metadata.items() if k not in RESERVED_METADATA_KEYS},
+        metadata=dict(metadata),
         embedding=list(node.embedding) if node.embedding is not None else None,
         record=nws,
     )

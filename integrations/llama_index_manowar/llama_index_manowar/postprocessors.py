@@ -247,8 +247,9 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
 
     What reaches the LLM is wrapped too: each kept node's text (the packed, sanitised line
     with ``use_packed_text``, the default; else its own text) is put inside the
-    untrusted-content markers, one delimiter per call. Node metadata never raises a node's
-    trust (a document could claim ``trust: "system"``), so every node is wrapped; the
+    untrusted-content markers, one delimiter per call, labelled with the node's trust. Node
+    metadata can lower a node's trust (``external``) but never raise it (a document could
+    claim ``trust: "system"``), so every node is wrapped; the
     markers come on top of ``budget_chars``, which bounds the packed lines.
     """
 
@@ -289,7 +290,7 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
             max_item_chars=self.max_item_chars or (packer.max_item_chars if packer else 120),
             budget_chars=self.budget_chars or (packer.budget_chars if packer else 900),
             header=self.header if self.header is not None else (packer.header if packer else "Memory context:"),
-            mmr_lambda=self.mmr_lambda, default_trust=retrieval.default_trust,
+            mmr_lambda=self.mmr_lambda, default_trust=retrieval.default_trust, foreign=True,
         )
         by_id = {c.id: c for c in candidates}
         delimiter = content_delimiter()
