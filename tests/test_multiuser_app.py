@@ -28,7 +28,7 @@ from manowar_memory.server.app import create_app
 from manowar_memory.server.auth import ApiKeys, hash_key
 from manowar_memory.testing.provider_servers import PinataServer
 
-USERS = 100  # per store
+USERS = 150  # per store (with the MCP servers below and the LangChain app, 500 users a run)
 AGENT = "app"
 JOBS = ("archive_create", "consolidate", "decay_update", "patterns_extract")
 SECRET = re.compile(r"zq[0-9a-f]{12}")
@@ -143,3 +143,55 @@ def test_one_rest_server_serves_many_users_without_leaks_lost_writes_or_resurrec
     assert leaks == []
     assert lost == []
     assert resurrected == []
+
+
+MCP_USERS = 50  # per store: one MCP server each, as an app that hosts a server per user starts them
+
+
+async def test_one_mcp_server_per_user_over_one_engine_without_leaks_or_lost_writes(
+        engine_on_each_store: MemoryEngine) -> None:
+    """Every user gets its own MCP server (``build_mcp_server`` with the user's scope, the job tools
+    on, pinning off) over the app's one engine, driven in-process by the MCP SDK's client. Each
+    writes a secret and runs every job tool it is offered; then each reads through its search and
+    context tools: only its own secret, always found."""
+    pytest.importorskip("mcp")
+    from mcp.client import Client
+
+    from manowar_memory import Scope
+    from manowar_memory.server.mcp import build_mcp_server
+
+    engine = engine_on_each_store
+    users = _users(MCP_USERS, seed=31)
+    rng = random.Random(31)
+    secrets = {u: f"zq{rng.getrandbits(48):012x}" for u in users}
+    owner = {s: u for u, s in secrets.items()}
+    servers = {u: build_mcp_server(engine, scope=Scope(agent_wallet=AGENT, user_address=u, thread_id=f"t{i}"))
+               for i, u in enumerate(users)}
+    job_tools: set[str] = set()
+    for user in users:
+        async with Client(servers[user]) as client:
+            offered = {t.name for t in (await client.list_tools()).tools}
+            job_tools = offered & {"memory_archive_create", "memory_consolidate", "memory_decay_update",
+                                   "memory_patterns_extract"}
+            done = await client.call_tool("memory_remember", {"content": f"My vault code is {secrets[user]}."})
+            assert not done.is_error, done
+            for name in sorted(job_tools):
+                ran = await client.call_tool(name, {})
+                assert not ran.is_error, (name, ran)
+            refused = await client.call_tool("memory_archive_create", {"pin": True})
+            assert refused.is_error  # publishing is the application's choice, never the model's
+    assert "memory_archive_create" in job_tools and len(job_tools) >= 3
+
+    leaks: list[tuple[str, str]] = []
+    lost: list[str] = []
+    for user in users:
+        async with Client(servers[user]) as client:
+            texts = [str((await client.call_tool(name, args)).content)
+                     for name, args in (("memory_search", {"query": "vault code", "k": 20}),
+                                        ("memory_context", {"query": "vault code"}))]
+        seen = " ".join(texts)
+        leaks += [(user, owner.get(s, "?")) for s in SECRET.findall(seen) if owner.get(s) != user]
+        if secrets[user] not in texts[0] or secrets[user] not in texts[1]:
+            lost.append(user)
+    assert leaks == []
+    assert lost == []
