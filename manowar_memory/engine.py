@@ -872,7 +872,11 @@ class MemoryEngine:
             ts = raw.get("timestamp")
             stamp = check_timestamp(ts, f"messages[{i}].timestamp") if ts is not None else now + i
             calls = raw.get("tool_calls", raw.get("toolCalls"))
-            calls = check_json_value(list(calls), f"messages[{i}].tool_calls") if isinstance(calls, list) else None
+            if calls is not None:
+                if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
+                    raise InvalidInputError(f"messages[{i}].tool_calls must be a list of dicts (one per call), "
+                                            f"got {calls!r:.80}")
+                calls = check_json_value(list(calls), f"messages[{i}].tool_calls")
             out.append(Message(role=role, content=content, timestamp=stamp, tool_calls=calls))
         for j, event in enumerate(tool_calls or []):
             if not isinstance(event, Mapping):

@@ -201,6 +201,16 @@ def test_tool_call_payloads_must_be_json(engine: MemoryEngine) -> None:
     assert snapshot(engine) == before
 
 
+@pytest.mark.parametrize("calls", [[None], ["search"], [[{"name": "t"}]], {"name": "t"}, "search"])
+def test_a_messages_tool_calls_must_be_a_list_of_dicts(engine: MemoryEngine, calls: Any) -> None:
+    """Found by the engine fuzzer: [None] raised pydantic's ValidationError, and a dict or a string
+    was dropped without a word."""
+    _, before = seeded(engine)
+    with pytest.raises(InvalidInputError, match=r"messages\[0\]\.tool_calls must be a list of dicts"):
+        engine.post_turn(SCOPE, [{"role": "assistant", "content": "ok", "tool_calls": calls}])
+    assert snapshot(engine) == before
+
+
 def test_plain_json_metadata_round_trips(engine: MemoryEngine) -> None:
     meta = {"a": [1, 2.5, None, True, "x"], "b": {"c": {"d": "e"}}, "t": (1, 2), "dotted.key": 1}
     rid = engine.remember(SCOPE, "A fact with rich metadata.", metadata=meta).id

@@ -46,7 +46,7 @@ except ImportError as exc:  # pragma: no cover - only without the dev extra
     raise MissingDependencyError("pytest", "dev", "The store conformance suite") from exc
 
 from .._util import DAY_MS, now_ms
-from ..errors import StoreError
+from ..errors import ConflictError, StoreError
 from ..filters import normalize_filters
 from ..records import (
     Archive,
@@ -428,11 +428,11 @@ class MemoryRowsConformance(_RoleConformance):
         assert c not in (a, b.id)
         assert [r.id for r in store.list_memories(_q())] == [c]
         assert store.count_memories(_q(active_only=False)) == 3  # history kept
-        with pytest.raises(StoreError):  # re-activating a row would make a second active copy
+        with pytest.raises(ConflictError):  # re-activating a row would make a second active copy: permanent, 409
             store.update_memory(a, {"metadata": {"factHash": "h", "status": "active"}})
         assert store.get_memory(a).metadata["status"] == "superseded"  # type: ignore[union-attr]
         (k,) = store.add_memories([make_record("another fact", source="fact", metadata={"factHash": "k"})])
-        with pytest.raises(StoreError):  # nor may an edit give an active fact a taken hash
+        with pytest.raises(ConflictError):  # nor may an edit give an active fact a taken hash
             store.update_memory(k, {"metadata": {"factHash": "h"}})
         assert store.find_fact_by_hash(AGENT, "k").id == k  # type: ignore[union-attr]
 
