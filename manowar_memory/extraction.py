@@ -20,8 +20,12 @@ import regex
 from ._util import collapse_ws, truncate
 from .errors import ExtractionError
 from .records import FACT_TYPES, Message
+from .timeexpr import resolve_time
 
-__all__ = ["ChatFunction", "ExtractedFact", "FactExtractor", "LLMExtractor", "RuleBasedExtractor", "parse_facts"]
+__all__ = [
+    "ChatFunction", "ExtractedFact", "FactExtractor", "LLMExtractor", "RuleBasedExtractor", "fact_time_metadata",
+    "parse_facts",
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,16 @@ class ExtractedFact:
     fact: str
     type: str
     confidence: float
+    event_date: str | None = None
+    event_phrase: str | None = None
+
+
+def fact_time_metadata(fact: ExtractedFact) -> dict[str, str]:
+    """The metadata a stored fact gets for the time it mentions: ``eventDate`` (ISO, of the
+    phrase's precision) and ``eventPhrase`` (as said), when the extractor resolved one."""
+    if not fact.event_date:
+        return {}
+    return {"eventDate": fact.event_date, "eventPhrase": fact.event_phrase or ""}
 
 
 @runtime_checkable
@@ -130,7 +144,9 @@ class RuleBasedExtractor:
                     key = text.lower()
                     if key not in seen:
                         seen.add(key)
-                        facts.append(ExtractedFact(text, fact_type, confidence))
+                        when = resolve_time(sentence, msg.timestamp)
+                        facts.append(ExtractedFact(text, fact_type, confidence, when.date if when else None,
+                                                   when.phrase if when else None))
                     break
                 if len(facts) >= self.max_per_turn:
                     return facts
