@@ -22,6 +22,7 @@ provenance on the superseded row (``supersededBy``, ``supersededAt``, ``supersed
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -227,6 +228,12 @@ def _clauses(text: str) -> list[str]:
 
 def parse_slots(text: str) -> list[SlotFact]:
     """The attribute slots ``text`` states (each slot once, first match wins)."""
+    return list(_parse(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(text: str) -> tuple[SlotFact, ...]:
+    """:func:`parse_slots`, cached: every new fact is compared with the stored facts of its scope."""
     t = " ".join(text.split()).rstrip(".!")
     if regex.search(r"\b(?:I|my|My|I'm)\b", t):
         for pattern, repl in _FIRST_PERSON:
@@ -269,7 +276,7 @@ def parse_slots(text: str) -> list[SlotFact]:
             if (subject, name) not in out and not (slot == "job_title" and (subject, "employer") in out
                                                     and value == out[(subject, "employer")].value):
                 out[(subject, name)] = SlotFact(subject, name, value, hedged=hedged, additive=additive)
-    return list(out.values())
+    return tuple(out.values())
 
 
 # ---------------------------------------------------------------- resolution
