@@ -43,6 +43,7 @@ from .errors import (
     ToolCallError,
 )
 from .extraction import ExtractedFact, FactExtractor, LLMExtractor, RuleBasedExtractor
+from .lifecycle import SlotFact, parse_slots
 from .packing import ContextUsage, Decision, PackedItem
 from .records import (
     LAYERS,
@@ -62,6 +63,7 @@ from .scope import Scope
 from .scoped import RESERVED_METADATA_KEYS, ScopedMemory, SearchHits, pack_context
 from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
+from .timeexpr import TimeRef, resolve_time
 from .tools import BoundTool, ToolDefinition, memory_tools
 
 __version__ = "0.1.0"
@@ -127,15 +129,19 @@ __all__ = [
     "SearchHits",
     "Session",
     "Skill",
+    "SlotFact",
     "StageInsert",
     "Store",
     "StoreError",
     "StoreUnavailableError",
+    "TimeRef",
     "ToolCallError",
     "ToolDefinition",
     "Transcript",
     "__version__",
     "memory_tools",
     "pack_context",
+    "parse_slots",
     "resolve_embedder",
+    "resolve_time",
 ]

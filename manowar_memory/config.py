@@ -138,6 +138,13 @@ class PackerConfig(_Settings):
         "hybrid search's fused score ranks better than the packer's word overlap; measured on LoCoMo, 1.0 "
         "keeps 5 points more evidence at 900 characters than 0.45.",
     )
+    dates: bool = Field(
+        False,
+        description="Tag each packed line with the day its memory was observed, '[GRAPH 2026-06-03] ...', so the "
+        "model can tell the current statement from an earlier one and place 'last month' in time. Off by default: "
+        "the tag costs 11 characters a line of the budget, and the measured figures (docs/benchmarks.md) are "
+        "without it.",
+    )
     wrap_untrusted: bool = Field(
         True,
         description="Pack items below the system trust level inside one untrusted-content wrapper "

@@ -28,9 +28,10 @@ from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
-from .extraction import FactExtractor, RuleBasedExtractor
+from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
+from .lifecycle import apply_updates
 from .packing import ContextUsage, Decision, PackedItem, pack
 from .ranking.trust import content_delimiter
 from .records import FACT_TYPES, Layer, MemoryRecord, Message, Session, Transcript, WorkingMemory
@@ -75,6 +76,10 @@ class RememberResult(BaseModel):
     fact_type: str
     fact_hash: str
     deduplicated: bool = Field(False, description="True when an identical fact existed and was reinforced instead.")
+    superseded: list[str] = Field(
+        default_factory=list, description="Rows this fact replaced (same subject and attribute, another value); "
+        "its own id when a fact observed later already replaced it. See manowar_memory.lifecycle.")
+    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain).")
 
 
 class PostTurnResult(BaseModel):
@@ -177,6 +182,8 @@ class FlushResult(BaseModel):
     errors: list[str]
     facts_indexed: int = 0
     facts_reinforced: int = 0
+    facts_superseded: int = 0
+    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain).")
 
 
 class IngestItem(BaseModel):
@@ -449,8 +456,10 @@ class MemoryEngine:
         if not inserted:
             return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
+        updates = apply_updates(self.store, scope, stored, now_ms())
         self._invalidate(scope)
-        return RememberResult(id=stored.id, fact_type=kind, fact_hash=fact_hash)
+        return RememberResult(id=stored.id, fact_type=kind, fact_hash=fact_hash, superseded=updates.superseded,
+                              notes=updates.uncertain)
 
     @staticmethod
     def fact_hash(scope: Scope, text: str) -> str:
@@ -605,6 +614,9 @@ class MemoryEngine:
                         batch_ids[j] = memory_id
                     inserted += len(without)
                 ids.extend(str(i) for i in batch_ids)
+                for j in todo:  # an ingested fact replaces what it contradicts, as remember's do
+                    if records[j].source == "fact":
+                        apply_updates(self.store, scope, records[j].model_copy(update={"id": batch_ids[j]}), now_ms())
                 if todo:
                     self._invalidate(scope)
                 if bar is not None:
@@ -951,10 +963,12 @@ class MemoryEngine:
 
     def _extract_and_index(
         self, scope: Scope, msgs: list[Message], turn_id: str, metadata: dict[str, Any] | None = None
-    ) -> dict[str, int]:
+    ) -> dict[str, Any]:
         assert self.extractor is not None
         facts = self.extractor.extract(msgs)
-        indexed = reinforced = 0
+        indexed = reinforced = superseded = 0
+        notes: list[str] = []
+        said_at = max((m.timestamp for m in msgs if m.role == "user"), default=None)
         fresh = []
         for fact in facts:
             fact_hash = self.fact_hash(scope, fact.fact)
@@ -971,18 +985,23 @@ class MemoryEngine:
                 meta = {
                     **scope.metadata, **(metadata or {}), "type": "extracted_fact", "layer": "graph", "factType": fact.type,
                     "factHash": fact_hash, "confidence": fact.confidence, "sourceTurnId": turn_id,
-                    "extractor": self.extractor.name,
+                    "extractor": self.extractor.name, **fact_time_metadata(fact),
                 }
-                records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta,
+                # observed when the user said it: the turn's time, not the time extraction ran
+                records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta, created_at=said_at,
                                                 embedding=vectors[i] if vectors else None))
             for record in records:  # each one atomic against concurrent writers of the same fact
-                if self.store.add_fact_if_absent(record)[1]:
+                stored, inserted = self.store.add_fact_if_absent(record)
+                if inserted:
                     indexed += 1
+                    updates = apply_updates(self.store, scope, stored, now_ms())
+                    superseded += len(updates.superseded)
+                    notes += updates.uncertain
                 else:
                     reinforced += 1
             if indexed:
                 self._invalidate(scope)
-        return {"indexed": indexed, "reinforced": reinforced}
+        return {"indexed": indexed, "reinforced": reinforced, "superseded": superseded, "notes": notes}
 
     def flush(self, timeout: float | None = None) -> FlushResult:
         """Write pending access bumps, wait for queued background work (fact extraction) and
@@ -998,7 +1017,8 @@ class MemoryEngine:
         done, not_done = concurrent.futures.wait(pending, timeout=timeout)
         with self._pending_lock:
             self._pending.extend(not_done)
-        errors, indexed, reinforced = [], 0, 0
+        errors, indexed, reinforced, superseded = [], 0, 0, 0
+        notes: list[str] = []
         for f in done:
             exc = f.exception()
             if exc is not None:
@@ -1008,11 +1028,15 @@ class MemoryEngine:
                 counts = f.result()
                 indexed += counts.get("indexed", 0)
                 reinforced += counts.get("reinforced", 0)
+                superseded += counts.get("superseded", 0)
+                said = counts.get("notes")
+                notes += [str(n) for n in said] if isinstance(said, list) else []
         completed = len(done) - len(errors)
         if access_error is not None:
             errors.append(access_error)
         return FlushResult(completed=completed, failed=len(errors), errors=errors,
-                           facts_indexed=indexed, facts_reinforced=reinforced)
+                           facts_indexed=indexed, facts_reinforced=reinforced, facts_superseded=superseded,
+                           notes=notes)
 
     # ------------------------------------------------------------------ reads
     def insert_stage(self, stage: RankingStage, *, after: str | None = None, before: str | None = None) -> None:
@@ -1217,6 +1241,7 @@ class MemoryEngine:
                 mmr_lambda=self.config.retrieval.mmr_lambda if mmr else None,
                 untrusted_delimiter=self._delimiter(scope) if p.wrap_untrusted else None,
                 default_trust=self.config.retrieval.default_trust, semantic_weight=p.semantic_weight,
+                dates=p.dates,
             )
             timings["pack"] = (time.perf_counter() - t0) * 1000
             kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]

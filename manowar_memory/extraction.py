@@ -20,8 +20,12 @@ import regex
 from ._util import collapse_ws, truncate
 from .errors import ExtractionError
 from .records import FACT_TYPES, Message
+from .timeexpr import resolve_time
 
-__all__ = ["ChatFunction", "ExtractedFact", "FactExtractor", "LLMExtractor", "RuleBasedExtractor", "parse_facts"]
+__all__ = [
+    "ChatFunction", "ExtractedFact", "FactExtractor", "LLMExtractor", "RuleBasedExtractor", "fact_time_metadata",
+    "parse_facts",
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,16 @@ class ExtractedFact:
     fact: str
     type: str
     confidence: float
+    event_date: str | None = None
+    event_phrase: str | None = None
+
+
+def fact_time_metadata(fact: ExtractedFact) -> dict[str, str]:
+    """The metadata a stored fact gets for the time it mentions: ``eventDate`` (ISO, of the
+    phrase's precision) and ``eventPhrase`` (as said), when the extractor resolved one."""
+    if not fact.event_date:
+        return {}
+    return {"eventDate": fact.event_date, "eventPhrase": fact.event_phrase or ""}
 
 
 @runtime_checkable
@@ -49,26 +63,35 @@ _SENTENCE = regex.compile(r"[^.!?\n]+[.!?]?")
 # (fact type, confidence, pattern on one sentence of a user message)
 _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
     ("identity", 0.9, regex.compile(r"\b(?:my name is|call me)\s+\p{Lu}[\p{L}'-]+", regex.I)),
-    ("identity", 0.8, regex.compile(r"\bI(?:'m| am)\s+(?:a|an)\s+(?!big fan\b)[\p{L}-]+(?:\s+[\p{L}-]+){0,4}", regex.I)),
-    ("identity", 0.8, regex.compile(r"\bI (?:work|am working) (?:as|at|for)\b", regex.I)),
+    ("identity", 0.8, regex.compile(r"\bI(?:'m| am)\s+(?:now\s+)?(?:a|an)\s+(?!big fan\b)[\p{L}-]+(?:\s+[\p{L}-]+){0,4}", regex.I)),
+    ("identity", 0.8, regex.compile(r"\bI (?:work|am working) (?:as|at|for|in)\b", regex.I)),
     ("identity", 0.75, regex.compile(r"\bI(?:'m| am) from\b", regex.I)),
     ("preference", 0.85, regex.compile(
         r"\bI (?:really |strongly |usually |always |do not |don't )?(?:prefer|like|love|enjoy|hate|dislike|want)\b", regex.I)),
     ("preference", 0.8, regex.compile(r"\bmy favou?rite\b", regex.I)),
+    ("preference", 0.75, regex.compile(r"\bI (?:do not|don't|never) (?:eat|drink)\b", regex.I)),
     ("preference", 0.75, regex.compile(r"\bI(?:'m| am) (?:a big fan of|into|allergic to|vegetarian|vegan)\b", regex.I)),
     ("relationship", 0.8, regex.compile(
         r"\bmy (?:wife|husband|partner|boyfriend|girlfriend|son|daughter|kids?|children|mother|mom|father|dad|"
         r"brother|sister|friend|best friend|boss|manager|colleague|coworker|dog|cat|pet)\b", regex.I)),
-    ("context", 0.75, regex.compile(r"\bI (?:live|am living|moved|am moving|relocated) (?:in|to)\b", regex.I)),
+    ("context", 0.75, regex.compile(r"\b(?:I (?:live|moved|relocated)|I(?:'m| am) (?:living|moving)) (?:in|to|with)\b", regex.I)),
     ("context", 0.7, regex.compile(r"\b(?:I|we) (?:use|are using|run|deploy)\b\s+\S+", regex.I)),
     ("context", 0.7, regex.compile(r"\bI(?:'m| am) (?:working on|building|studying|learning)\b", regex.I)),
-    ("skill", 0.75, regex.compile(r"\bI (?:know how to|can speak|speak|am good at|'m good at|code in|program in)\b", regex.I)),
+    ("context", 0.7, regex.compile(r"\bI (?:study|attend)\b", regex.I)),
+    ("relationship", 0.75, regex.compile(
+        r"\bI(?:'m| am)? (?:broke up with|split up with|divorced|dating|married to|engaged to|got engaged to|"
+        r"got married to|married)\b", regex.I)),
+    ("context", 0.7, regex.compile(
+        r"\bI(?:'m| am)? (?:plan|planning|intend|going|cancelled|canceled|called off|postponed) (?:to|on|a|an|the|my)\b",
+        regex.I)),
+    ("skill", 0.75, regex.compile(r"\b(?:I (?:know how to|can speak|speak|code in|program in)|I(?:'m| am) good at)\b", regex.I)),
     ("event", 0.7, regex.compile(
         r"\bI (?:went|visited|attended|started|finished|graduated|bought|adopted|joined|ran|met|got)\b.*"
         r"\b(?:yesterday|today|last|ago|on|in \d{4}|this (?:week|month|year))\b", regex.I)),
 ]
 
 _PRONOUNS = [
+    (regex.compile(r"^call me\b", regex.I), "the user goes by"),
     (regex.compile(r"\bI'm\b", regex.I), "the user is"),
     (regex.compile(r"\bI am\b"), "the user is"),
     (regex.compile(r"\bI've\b", regex.I), "the user has"),
@@ -81,21 +104,84 @@ _PRONOUNS = [
     (regex.compile(r"\bme\b", regex.I), "the user"),
     (regex.compile(r"\bmyself\b", regex.I), "themselves"),
 ]
-_VERB_S = regex.compile(
-    r"\bthe user ((?:really |strongly |usually |always |often |also |still |now )?)"
-    r"(prefer|like|love|enjoy|hate|dislike|want|work|live|use|speak|know|code|program|run|deploy|need)\b",
+_ADVERBS = (
+    "really|strongly|usually|always|often|also|still|now|never|just|sometimes|recently|finally|already|even|only|"
+    "mostly|rarely|currently|actually|definitely|absolutely|totally|truly|genuinely|seriously|generally|normally|"
+    "no longer|barely|hardly|occasionally|regularly|mainly|basically|kind of|sort of"
+)
+#: a word after "the user" (past any adverbs) that is a bare verb needing the third-person -s
+_AFTER_USER = regex.compile(rf"\b(the user )((?:(?:{_ADVERBS}) )*)(\p{{Ll}}+)\b(?!')")
+_NOT_VERBS = frozenset((
+    "is was has had will would can could should shall may might must did does doesn't didn't isn't wasn't "
+    "and or but nor with to in at for from of on by who that which because if when while than as so too "
+    "herself himself themselves first then also a an the"
+).split())
+_IRREGULAR_PAST = frozenset((
+    "went got met ran bought had made took saw left began came found gave knew said told thought wrote became "
+    "broke brought built caught chose drove ate fell felt flew forgot grew heard held kept lost meant paid put "
+    "read rode sang sat slept sold sent spent spoke stood swam taught threw understood woke won wore"
+).split())
+_NEGATION = regex.compile(r"\bthe user (don't|do not)\b", regex.I)
+_ADVERB_RUN = regex.compile(rf"\b(I) (?:(?:(?!really\b|strongly\b|usually\b|always\b|never\b)(?:{_ADVERBS})) )+")
+_DISCOURSE = regex.compile(
+    r"^(?:(?:so|well|oh|ok|okay|also|and|but|anyway|actually|first|firstly|second|then|btw|by the way|fyi|"
+    r"just so you know|for the record|to be honest|honestly|fun fact|guess what|you know what|as you know)"
+    r"\b[,:]?\s+"
+    r"|(?:let me tell you|I (?:must|should|have to|want to|wanted to|need to|'ll|will|can|could) "
+    r"(?:tell|mention to|mention|say to|say|remind) you|I (?:tell|told) you|I should mention|I forgot to mention|"
+    r"I (?:have to|must|want to) (?:say|mention|admit)|you should know|remember)\b[,:]?\s+(?:that\s+)?)+",
     regex.I,
 )
-_NEGATION = regex.compile(r"\bthe user (don't|do not)\b", regex.I)
+#: where a sentence splits into clauses: ";" always; "and" / "but" / "so" when a clause follows
+_CLAUSE_SPLIT = regex.compile(r"\s*;\s*|,?\s+(?:and|but|so|and then|while)\s+(?=(?:I|I'm|I've|I'd|I'll|my|My|we|he|she|they)\b"
+                              r"|(?:(?:also|now|still|then|just|recently|finally|really|usually|even|never) )*"
+                              r"(?:am|have|work|live|study|like|love|hate|enjoy|prefer|own|play|speak|moved|started|"
+                              r"plan|want|need|use|go|went|got|joined|quit|left|adopted|bought|visited|met|"
+                              r"finished|graduated|teach|run|do|don't|can|can't)\b)")
+_SUBJECT_START = regex.compile(r"^(?:I|I'm|I've|I'd|I'll|my|My|we|he|she|they)\b")
+
+
+def _clauses(sentence: str) -> list[str]:
+    """``sentence`` as one clause per statement: split at ";" and at "and" / "but" / "so"
+    when a subject or a verb follows; a clause with no subject of its own takes "I"."""
+    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence) if p and p.strip(" ,")]
+    if len(parts) < 2:
+        return [sentence]
+    out = [parts[0]]
+    for part in parts[1:]:
+        out.append(part if _SUBJECT_START.match(part) else f"I {part}")
+    return out
+
+
+def _verb_s(word: str) -> str:
+    lower = word.lower()
+    if lower in ("have",):
+        return "has"
+    if lower in ("do", "go"):
+        return lower + "es"
+    if lower.endswith("y") and len(lower) > 2 and lower[-2] not in "aeiou":
+        return lower[:-1] + "ies"
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return lower + "es"
+    return lower + "s"
+
+
+def _agree(m: regex.Match[str]) -> str:
+    user, adverbs, word = m.group(1), m.group(2), m.group(3)
+    lower = word.lower()
+    if (lower in _NOT_VERBS or lower in _IRREGULAR_PAST or lower.endswith(("ed", "ing", "ly"))
+            or (lower.endswith("s") and not lower.endswith("ss"))):
+        return m.group(0)
+    return f"{user}{adverbs}{_verb_s(word)}"
 
 
 def _third_person(sentence: str) -> str:
     out = sentence.strip().rstrip(".!?").strip()
+    out = _DISCOURSE.sub("", out)
     for pattern, repl in _PRONOUNS:
         out = pattern.sub(repl, out)
     out = _NEGATION.sub(lambda m: "the user doesn't" if "'" in m.group(1) else "the user does not", out)
-    out = _VERB_S.sub(lambda m: f"the user {m.group(1).lower()}{m.group(2).lower()}s", out)
-    out = out.replace("the user dos ", "the user does ")
+    out = _AFTER_USER.sub(_agree, out)
     out = out[0].upper() + out[1:] if out else out
     return out + "."
 
@@ -118,23 +204,33 @@ class RuleBasedExtractor:
             if msg.role != "user":
                 continue
             for raw in _SENTENCE.findall(msg.content):
-                sentence = collapse_ws(raw)
-                if len(sentence) < 8 or sentence.endswith("?"):
+                whole = collapse_ws(raw)
+                if len(whole) < 8 or whole.endswith("?"):
                     continue
-                for fact_type, confidence, pattern in _RULES:
-                    if confidence < self.min_confidence or not pattern.search(sentence):
-                        continue
-                    text = _third_person(sentence)
-                    if len(text) > self.max_chars:
-                        text = truncate(text, self.max_chars)
-                    key = text.lower()
-                    if key not in seen:
-                        seen.add(key)
-                        facts.append(ExtractedFact(text, fact_type, confidence))
-                    break
-                if len(facts) >= self.max_per_turn:
-                    return facts
+                for sentence in _clauses(_DISCOURSE.sub("", whole.rstrip(".!")).strip()):
+                    self._extract_clause(sentence, msg.timestamp, facts, seen)
+                    if len(facts) >= self.max_per_turn:
+                        return facts[: self.max_per_turn]
         return facts
+
+    def _extract_clause(self, sentence: str, said_at: int, facts: list[ExtractedFact], seen: set[str]) -> None:
+        """Add the fact of one clause (the first rule that matches) to ``facts``."""
+        if len(sentence) < 8:
+            return
+        plain = _ADVERB_RUN.sub(r"\1 ", sentence)  # "I now work at" matches the rules as "I work at"
+        for fact_type, confidence, pattern in _RULES:
+            if confidence < self.min_confidence or not pattern.search(plain):
+                continue
+            text = _third_person(sentence)
+            if len(text) > self.max_chars:
+                text = truncate(text, self.max_chars)
+            key = text.lower()
+            if key not in seen:
+                seen.add(key)
+                when = resolve_time(sentence, said_at)
+                facts.append(ExtractedFact(text, fact_type, confidence, when.date if when else None,
+                                           when.phrase if when else None))
+            break
 
 
 ChatFunction = Callable[[list[dict[str, str]]], str]

@@ -36,6 +36,7 @@ the wrapper early or open a fake one.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -233,6 +234,7 @@ def pack(
     default_trust: str = "learned",
     semantic_weight: float = 0.45,
     trust_ceiling: str | None = None,
+    dates: bool = False,
 ) -> PackResult:
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
@@ -246,6 +248,8 @@ def pack(
     candidates from another retriever) caps what their metadata may claim: a level above it
     reads as the ceiling, a lower one (``external``) is kept
     (:func:`~manowar_memory.ranking.trust.capped_trust_level`).
+    ``dates`` tags each line with the day its memory was observed (UTC), ``[GRAPH 2026-06-03]``,
+    so the model can tell a newer statement from an older one; the tag counts against the budget.
     """
     if max_items < 1:
         raise ValueError("max_items must be at least 1")
@@ -270,7 +274,7 @@ def pack(
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
                                           characters=0, reason="no text left after sanitising"))
                 continue
-            line = f"[{layer.upper()}] {text}"
+            line = f"{_tag(layer, cand.created_at if dates else None)} {text}"
             score, extra = score_candidate(cand, terms, text, now, semantic_weight)
             trust = (trust_level(cand.metadata, default_trust) if trust_ceiling is None
                      else capped_trust_level(cand.metadata, trust_ceiling))
@@ -301,7 +305,7 @@ def pack(
     chosen = _select(ranked, available, max_items, reserve)
     if not chosen and ranked:
         first = ranked[0]
-        prefix = f"[{first.cand.layer.upper()}] "
+        prefix = f"{_tag(first.cand.layer, first.cand.created_at if dates else None)} "
         room = available - 1 - len(prefix) - (reserve if first.wrapped else 0)
         if room >= 8:
             first.text = truncate(first.text, room)
@@ -343,6 +347,14 @@ def pack(
         saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items), marker_characters=markers,
     )
     return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
+
+
+def _tag(layer: str, observed_at: int | None) -> str:
+    """A line's tag: ``[LAYER]``, or ``[LAYER YYYY-MM-DD]`` with the observation day (UTC)."""
+    if observed_at is None:
+        return f"[{layer.upper()}]"
+    day = datetime.datetime.fromtimestamp(observed_at / 1000, tz=datetime.UTC).date().isoformat()
+    return f"[{layer.upper()} {day}]"
 
 
 def _replaces(new: _Entry, held: _Entry) -> bool:

@@ -243,7 +243,8 @@ class SkillIdArgs(_Args):
 
 def _remember(m: ScopedMemory, a: RememberArgs) -> dict[str, Any]:
     r = m.remember(a.content, fact_type=a.fact_type, confidence=a.confidence, importance=a.importance)
-    return {"id": r.id, "fact_type": r.fact_type, "deduplicated": r.deduplicated}
+    return {"id": r.id, "fact_type": r.fact_type, "deduplicated": r.deduplicated, "superseded": r.superseded,
+            "notes": r.notes}
 
 
 def _search(m: ScopedMemory, a: SearchArgs) -> dict[str, Any]:

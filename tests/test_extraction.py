@@ -239,3 +239,49 @@ def test_llm_extractor_skips_turns_without_conversation() -> None:
 def test_llm_extractor_raises_extraction_error_on_a_non_string_answer() -> None:
     with pytest.raises(ExtractionError):
         LLMExtractor(lambda m: None).extract([user("I like tea.")])  # type: ignore[arg-type,return-value]
+
+
+# ---------------------------------------------------------------- the turn table
+
+SAID_AT = 1_780_488_000_000  # 2026-06-03 12:00 UTC, a Wednesday
+
+
+def _table() -> list[tuple[str, list[tuple[str, ...]]]]:
+    from pathlib import Path
+
+    rows: list[tuple[str, list[tuple[str, ...]]]] = []
+    for line in (Path(__file__).parent / "data" / "extraction_table.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("> "):
+            rows.append((line[2:], []))
+        elif line.startswith("= ") and line != "= -":
+            rows[-1][1].append(tuple(part.strip() for part in line[2:].split(" | ")))
+    return rows
+
+
+TABLE = _table()
+
+
+@pytest.mark.parametrize(("turn", "expected"), TABLE, ids=[t for t, _ in TABLE])
+def test_the_turn_table(turn: str, expected: list[tuple[str, ...]]) -> None:
+    facts = RuleBasedExtractor().extract([Message(role="user", content=turn, timestamp=SAID_AT)])
+    got = [(f.fact, f.type, *((f.event_date,) if f.event_date else ())) for f in facts]
+    assert got == expected
+
+
+def test_the_turn_table_covers_at_least_100_turns() -> None:
+    assert len(TABLE) >= 100
+    assert sum(1 for _, facts in TABLE if len(facts) >= 2) >= 8  # clauses split into facts
+    assert sum(1 for _, facts in TABLE if not facts) >= 10  # turns with nothing durable
+
+
+@pytest.mark.parametrize(
+    ("turn", "facts"),
+    [
+        ("I live in Lisbon and work at Acme.", ["The user lives in Lisbon.", "The user works at Acme."]),
+        ("First I tell you my cat is Miso.", ["The user's cat is Miso."]),
+        ("I study hard and I watch films.", ["The user studies hard."]),
+        ("I go to the gym and I really miss my dog.", ["The user really misses the user's dog."]),
+    ],
+)
+def test_facts_are_grammatical_third_person(turn: str, facts: list[str]) -> None:
+    assert [f.fact for f in RuleBasedExtractor().extract([user(turn)])] == facts

@@ -44,6 +44,23 @@ def test_prompt_has_header_and_one_layer_tagged_line_per_item() -> None:
     assert [i.characters for i in result.items] == [len(line) for line in lines[1:]]
 
 
+def test_dates_tag_each_line_with_its_observation_day_within_the_budget() -> None:
+    found = {"graph": [cand("g", "The user moved to Berlin.", layer="graph", created_at=NOW)],
+             "vectors": [cand("v", "Old notes.", created_at=NOW - 40 * DAY_MS), cand("n", "Undated notes.", created_at=None)]}
+    result = pack("berlin", found, now=NOW, dates=True)
+    lines = result.prompt.split("\n")
+    assert "[GRAPH 2027-01-15] The user moved to Berlin." in lines  # NOW is 2027-01-15 08:00 UTC
+    assert "[VECTORS 2026-12-06] Old notes." in lines
+    assert "[VECTORS] Undated notes." in lines
+    assert [i.characters for i in result.items] == [len(line) for line in lines[1:]]
+    # the tag is paid for: a budget that holds the untagged line but not the tagged one packs a cut line
+    budget = len(HEADER) + 1 + len("[GRAPH] The user moved to Berlin.")
+    tight = pack("berlin", {"graph": found["graph"]}, now=NOW, dates=True, budget_chars=budget)
+    assert len(tight.prompt) <= budget and tight.prompt.startswith(f"{HEADER}\n[GRAPH 2027-01-15] The user")
+    assert pack("berlin", {"graph": found["graph"]}, now=NOW, budget_chars=budget).prompt.endswith(
+        "[GRAPH] The user moved to Berlin.")
+
+
 def test_custom_header_is_used() -> None:
     result = pack("q", {"graph": [cand("g", "x fact", layer="graph")]}, header="Known:", now=NOW)
     assert result.prompt == "Known:\n[GRAPH] x fact"

@@ -1,0 +1,372 @@
+"""Fact lifecycle without an LLM: attribute slots, and which stored fact a new one replaces.
+
+A fact such as "The user moved to Berlin" fills a *slot* of a *subject*: ``residence`` of
+``user``, value ``berlin``. :func:`parse_slots` reads the slots a fact fills from its text
+(third person, as the extractors write it, or first person as a caller may ``remember`` it).
+:func:`resolve` compares a new fact with the active facts of its scope:
+
+* same subject, same slot, another value: the older of the two is superseded (the new fact
+  replaces what it contradicts; a fact observed before the stored one is itself superseded);
+* a hedged statement ("might move to Porto"), a pronoun subject ("she lives in Rome") or a
+  fact that fills several slots of which only some are contradicted: reported as uncertain,
+  nothing is changed;
+* another slot, another subject, the same value or an additive statement ("also works at
+  ..."): both are kept.
+
+Slots: ``residence``, ``employer``, ``job_title``, ``school``, ``partner``, ``pet:<kind>``
+(a pet's name), ``favourite:<thing>``, ``opinion:<object>`` (a like or dislike that can
+flip) and ``plan:<what>``. :func:`apply_updates` writes the outcome to a store, with
+provenance on the superseded row (``supersededBy``, ``supersededAt``, ``supersededReason``,
+``slot``); superseded rows stay readable (``active_only=False``) and leave retrieval.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from .records import MemoryRecord
+from .scope import Scope
+from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store
+
+__all__ = ["FactRef", "Resolution", "SlotFact", "UpdateReport", "apply_updates", "parse_slots", "resolve"]
+
+
+@dataclass(frozen=True)
+class SlotFact:
+    """One attribute a fact states: ``subject``'s ``slot`` is ``value`` (all normalised)."""
+
+    subject: str
+    slot: str
+    value: str
+    hedged: bool = False
+    additive: bool = False
+
+
+@dataclass(frozen=True)
+class FactRef:
+    """A fact to compare: its row id, text and observation time (ms)."""
+
+    id: str
+    text: str
+    observed_at: int
+
+
+@dataclass
+class Resolution:
+    """What a new fact does to the stored ones: rows it supersedes, the stored row that
+    supersedes it (when it was observed earlier), and notes on matches left alone."""
+
+    supersede: list[tuple[str, str]] = field(default_factory=list)  # (row id, slot)
+    superseded_by: tuple[str, str] | None = None  # (row id, slot)
+    uncertain: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- parsing
+_FIRST_PERSON = [
+    (regex.compile(r"\bI(?:'m| am)\b"), "the user is"),
+    (regex.compile(r"\bI've\b"), "the user has"),
+    (regex.compile(r"\bI\b"), "the user"),
+    (regex.compile(r"\b[Mm]y\b"), "the user's"),
+]
+_SUBJ = r"(?P<subj>(?:[Tt]he )?[Uu]ser(?:'s (?:\p{Ll}+ ){0,2}?\p{Ll}+(?: \p{Lu}[\p{L}'-]+)?)?|[Hh]e|[Ss]he|[Tt]hey|\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
+_POSS = r"(?P<subj>(?:[Tt]he )?[Uu]ser|\p{Lu}[\p{L}'-]+)'s"
+_ADV = r"(?:(?:now|currently|still|also|recently|just|finally|actually|officially|has|have|had|is|was|will|might|may|could|would|(?:\p{Ll}+ly)|no longer|never)\s+){0,3}"
+_VAL = r"(?P<val>[^,.;!?()]+)"
+_NAME = r"(?P<val>\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_CUT = regex.compile(
+    rf"\s+(?:and|but|since|because|with|for|as|last|next|this|in \d{{4}}|in (?:{_MONTHS})|on|ago|yesterday|today|"
+    r"tomorrow|now|when|where|who|which|after|before|until|from|over|than|more than|instead|anymore|any more|"
+    r"again|a few|two|three|several)\b.*$", regex.I)
+_ARTICLE = regex.compile(r"^(?:the|a|an|some|their|his|her|the user's)\s+", regex.I)
+_JOBS = (
+    "engineer|developer|programmer|designer|nurse|teacher|doctor|lawyer|accountant|scientist|researcher|"
+    "manager|consultant|chef|cook|baker|waiter|waitress|barista|pilot|architect|analyst|journalist|writer|"
+    "editor|photographer|artist|musician|pharmacist|dentist|therapist|psychologist|electrician|plumber|"
+    "carpenter|mechanic|farmer|firefighter|police officer|paramedic|professor|lecturer|librarian|"
+    "translator|salesperson|cashier|driver|veterinarian|vet|student|intern|freelancer|entrepreneur|ceo|cto"
+)
+_PETS = {"dog": "dog", "puppy": "dog", "cat": "cat", "kitten": "cat", "rabbit": "rabbit", "hamster": "hamster",
+         "parrot": "bird", "bird": "bird", "fish": "fish", "horse": "horse", "turtle": "turtle", "snake": "snake",
+         "pet": "pet", "tortoise": "turtle"}
+_PET = "|".join(sorted(_PETS, key=len, reverse=True))
+_PARTNER = r"partner|wife|husband|boyfriend|girlfriend|fianc[eé]e?|spouse"
+
+# (slot, value kind, pattern): value kinds say how the value is read
+#   "val": the captured value; "none": the slot is emptied (quit, broke up); "pos"/"neg": polarity
+_SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
+    ("residence", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:lives?|living|resides?|based|move|moved|moves|moving|relocated|relocating|settled)"
+        rf"\s+(?:in|to|back to)\s+{_VAL}")),
+    ("residence", "val", regex.compile(rf"{_POSS} (?:new )?home is (?:in|now in) {_VAL}")),
+    ("employer", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working)\s+(?:at|for|by)\s+{_VAL}")),
+    ("employer", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:got|took|started|accepted|landed|has|began) (?:a |an )?(?:new )?(?:job|position|role)"
+        rf"(?: as (?:a |an )?[\p{{L}} ]+?)? (?:at|with) {_VAL}")),
+    ("employer", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}joined {_NAME}")),
+    ("employer", "val", regex.compile(rf"{_POSS} (?:new )?(?:employer|company) is {_VAL}")),
+    ("employer", "none", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:quit|left|lost) (?:the user's |their |his |her |a |the )?(?:job|position|role)\b")),
+    ("job_title", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working) as (?:a |an )?{_VAL}")),
+    ("job_title", "val", regex.compile(rf"{_POSS} (?:new )?(?:job|job title|role|position|profession) is (?:a |an )?{_VAL}")),
+    ("job_title", "val", regex.compile(
+        rf"{_SUBJ}\s+(?:is|became|has become|is now|was promoted to|got promoted to) (?:now )?(?:a |an )?"
+        rf"(?P<val>(?:[\p{{Ll}}-]+ ){{0,2}}(?:{_JOBS}))\b(?! at\b)")),
+    ("school", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:stud(?:y|ies|ying)|enrolled|is a student|is a (?:\p{{Ll}}+ )?student)"
+        rf"(?: [\p{{Ll}} ]+?)? (?:at|in) (?P<val>\p{{Lu}}[^,.;!?()]*)")),
+    ("school", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:attends?|attending|goes to|got into|was accepted (?:at|to|into)) "
+        rf"(?P<val>[^,.;!?()]*\b(?:University|College|School|Academy|Institute|university|college|school)\b[^,.;!?()]*)")),
+    ("partner", "val", regex.compile(
+        rf"{_POSS} (?:new )?(?:{_PARTNER})(?:'s name)? (?:is )?(?:called |named )?{_NAME}")),
+    ("partner", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:dating|seeing|married to|engaged to|in a relationship with|going out with|"
+        rf"married|started dating|got engaged to) {_NAME}")),
+    ("partner", "none", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:broke up with|split up with|divorced|separated from|is single|is no longer with|"
+        rf"is no longer dating|ended (?:the|their|a) relationship)")),
+    ("pet", "val", regex.compile(
+        rf"{_POSS} (?P<extra>new |other |second |another )?(?P<kind>{_PET})(?:'s name)? (?:is )?(?:called |named )?{_NAME}")),
+    ("pet", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:has|got|adopted) (?P<extra>another |a second |also )?(?:a |an )?(?:new )?"
+        rf"(?:\p{{Ll}}+ )?(?P<kind>{_PET}) (?:called|named) {_NAME}")),
+    ("favourite", "val", regex.compile(
+        rf"{_POSS} (?:all-time |new )?favou?rite (?P<kind>[\p{{Ll}} -]{{2,30}}?) (?:is|are) (?:now )?{_VAL}")),
+    ("opinion", "neg", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
+        rf"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
+        rf"isn't a fan of|is tired of|is sick of|stopped (?:liking|eating|drinking)|has gone off|gave up) {_VAL}")),
+    ("opinion", "pos", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|is into|is a (?:big |huge )?fan of|"
+        rf"is obsessed with|started (?:liking|eating|drinking)) {_VAL}")),
+    ("plan", "neg", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:(?:no longer|doesn't|does not) (?:plans?|wants?|intends?|is going|going) to|"
+        rf"(?:cancelled|canceled|called off|gave up on|dropped|postponed|scrapped) (?:the user's |their |the |a )?"
+        rf"(?:plans? to )?){_VAL}")),
+    ("plan", "pos", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:plans?|planning|intends?|intending|is going|is hoping|hopes?|is about) to {_VAL}")),
+    ("plan", "pos", regex.compile(rf"{_SUBJ}\s+{_ADV}(?:is )?planning (?:a |an )?(?P<val>(?:trip|visit|move) to [^,.;!?()]+)")),
+]
+_HEDGE = regex.compile(
+    r"\b(?:might|maybe|perhaps|possibly|probably|thinking (?:about|of)|considering|not sure|could|unsure|"
+    r"wondering)\b|(?<![Ii]n )\bmay\b")
+_ADDITIVE = regex.compile(r"\b(?:also|too|as well|another|second|other|both)\b", regex.I)
+_PRONOUNS = {"he", "she", "they"}
+_TRAVEL = regex.compile(r"^(?:visit|go|travel|fly|take a trip|trip|vacation|holiday)\b", regex.I)
+_STOP = {"to", "the", "a", "an", "in", "on", "at", "of", "for", "with", "their", "user's", "go", "visit", "travel",
+         "fly", "trip", "take", "some", "and"}
+_TIME_TAIL = regex.compile(
+    rf"\s+(?:in|on|by|next|this|last|before|after|around|at)\s+(?P<time>(?:the )?(?:\d{{4}}|{_MONTHS}|"
+    r"spring|summer|autumn|fall|winter|week|month|year|weekend|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday)\b.*)$", regex.I)
+
+
+def _subject(raw: str) -> str:
+    s = raw.strip().lower()
+    s = regex.sub(r"^the ", "", s)
+    if s in ("user", "i", "me"):
+        return "user"
+    return s
+
+
+def _clean(value: str) -> str:
+    v = _CUT.sub("", " " + value.strip()).strip()
+    v = _ARTICLE.sub("", v).strip()
+    return " ".join(v.lower().split())
+
+
+def _plan_key(action: str) -> tuple[str, str]:
+    """A plan's key (what is planned) and value (when), e.g. ``travel japan`` / ``may``."""
+    action = action.strip()
+    when = ""
+    m = _TIME_TAIL.search(action)
+    if m:
+        when, action = m.group("time").lower(), action[: m.start()]
+    names = regex.findall(r"\b\p{Lu}[\p{L}'-]+", action)
+    verb = "travel" if _TRAVEL.search(action) else (action.split()[0].lower() if action.split() else "")
+    words = [n.lower() for n in names] or [w for w in _clean(action).split() if w not in _STOP][:3]
+    if verb and verb != "travel" and words and words[0] == verb:
+        words = words[1:]
+    return " ".join([verb, *words]).strip(), when
+
+
+def _opinion_object(value: str) -> str:
+    v = _clean(regex.sub(r"^to\s+", "", value.strip()))
+    v = regex.sub(r"\s+(?:over|to|than)\s.*$", "", v)
+    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in v.split())
+
+
+_CLAUSE = regex.compile(r",?\s+(?:and|but)\s+(?:then\s+)?|;\s*")
+_LEADING_SUBJECT = regex.compile(rf"^{_SUBJ}\s")
+
+
+def _clauses(text: str) -> list[str]:
+    """``text`` cut at and / but / semicolons; a clause without a subject of its own
+    ("... and works at Acme") borrows the previous clause's."""
+    out: list[str] = []
+    subject = ""
+    for part in _CLAUSE.split(text):
+        part = part.strip()
+        if not part:
+            continue
+        m = _LEADING_SUBJECT.match(part)
+        if m:
+            subject = m.group("subj")
+        elif subject and part[:1].islower():
+            part = f"{subject} {part}"
+        out.append(part)
+    return out
+
+
+def parse_slots(text: str) -> list[SlotFact]:
+    """The attribute slots ``text`` states (each slot once, first match wins)."""
+    return list(_parse(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(text: str) -> tuple[SlotFact, ...]:
+    """:func:`parse_slots`, cached: every new fact is compared with the stored facts of its scope."""
+    t = " ".join(text.split()).rstrip(".!")
+    if regex.search(r"\b(?:I|my|My|I'm)\b", t):
+        for pattern, repl in _FIRST_PERSON:
+            t = pattern.sub(repl, t)
+    hedged = bool(_HEDGE.search(t))
+    out: dict[tuple[str, str], SlotFact] = {}
+    clauses = _clauses(t)
+    for slot, kind, pattern in _SLOT_RULES:
+        for m in (m for c in clauses for m in pattern.finditer(c)):
+            groups = m.groupdict()
+            subject = _subject(groups["subj"])
+            name = slot
+            extra = (groups.get("extra") or "").strip()
+            additive = bool(extra and extra != "new") or bool(_ADDITIVE.search(m.group(0)))
+            if slot == "pet":
+                name = f"pet:{_PETS[groups['kind'].lower()]}"
+                value = groups["val"].lower()
+            elif slot == "favourite":
+                name = f"favourite:{_clean(groups['kind'])}"
+                value = _clean(groups["val"])
+            elif slot == "opinion":
+                obj = _opinion_object(groups["val"])
+                if not obj:
+                    continue
+                name, value = f"opinion:{obj}", "+" if kind == "pos" else "-"
+                additive = False
+            elif slot == "plan":
+                key, when = _plan_key(groups["val"])
+                if not key:
+                    continue
+                name, value = f"plan:{key}", ("-" if kind == "neg" else "+" + (f" {when}" if when else ""))
+                additive = False
+            elif kind == "none":
+                value = ""
+                additive = False
+            else:
+                value = _clean(groups["val"])
+                if not value:
+                    continue
+            if (subject, name) not in out and not (slot == "job_title" and (subject, "employer") in out
+                                                    and value == out[(subject, "employer")].value):
+                out[(subject, name)] = SlotFact(subject, name, value, hedged=hedged, additive=additive)
+    return tuple(out.values())
+
+
+# ---------------------------------------------------------------- resolution
+def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
+    """Which of ``existing`` the ``new`` fact supersedes (or is superseded by), and what is
+    uncertain. Pure: reads text and times only."""
+    res = Resolution()
+    mine = parse_slots(new.text)
+    if not mine:
+        return res
+    for old in existing:
+        if old.id == new.id:
+            continue
+        theirs = parse_slots(old.text)
+        if not theirs:
+            continue
+        contradicted: list[str] = []
+        for a in mine:
+            for b in theirs:
+                if a.slot != b.slot:
+                    continue
+                if a.subject != b.subject:
+                    if (a.subject in _PRONOUNS) != (b.subject in _PRONOUNS):
+                        res.uncertain.append(
+                            f"{new.id} and {old.id} both state {a.slot}, but one names its subject only by a pronoun "
+                            f"({a.subject if a.subject in _PRONOUNS else b.subject!r}): both kept")
+                    continue
+                if a.value == b.value or a.additive:
+                    continue
+                if a.hedged or b.hedged:
+                    res.uncertain.append(
+                        f"{new.id} may contradict {old.id} on {a.subject}'s {a.slot}, but one of them is hedged: both kept")
+                    continue
+                contradicted.append(a.slot)
+        if not contradicted:
+            continue
+        slot = ", ".join(dict.fromkeys(contradicted))
+        older_is_old = old.observed_at <= new.observed_at
+        loser = theirs if older_is_old else mine
+        if len(loser) > len(set(contradicted)):
+            res.uncertain.append(
+                f"{new.id} contradicts {old.id} on {slot}, but the {'stored' if older_is_old else 'new'} fact states "
+                "more than that: both kept")
+            continue
+        if older_is_old:
+            res.supersede.append((old.id, slot))
+        elif res.superseded_by is None or res.superseded_by[0] != old.id:
+            res.superseded_by = (old.id, slot)
+    return res
+
+
+@dataclass
+class UpdateReport:
+    """What :func:`apply_updates` changed: rows superseded (the new one's id when a stored,
+    newer fact replaced it) and the uncertain matches it left alone."""
+
+    superseded: list[str] = field(default_factory=list)
+    uncertain: list[str] = field(default_factory=list)
+
+
+def apply_updates(store: Store, scope: Scope, record: MemoryRecord, now: int, *,
+                  limit: int = 500) -> UpdateReport:
+    """Supersede what the newly stored fact ``record`` contradicts among the active facts of
+    exactly its scope (same agent, user, mode and HAI), or supersede ``record`` itself when a
+    stored fact observed later already replaced it. Superseded rows keep their text and get
+    ``status: superseded``, ``supersededBy``, ``supersededAt``, ``supersededReason`` and
+    ``slot``, and a decay score of at most 0.05 (as :meth:`MemoryEngine.resolve_conflict`)."""
+    report = UpdateReport()
+    if not parse_slots(record.content):
+        return report
+    rows = store.list_memories(MemoryQuery(scope=scope, sources=("fact",)), limit)
+    same = [r for r in rows if r.id != record.id and (r.user_address, r.mode, r.hai_id)
+            == (record.user_address, record.mode, record.hai_id) and r.status not in INACTIVE_STATUSES]
+    res = resolve(FactRef(record.id, record.content, record.created_at),
+                  [FactRef(r.id, r.content, r.created_at) for r in same])
+    report.uncertain = res.uncertain
+    by_id = {r.id: r for r in same}
+    changes: list[tuple[str, dict[str, Any]]] = []
+
+    def supersede(row: MemoryRecord, winner: str, slot: str) -> None:
+        meta = {**row.metadata, "status": "superseded", "supersededAt": now, "supersededBy": winner,
+                "supersededReason": f"replaced by a newer fact on {slot}", "slot": slot}
+        changes.append((row.id, {"metadata": meta, "decay_score": min(row.decay_score, 0.05), "updated_at": now}))
+        report.superseded.append(row.id)
+
+    if res.superseded_by is not None:
+        supersede(record, *res.superseded_by)
+    else:
+        for row_id, slot in res.supersede:
+            supersede(by_id[row_id], record.id, slot)
+    if changes:
+        store.update_memories(changes)
+    return report

@@ -1,0 +1,136 @@
+"""Updates replace what they contradict, end to end: post_turn extraction, remember and
+ingest supersede the older fact of the same subject and attribute (history kept), and the
+packed context (pre_turn, the memory_context tool) holds the current fact with its date."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from manowar_memory import MemoryConfig, MemoryEngine, PackerConfig, Scope
+from manowar_memory.stores.base import MemoryQuery
+from manowar_memory.tools import memory_tools
+
+SCOPE = Scope(agent_wallet="agent", user_address="maya", thread_id="t1")
+DAY = 86_400_000
+MARCH = int(dt.datetime(2026, 3, 2, 12, tzinfo=dt.UTC).timestamp() * 1000)
+JUNE = int(dt.datetime(2026, 6, 3, 12, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+@pytest.fixture
+def engine_config() -> MemoryConfig:
+    return MemoryConfig(query_cache=True, packer=PackerConfig(dates=True))
+
+
+def _say(engine: MemoryEngine, thread: str, text: str, at: int) -> None:
+    engine.post_turn(SCOPE.with_thread(thread), [{"role": "user", "content": text, "timestamp": at},
+                                                 {"role": "assistant", "content": "Noted.", "timestamp": at + 1}])
+
+
+def _graph_lines(prompt: str) -> list[str]:
+    return [line for line in prompt.split("\n") if line.startswith("[GRAPH")]
+
+
+def _history(engine: MemoryEngine) -> list:
+    return engine.store.list_memories(MemoryQuery(scope=SCOPE, sources=("fact",), active_only=False))
+
+
+def test_lisbon_then_berlin_packs_berlin_as_current_with_its_date(engine_on_each_store: MemoryEngine) -> None:
+    engine = engine_on_each_store
+    _say(engine, "s1", "I live in Lisbon and work at Acme.", MARCH)
+    assert engine.flush().facts_indexed == 2
+    _say(engine, "s2", "I moved to Berlin last month and I now work at Zalando.", JUNE)
+    flushed = engine.flush()
+    assert (flushed.facts_indexed, flushed.facts_superseded) == (2, 2)
+
+    result = engine.pre_turn("Where does the user live now?", SCOPE.with_thread("s3"), layers=["graph"])
+    lines = _graph_lines(result.prompt)
+    assert "[GRAPH 2026-06-03] The user moved to Berlin last month." in lines
+    assert "[GRAPH 2026-06-03] The user now works at Zalando." in lines
+    assert not any("Lisbon" in line or "Acme" in line for line in lines)
+
+    rows = {r.content: r for r in _history(engine)}
+    old, new = rows["The user lives in Lisbon."], rows["The user moved to Berlin last month."]
+    assert old.status == "superseded" and old.metadata["supersededBy"] == new.id
+    assert old.metadata["slot"] == "residence" and old.metadata["supersededAt"] >= new.created_at
+    assert new.status == "active" and new.metadata["eventDate"] == "2026-05"
+    assert rows["The user works at Acme."].metadata["supersededBy"] == rows["The user now works at Zalando."].id
+
+    tool = {t.name: t for t in memory_tools(engine.scoped(SCOPE.with_thread("s3")))}["memory_context"]
+    context = tool.call(query="Where does the user live now?")["context"]
+    assert "[GRAPH 2026-06-03] The user moved to Berlin last month." in _graph_lines(context)
+    assert not any("Lisbon" in line for line in _graph_lines(context))  # the old turn itself may be recalled
+
+
+# (first statement, the update, a question, the current fact's text, the stale fact's text)
+KINDS = [
+    ("I work as a nurse.", "I am now a software engineer.", "What is the user's job?",
+     "The user is now a software engineer.", "The user works as a nurse."),
+    ("I study at Oxford University.", "I study at Cambridge University now.", "Where does the user study?",
+     "The user studies at Cambridge University now.", "The user studies at Oxford University."),
+    ("My girlfriend is called Ana.", "I broke up with Ana.", "Who is the user's girlfriend Ana?",
+     "The user broke up with Ana.", "The user's girlfriend is called Ana."),
+    ("My cat is Miso.", "My cat is called Tofu.", "What is the user's cat called?",
+     "The user's cat is called Tofu.", "The user's cat is Miso."),
+    ("My favourite colour is blue.", "My favourite colour is green.", "What is the user's favourite colour?",
+     "The user's favourite colour is green.", "The user's favourite colour is blue."),
+    ("I like green tea.", "I don't like green tea anymore.", "Does the user like green tea?",
+     "The user doesn't like green tea anymore.", "The user likes green tea."),
+    ("I plan to visit Japan in May.", "I cancelled the trip to Japan.", "Is the user going to Japan?",
+     "The user cancelled the trip to Japan.", "The user plans to visit Japan in May."),
+]
+
+
+@pytest.mark.parametrize(("first", "update", "question", "current", "stale"), KINDS,
+                         ids=["job", "school", "partner", "pet", "favourite", "preference", "plan"])
+def test_each_attribute_kind_packs_the_update_as_current(
+    engine_on_each_store: MemoryEngine, first: str, update: str, question: str, current: str, stale: str,
+) -> None:
+    engine = engine_on_each_store
+    _say(engine, "s1", first, MARCH)
+    _say(engine, "s2", update, JUNE)
+    assert engine.flush().facts_superseded == 1
+    lines = _graph_lines(engine.pre_turn(question, SCOPE.with_thread("s3"), layers=["graph"]).prompt)
+    assert f"[GRAPH 2026-06-03] {current}" in lines
+    assert not any(stale in line for line in lines)
+    assert {r.content: r.status for r in _history(engine)} == {current: "active", stale: "superseded"}
+
+
+def test_remember_supersedes_and_reports_it(engine_on_each_store: MemoryEngine) -> None:
+    engine = engine_on_each_store
+    old = engine.remember(SCOPE, "The user lives in Lisbon.", created_at=MARCH)
+    new = engine.remember(SCOPE, "The user lives in Berlin.", created_at=JUNE)
+    assert new.superseded == [old.id] and new.notes == []
+    assert [r.id for r in engine.list_items(SCOPE, sources=["fact"])] == [new.id]
+    # a fact observed before the current one arrives late: it is the one superseded
+    late = engine.remember(SCOPE, "The user lives in Porto.", created_at=MARCH + DAY)
+    assert late.superseded == [late.id]
+    assert [r.id for r in engine.list_items(SCOPE, sources=["fact"])] == [new.id]
+    # another user's fact on the same attribute is not touched
+    other = Scope(agent_wallet="agent", user_address="noor")
+    assert engine.remember(other, "The user lives in Madrid.", created_at=JUNE + DAY).superseded == []
+    assert [r.id for r in engine.list_items(SCOPE, sources=["fact"])] == [new.id]
+
+
+def test_uncertain_matches_are_reported_not_guessed(engine_on_each_store: MemoryEngine) -> None:
+    engine = engine_on_each_store
+    engine.remember(SCOPE, "The user lives in Lisbon.", created_at=MARCH)
+    hedged = engine.remember(SCOPE, "The user might move to Porto.", created_at=JUNE)
+    assert hedged.superseded == [] and len(hedged.notes) == 1 and "hedged" in hedged.notes[0]
+    assert len(engine.list_items(SCOPE, sources=["fact"])) == 2
+
+
+def test_ingested_facts_supersede_like_remembered_ones(engine_on_each_store: MemoryEngine) -> None:
+    engine = engine_on_each_store
+    (old,) = engine.ingest(SCOPE, [{"content": "The user works at Acme.", "source": "fact", "created_at": MARCH}])
+    (new,) = engine.ingest(SCOPE, [{"content": "The user works at Zalando.", "source": "fact", "created_at": JUNE}])
+    assert [r.id for r in engine.list_items(SCOPE, sources=["fact"])] == [new]
+    assert engine.store.get_memory(old).metadata["supersededBy"] == new  # type: ignore[union-attr]
+
+
+def test_dates_are_off_unless_configured() -> None:
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        engine.remember(SCOPE, "The user lives in Berlin.", created_at=JUNE)
+        assert engine.pre_turn("Where does the user live?", SCOPE).prompt.split("\n")[-2] == (
+            "[GRAPH] The user lives in Berlin.")
