@@ -8,6 +8,7 @@ fits the best memories into a character budget and reports what it kept and drop
 >>> engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
 """
 
+from ._version import __version__
 from .cache import Cache, InMemoryCache
 from .candidates import Candidate
 from .config import MemoryConfig, PackerConfig, RetrievalConfig
@@ -65,8 +66,6 @@ from .stores.base import MemoryQuery, Store
 from .stores.sqlite import SQLiteStore
 from .timeexpr import TimeRef, resolve_time
 from .tools import BoundTool, ToolDefinition, memory_tools
-
-__version__ = "0.1.0"
 
 __all__ = [
     "LAYERS",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._version import __version__
 from .cli_schedules import schedules
 from .engine import MemoryEngine
 from .errors import ManowarError
@@ -55,7 +56,7 @@ def _print_result(result: Any, explain: bool) -> None:
 
 
 @click.group()
-@click.version_option(package_name="manowar-memory")
+@click.version_option(__version__, package_name="manowar-memory")
 def cli() -> None:
     """Layered long-term memory for LLM agents."""
 

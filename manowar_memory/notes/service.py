@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._version import __version__
 from ..errors import InvalidInputError, NotFoundError, ScopeError
 from ..records import MemoryRecord
 from ..scope import Scope
@@ -790,7 +791,6 @@ class ProjectNotes:
     def health(self) -> dict[str, Any]:
         """Liveness of what the notes need: the store (a read) and the embedder (one embedding),
         each reported; ``status`` is ``degraded`` when one fails (never raises)."""
-        from .. import __version__
 
         def check(fn: Any) -> str:
             try:

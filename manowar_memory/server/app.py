@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from .. import errors
+from .._version import __version__
 from ..engine import ForgetReport, MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
 from ..jobs.schedules import ScheduleInfo
 from ..records import Job
@@ -633,7 +634,6 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     acts on the caller's own rows); ``allow_pin``: callers may publish archives to IPFS."""
     import asyncio
 
-    from .. import __version__
 
     keys = keys if keys is not None else ApiKeys()
     app = FastAPI(title=title, version=__version__,

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from .._version import __version__
 from ..engine import MemoryEngine
 from ..errors import ManowarError
 from ..scope import Scope
@@ -51,7 +52,6 @@ def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] |
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
-    from .. import __version__
 
     definitions = {d.name: d for d in catalog(list(groups))}
     base = scope.as_dict() if isinstance(scope, Scope) else dict(scope or {})
