@@ -8,7 +8,7 @@
 # 1. Installs every third-party dependency (CPU torch 2.13.0, the [all,dev] extras, the
 #    integrations' requirements, from scripts/requirements.py) into one virtual environment
 #    outside the checkout, $MANOWAR_VENV (default ~/.cache/manowar-memory/venv), shared by every
-#    clone: pip runs only when that list or this recipe changed. The code under test is this
+#    clone: pip runs only when that list (or the torch pin) changed. The code under test is this
 #    checkout's, put first on PYTHONPATH, so two clones never see each other's code.
 # 2. Installs Debian's chromium when missing (the docs browser check), then starts MongoDB,
 #    Redis and the Temporal dev server (scripts/services.sh start).
@@ -38,7 +38,7 @@ mkdir -p "$CACHE"
 requirements="$CACHE/requirements.txt"
 "$PY" scripts/requirements.py all dev >"$requirements.new"
 stamp_file="$VENV/.manowar-install-stamp"
-stamp=$({ echo "$TORCH"; cat "$requirements.new" "${BASH_SOURCE[0]}"; } | sha256sum | cut -d' ' -f1)
+stamp=$({ echo "$TORCH"; cat "$requirements.new"; } | sha256sum | cut -d' ' -f1)
 
 if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
   # One install at a time into the shared environment (two clones may start together).
@@ -52,6 +52,8 @@ if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
     log "pip: installing $(wc -l <"$requirements") requirements into $VENV"
     "$VENV/bin/python" -m pip install -q -c "$CACHE/constraints.txt" -r "$requirements"
     echo "$stamp" >"$stamp_file"
+  else
+    rm -f "$requirements.new"  # another run installed the same list while this one waited
   fi
   flock -u 9
 else
