@@ -456,7 +456,7 @@ class MemoryEngine:
         if not inserted:
             return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
-        updates = apply_updates(self.store, scope, stored, now_ms())
+        updates = apply_updates(self.store, scope, [stored], now_ms())
         self._invalidate(scope)
         return RememberResult(id=stored.id, fact_type=kind, fact_hash=fact_hash, superseded=updates.superseded,
                               notes=updates.uncertain)
@@ -614,9 +614,9 @@ class MemoryEngine:
                         batch_ids[j] = memory_id
                     inserted += len(without)
                 ids.extend(str(i) for i in batch_ids)
-                for j in todo:  # an ingested fact replaces what it contradicts, as remember's do
-                    if records[j].source == "fact":
-                        apply_updates(self.store, scope, records[j].model_copy(update={"id": batch_ids[j]}), now_ms())
+                # an ingested fact replaces what it contradicts, as remember's do (one read per batch)
+                apply_updates(self.store, scope, [records[j].model_copy(update={"id": batch_ids[j]}) for j in todo
+                                                  if records[j].source == "fact"], now_ms())
                 if todo:
                     self._invalidate(scope)
                 if bar is not None:
@@ -990,15 +990,16 @@ class MemoryEngine:
                 # observed when the user said it: the turn's time, not the time extraction ran
                 records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta, created_at=said_at,
                                                 embedding=vectors[i] if vectors else None))
+            new: list[MemoryRecord] = []
             for record in records:  # each one atomic against concurrent writers of the same fact
                 stored, inserted = self.store.add_fact_if_absent(record)
                 if inserted:
-                    indexed += 1
-                    updates = apply_updates(self.store, scope, stored, now_ms())
-                    superseded += len(updates.superseded)
-                    notes += updates.uncertain
+                    new.append(stored)
                 else:
                     reinforced += 1
+            indexed = len(new)
+            updates = apply_updates(self.store, scope, new, now_ms())  # the scope's facts read once
+            superseded, notes = len(updates.superseded), updates.uncertain
             if indexed:
                 self._invalidate(scope)
         return {"indexed": indexed, "reinforced": reinforced, "superseded": superseded, "notes": notes}

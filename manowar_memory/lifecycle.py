@@ -337,23 +337,22 @@ class UpdateReport:
     uncertain: list[str] = field(default_factory=list)
 
 
-def apply_updates(store: Store, scope: Scope, record: MemoryRecord, now: int, *,
+def apply_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord], now: int, *,
                   limit: int = 500) -> UpdateReport:
-    """Supersede what the newly stored fact ``record`` contradicts among the active facts of
-    exactly its scope (same agent, user, mode and HAI), or supersede ``record`` itself when a
-    stored fact observed later already replaced it. Superseded rows keep their text and get
+    """Supersede what each newly stored fact of ``records`` (in order) contradicts among the
+    active facts of exactly its scope (same agent, user, mode and HAI), or supersede the new
+    fact itself when a stored fact observed later already replaced it. The scope's facts are
+    read once for the whole batch. Superseded rows keep their text and get
     ``status: superseded``, ``supersededBy``, ``supersededAt``, ``supersededReason`` and
     ``slot``, and a decay score of at most 0.05 (as :meth:`MemoryEngine.resolve_conflict`)."""
     report = UpdateReport()
-    if not parse_slots(record.content):
+    new = [r for r in records if parse_slots(r.content)]
+    if not new:
         return report
-    rows = store.list_memories(MemoryQuery(scope=scope, sources=("fact",)), limit)
-    same = [r for r in rows if r.id != record.id and (r.user_address, r.mode, r.hai_id)
-            == (record.user_address, record.mode, record.hai_id) and r.status not in INACTIVE_STATUSES]
-    res = resolve(FactRef(record.id, record.content, record.created_at),
-                  [FactRef(r.id, r.content, r.created_at) for r in same])
-    report.uncertain = res.uncertain
-    by_id = {r.id: r for r in same}
+    active = {r.id: r for r in store.list_memories(MemoryQuery(scope=scope, sources=("fact",)), limit)
+              if r.status not in INACTIVE_STATUSES}
+    for record in new:
+        active.setdefault(record.id, record)  # stored, but perhaps past the read's limit
     changes: list[tuple[str, dict[str, Any]]] = []
 
     def supersede(row: MemoryRecord, winner: str, slot: str) -> None:
@@ -361,12 +360,21 @@ def apply_updates(store: Store, scope: Scope, record: MemoryRecord, now: int, *,
                 "supersededReason": f"replaced by a newer fact on {slot}", "slot": slot}
         changes.append((row.id, {"metadata": meta, "decay_score": min(row.decay_score, 0.05), "updated_at": now}))
         report.superseded.append(row.id)
+        active.pop(row.id, None)
 
-    if res.superseded_by is not None:
-        supersede(record, *res.superseded_by)
-    else:
-        for row_id, slot in res.supersede:
-            supersede(by_id[row_id], record.id, slot)
+    for record in new:
+        if record.id not in active:  # an earlier fact of this batch replaced it already
+            continue
+        key = (record.user_address, record.mode, record.hai_id)
+        same = [r for r in active.values() if r.id != record.id and (r.user_address, r.mode, r.hai_id) == key]
+        res = resolve(FactRef(record.id, record.content, record.created_at),
+                      [FactRef(r.id, r.content, r.created_at) for r in same])
+        report.uncertain += res.uncertain
+        if res.superseded_by is not None:
+            supersede(record, *res.superseded_by)
+        else:
+            for row_id, slot in res.supersede:
+                supersede(active[row_id], record.id, slot)
     if changes:
         store.update_memories(changes)
     return report
