@@ -116,6 +116,27 @@ class RetrievalConfig(_Settings):
         0.1, ge=0.0, le=1.0, description="Signal from metadata.proofCount and confidence; neutral when absent."
     )
     trust_alpha: float = Field(0.1, ge=0.0, le=1.0, description="Signal system 1.0, learned 0.5, external 0.0.")
+    # time in the query (manowar_memory.ranking.temporal), after the boosts and before MMR
+    time_queries: bool = Field(True, description="Read time in the query: 'when' questions, windows, first/last.")
+    when_boost: float = Field(
+        0.3, ge=0.0, le=2.0,
+        description="A 'when' question multiplies the score of memories that state a time by 1 + this.",
+    )
+    time_window_boost: float = Field(
+        0.5, ge=0.0, le=2.0,
+        description="Memories inside the query's time window ('last week', 'in June 2023'), or on the asked side "
+        "of its event ('before she moved'), get 1 + this.",
+    )
+    time_order_boost: float = Field(
+        0.3, ge=0.0, le=2.0,
+        description="'The first time' / 'most recently': the oldest / newest of the top 2 × limit gets up to "
+        "1 + this / 2, the other end 1 - this / 2.",
+    )
+    time_window_restrict: bool = Field(
+        False,
+        description="Keep only the memories inside the query's time window (when at least one is inside; when "
+        "none is, nothing is dropped and the search's lane report says so).",
+    )
     # trust (Comis): which levels a search may return; rows without a level count as default_trust
     include_trust: tuple[Literal["system", "learned", "external"], ...] = Field(
         ("system", "learned"), description="Trust levels returned; external is excluded by default."
@@ -139,11 +160,10 @@ class PackerConfig(_Settings):
         "keeps 5 points more evidence at 900 characters than 0.45.",
     )
     dates: bool = Field(
-        False,
+        True,
         description="Tag each packed line with the day its memory was observed, '[GRAPH 2026-06-03] ...', so the "
-        "model can tell the current statement from an earlier one and place 'last month' in time. Off by default: "
-        "the tag costs 11 characters a line of the budget, and the measured figures (docs/benchmarks.md) are "
-        "without it.",
+        "model can tell the current statement from an earlier one and place 'last month' in time. The tag costs "
+        "11 characters a line of the budget; turn it off for prompts where time never matters.",
     )
     wrap_untrusted: bool = Field(
         True,

@@ -9,7 +9,11 @@ did into each candidate's ``trace`` and, when something degraded, into the run's
 2. ``rerank``: the cross-encoder with its skip rule, timeout and fail-soft (when ``options.rerank``);
 3. ``boosts``: recency, temporal, proof and trust factors centred on 1 (after a successful
    rerank, the reranked pool and the rest are boosted apart, the pool staying first);
-4. ``mmr``: maximal marginal relevance, the only place the engine's searches apply it
+4. ``time``: what the query says about time (:mod:`manowar_memory.ranking.temporal`): "when"
+   questions favour memories that state a time, a window ("last week", "in June 2023")
+   favours (or, with ``time_window_restrict``, keeps only) memories inside it, "before she
+   moved" those before the event, "the first time" the oldest (when ``time_queries``);
+5. ``mmr``: maximal marginal relevance, the only place the engine's searches apply it
    (when ``options.mmr``); the returned order is the MMR order.
 
 A user adds a stage of their own with :class:`StageInsert` (``MemoryEngine.insert_stage``):
@@ -19,7 +23,7 @@ A user adds a stage of their own with :class:`StageInsert` (``MemoryEngine.inser
 ...     def __call__(self, candidates, ctx):
 ...         return [c for c in candidates if len(c.text) > 3]
 >>> [s.name for s in ranking_stages(RetrievalConfig(), RankOptions(), [StageInsert(DropShort(), before="boosts")])]
-['decay', 'drop-short', 'boosts']
+['decay', 'drop-short', 'boosts', 'time']
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ..ranking.boosts import apply_boosts
 from ..ranking.decay import apply_decay
 from ..ranking.mmr import mmr_order
 from ..ranking.rerank import rerank_candidates
+from ..ranking.temporal import apply_time_intent, parse_time_query
 from ..rerankers.base import Reranker
 from ..threads import EngineThreads
 
@@ -48,6 +53,7 @@ __all__ = [
     "RankingStage",
     "RerankStage",
     "StageInsert",
+    "TimeStage",
     "ranking_stages",
 ]
 
@@ -190,6 +196,37 @@ class BoostStage:
 
 
 @dataclass(frozen=True)
+class TimeStage:
+    """The query's time: "when" questions, windows, before/after an event, first/last
+    (:func:`~manowar_memory.ranking.temporal.apply_time_intent`); what it read goes to the
+    lane report's ``extra["time"]``."""
+
+    name: str = "time"
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        intent = parse_time_query(ctx.text, ctx.now)
+        if intent.empty:
+            return candidates
+        c = ctx.config
+        kwargs = {"when_boost": c.when_boost, "window_boost": c.time_window_boost, "order_boost": c.time_order_boost,
+                  "restrict": c.time_window_restrict, "pool": ctx.limit * 2}
+        if ctx.pool is None:
+            out, note = apply_time_intent(candidates, intent, **kwargs)  # type: ignore[arg-type]
+        else:  # reranker and fused scores: each part on its own, the reranked pool first
+            head, note = apply_time_intent(candidates[: ctx.pool], intent, **kwargs)  # type: ignore[arg-type]
+            tail, tail_note = apply_time_intent(candidates[ctx.pool:], intent, **kwargs)  # type: ignore[arg-type]
+            out, note = head + tail, note or tail_note
+        report: dict[str, object] = {"phrases": list(intent.phrases)}
+        for key in ("asks_when", "order", "side", "month"):
+            if getattr(intent, key):
+                report[key] = getattr(intent, key)
+        if note:
+            report["note"] = note
+        ctx.report.extra["time"] = report
+        return out
+
+
+@dataclass(frozen=True)
 class MMRStage:
     """Maximal marginal relevance over the top ``2 × limit``; the order it returns is final
     (scores are lowered just enough to follow it, so a later sort by score keeps it)."""
@@ -220,7 +257,7 @@ class StageInsert:
 def ranking_stages(
     config: RetrievalConfig, options: RankOptions, inserts: Sequence[StageInsert] = ()
 ) -> list[RankingStage]:
-    """The ranking stages of one search, in order: decay, rerank, boosts, MMR, with the
+    """The ranking stages of one search, in order: decay, rerank, boosts, time, MMR, with the
     optional ones as ``options`` asks and the user's ``inserts`` in their places."""
     stages: list[RankingStage] = []
     if options.decay:
@@ -228,6 +265,8 @@ def ranking_stages(
     if options.rerank:
         stages.append(RerankStage())
     stages.append(BoostStage())
+    if config.time_queries:
+        stages.append(TimeStage())
     if options.mmr:
         stages.append(MMRStage())
     for insert in inserts:

@@ -1,0 +1,321 @@
+"""Time in the query: "when" questions, time windows and order words, without an LLM.
+
+:func:`parse_time_query` reads what a query says about time, against the moment it is asked:
+
+* **asks when**: "When did ...", "what date / year / month", "how long ago", "how long has",
+  "since when". Memories that state a time ("yesterday", "two weeks ago", "on 12 May",
+  "since 2016", "last Fri") are the ones that can answer, so they are boosted.
+* **a window**: "yesterday", "last week", "in June 2023", "in 2022", "on 12 May 2023",
+  "two months ago", "last summer", "in June" (any year's June when no year is said).
+  Memories whose time falls inside it are boosted; with ``restrict`` the others are dropped,
+  unless none falls inside (then nothing is dropped, and the search says so).
+* **before / after**: "before 2023", "after June 2023" (a window open on one side), or an
+  event ("before she moved to Berlin"): the candidate that best matches the event's words
+  anchors the time, and memories on the asked side of it are boosted.
+* **order**: "the first time", "earliest", "originally" prefer the oldest of the relevant
+  candidates; "the last time", "most recently", "latest", "now", "currently" the newest.
+
+A memory's time is its event date (``metadata.eventDate``, resolved from the turn when the
+fact was extracted), else ``metadata.occurredAt``, else when it was recorded
+(``created_at``). :func:`apply_time_intent` is the ranking stage's work; every factor it
+applies is written to the candidate's ``trace`` (``time_when``, ``time_window``,
+``time_order``, ``time_anchor``).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from ..candidates import Candidate
+from ..timeexpr import resolve_time
+
+__all__ = ["TimeIntent", "apply_time_intent", "candidate_time", "mentions_time", "parse_time_query"]
+
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december"]
+_MONTH_ABBR = {m[:3]: i + 1 for i, m in enumerate(_MONTHS)} | {"sept": 9}
+_MONTH_RE = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
+             r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_DAY_RE = (r"(?:mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?")
+
+_WHEN = regex.compile(
+    r"^\s*(?:and |so |but )?when\b|\bwhen (?:did|does|do|was|were|is|will|has|had)\b|"
+    r"\bwhat (?:date|day|year|month|week|time of year|season)\b|\bwhich (?:date|day|year|month|week|season)\b|"
+    r"\bhow long (?:ago|has|have|had|did|was|were|since|before|after)\b|\bsince when\b|\bin what year\b|"
+    r"\bhow (?:many|much) (?:days|weeks|months|years) (?:ago|since|before|after)\b",
+    regex.I,
+)
+# a time a memory states: relative phrases, dates, years, weekdays, durations
+_MENTION = regex.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|this (?:morning|afternoon|evening|weekend|week|month|year|summer|"
+    r"spring|fall|autumn|winter)|last (?:night|week(?:end)?|month|year|time|summer|spring|fall|autumn|winter|"
+    rf"{_DAY_RE}|{_MONTH_RE})|next (?:week(?:end)?|month|year|{_DAY_RE}|{_MONTH_RE})|"
+    r"the other day|a while (?:ago|back)|recently|earlier (?:this|today)|"
+    r"(?:\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple(?: of)?|a few|"
+    r"several|many) (?:days?|weeks?|months?|years?|decades?)(?: ago| now| back| later| before| after)|"
+    r"(?:since|in|by|until|from|during) (?:19|20)\d\d|"
+    rf"(?:on|last|this|next|every) {_DAY_RE}|"
+    rf"(?:in|since|until|during|early|late|mid|end of|beginning of) {_MONTH_RE}|"
+    rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH_RE}|{_MONTH_RE} \d{{1,2}}(?:st|nd|rd|th)?\b|"
+    r"(?:19|20)\d\d-\d\d(?:-\d\d)?|\d{1,2}/\d{1,2}(?:/\d{2,4})?|"
+    r"(?:summer|winter|spring|fall|autumn|christmas|easter|new year)(?:'s)? (?:of )?(?:19|20)\d\d|"
+    r"when (?:i|we|he|she|they) (?:was|were) (?:a )?(?:kid|child|young|little|\d+)|"
+    r"(?:first|second|last) time|for (?:the )?(?:past |last )?(?:\d+|a|two|three|four|five|six|seven|eight|nine|ten|"
+    r"a few|several|many) (?:days|weeks|months|years))\b",
+    regex.I,
+)
+# a date stamp that opens a transcript line: "(8 May 2023) Ana: ...", "[2023-05-08 14:00] ..."
+_STAMP = regex.compile(r"^\s*[\(\[][^\)\]]{4,40}[\)\]]\s*")
+_YEAR = regex.compile(r"\b(?:in|during|of|for) (?P<year>(?:19|20)\d\d)\b|^(?P<year2>(?:19|20)\d\d)$", regex.I)
+_MONTH_YEAR = regex.compile(rf"\b(?:in |during |of )?(?P<month>{_MONTH_RE}),? (?P<year>(?:19|20)\d\d)\b", regex.I)
+_DAY_MONTH_YEAR = regex.compile(
+    rf"\b(?:on )?(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m1>{_MONTH_RE}),? (?P<y1>(?:19|20)\d\d)|"
+    rf"(?P<m2>{_MONTH_RE}) (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y2>(?:19|20)\d\d)|"
+    r"(?P<iso>(?:19|20)\d\d-\d\d-\d\d))\b", regex.I)
+_MONTH_ONLY = regex.compile(rf"\b(?:in|during) (?P<month>{_MONTH_RE})\b(?!,? (?:19|20)\d\d|\.? \d)", regex.I)
+_SIDE = regex.compile(r"\b(?P<side>before|after|since|prior to|until)\s+(?P<rest>[^?.!,;]+)", regex.I)
+_FIRST = regex.compile(r"\b(?:the first time|first time|for the first time|earliest|originally|at first|"
+                       r"initially|first (?:did|meet|met|go|went|see|saw|start|started|get|got|move|moved|visit|visited|try|tried|"
+                       r"learn|learned|hear|heard|join|joined|become|became|come|came|take|took|do|fell|fall))\b", regex.I)
+_LAST = regex.compile(r"\b(?:the last time|last time|most recent(?:ly)?|latest|lately|these days|nowadays|"
+                      r"currently|now)\b", regex.I)
+_STOP = frozenset(
+    "a an the and or of to in on at for with from by is are was were be been being do does did has have had "
+    "she he they i we you it her his their our my your them him me us that this these those what which who "
+    "when where why how there here then than as so if not no yes just also very really".split())
+_WORD = regex.compile(r"\p{L}[\p{L}'-]+")
+
+
+@dataclass(frozen=True)
+class TimeIntent:
+    """What a query says about time (see the module doc); ``window`` is ``(start, end)`` in
+    epoch ms (end exclusive), ``month`` a month of any year (1-12) when no year was said,
+    ``anchor`` the words of an event the query places memories ``side`` ("before"/"after") of."""
+
+    asks_when: bool = False
+    window: tuple[int, int] | None = None
+    month: int | None = None
+    side: str | None = None
+    anchor: tuple[str, ...] = ()
+    order: str | None = None  # "first" or "last"
+    phrases: tuple[str, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        """True when the query says nothing about time."""
+        return not (self.asks_when or self.window or self.month or self.side or self.order)
+
+
+def _ms(day: dt.date) -> int:
+    return calendar.timegm(day.timetuple()) * 1000
+
+
+def _month_number(word: str) -> int:
+    w = word.lower().rstrip(".")
+    return _MONTHS.index(w) + 1 if w in _MONTHS else _MONTH_ABBR[w[:4] if w.startswith("sept") else w[:3]]
+
+
+def _span(date: str, precision: str) -> tuple[int, int]:
+    """The epoch-ms span of an ISO date of the given precision (``week``: its Monday)."""
+    if precision == "year":
+        y = int(date[:4])
+        return _ms(dt.date(y, 1, 1)), _ms(dt.date(y + 1, 1, 1))
+    if precision == "month":
+        y, m = int(date[:4]), int(date[5:7])
+        return _ms(dt.date(y, m, 1)), _ms(dt.date(y + (m == 12), m % 12 + 1, 1))
+    start = dt.date.fromisoformat(date[:10])
+    return _ms(start), _ms(start + dt.timedelta(days=7 if precision == "week" else 1))
+
+
+def _absolute(text: str) -> tuple[tuple[int, int], str] | None:
+    m = _DAY_MONTH_YEAR.search(text)
+    if m:
+        if m.group("iso"):
+            day = dt.date.fromisoformat(m.group("iso"))
+        else:
+            d, mon, y = (m.group("d1"), m.group("m1"), m.group("y1")) if m.group("d1") else (
+                m.group("d2"), m.group("m2"), m.group("y2"))
+            try:
+                day = dt.date(int(y), _month_number(mon), int(d))
+            except ValueError:
+                return None
+        return _span(day.isoformat(), "day"), m.group(0)
+    m = _MONTH_YEAR.search(text)
+    if m:
+        return _span(f"{m.group('year')}-{_month_number(m.group('month')):02d}", "month"), m.group(0)
+    m = _YEAR.search(text)
+    if m:
+        return _span(m.group("year") or m.group("year2"), "year"), m.group(0)
+    return None
+
+
+def parse_time_query(text: str, now: int) -> TimeIntent:
+    """What ``text`` (a query asked at ``now``, epoch ms) says about time."""
+    asks_when = bool(_WHEN.search(text))
+    phrases: list[str] = []
+    window: tuple[int, int] | None = None
+    month: int | None = None
+    side: str | None = None
+    anchor: tuple[str, ...] = ()
+    rest = text
+    sided = _SIDE.search(text)
+    if sided:
+        word = sided.group("side").lower()
+        side = "before" if word in ("before", "prior to", "until") else "after"
+        bound = _absolute(sided.group("rest"))
+        if bound is not None:
+            (start, end), phrase = bound
+            window = (0, start) if side == "before" else (end if word == "after" else start, 2**62)
+            phrases.append(sided.group(0))
+            side = None
+        else:
+            words = tuple(w.lower() for w in _WORD.findall(sided.group("rest")) if w.lower() not in _STOP)
+            if words:
+                anchor = words[:6]
+                phrases.append(sided.group(0))
+            else:
+                side = None
+        rest = text[: sided.start()] + text[sided.end():]
+    if window is None:
+        found = _absolute(rest)
+        if found is not None:
+            window, phrase = found
+            phrases.append(phrase)
+        else:
+            only = _MONTH_ONLY.search(rest)
+            if only:
+                month = _month_number(only.group("month"))
+                phrases.append(only.group(0))
+            else:
+                ref = resolve_time(rest, now)
+                if ref is not None:
+                    window = _span(ref.date, ref.precision)
+                    phrases.append(ref.phrase)
+    order = None
+    if _FIRST.search(text):
+        order = "first"
+    elif window is None and month is None and _LAST.search(text) and not asks_when:
+        order = "last"
+    return TimeIntent(asks_when=asks_when, window=window, month=month, side=side if anchor else None,
+                      anchor=anchor, order=order, phrases=tuple(phrases))
+
+
+def mentions_time(text: str) -> bool:
+    """True when ``text`` states a time (a leading transcript date stamp does not count)."""
+    return bool(_MENTION.search(_STAMP.sub("", text, count=1)))
+
+
+def candidate_time(cand: Candidate) -> int | None:
+    """When a candidate's memory happened (epoch ms): its event date, else ``occurredAt``,
+    else its record time; None when it has none."""
+    meta: dict[str, Any] = cand.metadata or {}
+    event = meta.get("eventDate")
+    if isinstance(event, str) and len(event) >= 4:
+        try:
+            precision = "day" if len(event) >= 10 else "month" if len(event) >= 7 else "year"
+            return _span(event, precision)[0]
+        except ValueError:
+            pass
+    occurred = meta.get("occurredAt", meta.get("occurred_at"))
+    if isinstance(occurred, (int, float)) and not isinstance(occurred, bool) and math.isfinite(occurred) and occurred > 0:
+        return int(occurred)
+    stamp = cand.created_at
+    return int(stamp) if isinstance(stamp, (int, float)) and stamp > 0 else None
+
+
+def _in_window(when: int | None, intent: TimeIntent) -> bool:
+    if when is None:
+        return False
+    if intent.window is not None:
+        return intent.window[0] <= when < intent.window[1]
+    return dt.datetime.fromtimestamp(when / 1000, tz=dt.UTC).month == intent.month
+
+
+def _stem(word: str) -> str:
+    """A crude stem: common endings off, then the first five letters (moved, moving, move: mov)."""
+    w = word.lower()
+    for end in ("ing", "ed", "es", "s", "e"):
+        if len(w) > len(end) + 2 and w.endswith(end):
+            w = w[: -len(end)]
+            break
+    return w[:5]
+
+
+def _anchor_time(candidates: Sequence[Candidate], words: tuple[str, ...]) -> tuple[Candidate, int] | None:
+    """The candidate that best matches the anchor event's words (at least half of them, on
+    crude stems), with its time."""
+    stems = {_stem(w) for w in words}
+    best: tuple[float, Candidate] | None = None
+    for cand in candidates:
+        have = {_stem(w) for w in _WORD.findall(cand.text)}
+        share = len(stems & have) / len(stems)
+        if share >= 0.5 and (best is None or share > best[0]):
+            best = (share, cand)
+    if best is None:
+        return None
+    when = candidate_time(best[1])
+    return (best[1], when) if when is not None else None
+
+
+def apply_time_intent(
+    candidates: list[Candidate], intent: TimeIntent, *, when_boost: float, window_boost: float,
+    order_boost: float, restrict: bool = False, pool: int | None = None,
+) -> tuple[list[Candidate], str | None]:
+    """Boost (or, with ``restrict``, keep only) the candidates that fit ``intent``, and re-sort.
+
+    ``pool``: how many leading candidates the order and anchor rules weigh (the relevant
+    ones); the rest keep their factors at 1 for those rules. Returns the candidates and a
+    note when a window or anchor matched nothing (so the search can report it)."""
+    if intent.empty or not candidates:
+        return candidates, None
+    note = None
+    head = candidates[: pool or len(candidates)]
+    factors: dict[int, float] = {id(c): 1.0 for c in candidates}
+    if intent.asks_when and when_boost:
+        for cand in candidates:
+            if mentions_time(cand.text) or (cand.metadata or {}).get("eventDate"):
+                factors[id(cand)] *= 1.0 + when_boost
+                cand.trace["time_when"] = 1.0 + when_boost
+    if intent.window is not None or intent.month is not None:
+        inside = [c for c in candidates if _in_window(candidate_time(c), intent)]
+        if not inside:
+            note = f"time window ({', '.join(intent.phrases)}) matched no candidate; not applied"
+        elif restrict:
+            keep = {id(c) for c in inside}
+            candidates = [c for c in candidates if id(c) in keep]
+        else:
+            for cand in inside:
+                factors[id(cand)] *= 1.0 + window_boost
+                cand.trace["time_window"] = 1.0 + window_boost
+    if intent.anchor:
+        found = _anchor_time(head, intent.anchor)
+        if found is None:
+            note = f"no memory matched the event '{' '.join(intent.anchor)}'; the before/after rule was not applied"
+        else:
+            anchor, at = found
+            for cand in head:
+                when = candidate_time(cand)
+                if cand is anchor or when is None:
+                    continue
+                if (when < at) == (intent.side == "before") and when != at:
+                    factors[id(cand)] *= 1.0 + window_boost
+                    cand.trace["time_anchor"] = 1.0 + window_boost
+    if intent.order is not None and order_boost:
+        dated = sorted((t, i) for i, c in enumerate(head) if (t := candidate_time(c)) is not None)
+        if len(dated) > 1:
+            for rank, (_, i) in enumerate(dated):
+                share = rank / (len(dated) - 1)  # 0 for the oldest, 1 for the newest
+                signal = 1.0 - share if intent.order == "first" else share
+                value = 1.0 + order_boost * (signal - 0.5)
+                factors[id(head[i])] *= value
+                head[i].trace["time_order"] = value
+    for cand in candidates:
+        cand.score *= factors[id(cand)]
+    return sorted(candidates, key=lambda c: c.score, reverse=True), note

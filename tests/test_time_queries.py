@@ -1,0 +1,177 @@
+"""Time in the query (manowar_memory.ranking.temporal): "when", windows, before/after, first/last."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from manowar_memory import MemoryConfig, MemoryEngine, Scope
+from manowar_memory.candidates import Candidate
+from manowar_memory.config import RetrievalConfig
+from manowar_memory.ranking.temporal import apply_time_intent, candidate_time, mentions_time, parse_time_query
+from manowar_memory.retrieval.pipeline import RankOptions, ranking_stages
+
+NOW = 1_780_488_000_000  # 2026-06-03 12:00 UTC, a Wednesday
+DAY = 86_400_000
+
+
+def ms(day: str) -> int:
+    return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def cand(text: str, created: str, score: float = 1.0, **meta: object) -> Candidate:
+    return Candidate(id=text[:20], text=text, score=score, layer="vectors", created_at=ms(created), metadata=dict(meta))
+
+
+@pytest.mark.parametrize(
+    ("query", "asks_when"),
+    [
+        ("When did Melanie sign up for a pottery class?", True),
+        ("when is the daily standup?", True),
+        ("What year did she graduate?", True),
+        ("How long ago was Caroline's 18th birthday?", True),
+        ("How long has Melanie been practicing art?", True),
+        ("Since when does he live in Berlin?", True),
+        ("Where does the user live?", False),
+        ("What does Ana do when she is stressed?", False),
+    ],
+)
+def test_when_questions_are_recognised(query: str, asks_when: bool) -> None:
+    assert parse_time_query(query, NOW).asks_when is asks_when
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("What did I do yesterday?", "2026-06-02", "2026-06-03"),
+        ("What did we talk about last week?", "2026-05-25", "2026-06-01"),
+        ("Which books did I read in June 2023?", "2023-06-01", "2023-07-01"),
+        ("What happened on 12 May 2023?", "2023-05-12", "2023-05-13"),
+        ("What did I cook on May 12, 2023?", "2023-05-12", "2023-05-13"),
+        ("Where did she travel in 2022?", "2022-01-01", "2023-01-01"),
+        ("What did I buy two months ago?", "2026-04-01", "2026-05-01"),
+    ],
+)
+def test_time_windows_are_read_against_the_time_asked(query: str, start: str, end: str) -> None:
+    intent = parse_time_query(query, NOW)
+    assert intent.window == (ms(start), ms(end)), intent
+
+
+def test_a_month_without_a_year_is_that_month_of_any_year() -> None:
+    intent = parse_time_query("When did Melanie go camping in June?", NOW)
+    assert intent.asks_when and intent.month == 6 and intent.window is None
+
+
+@pytest.mark.parametrize(
+    ("query", "window"),
+    [
+        ("What did I eat before 2023?", (0, "2023-01-01")),
+        ("Where did she work after June 2023?", ("2023-07-01", None)),
+        ("Which trips since 1 March 2024?", ("2024-03-01", None)),
+    ],
+)
+def test_before_and_after_a_date_are_half_open_windows(query: str, window: tuple[object, object]) -> None:
+    intent = parse_time_query(query, NOW)
+    assert intent.window is not None
+    lo, hi = window
+    assert intent.window[0] == (0 if lo == 0 else ms(str(lo)))
+    assert (intent.window[1] >= 2**61) if hi is None else intent.window[1] == ms(str(hi))
+
+
+def test_before_an_event_names_the_anchor_words() -> None:
+    intent = parse_time_query("Where did she live before she moved to Berlin?", NOW)
+    assert intent.side == "before" and intent.anchor == ("moved", "berlin") and intent.window is None
+
+
+@pytest.mark.parametrize(
+    ("query", "order"),
+    [("When did I first meet Jonas?", "first"), ("What was the first time she went hiking?", "first"),
+     ("Where does the user live now?", "last"), ("Who is my most recent client?", "last"),
+     ("Where does the user live?", None)],
+)
+def test_order_words(query: str, order: str | None) -> None:
+    assert parse_time_query(query, NOW).order == order
+
+
+@pytest.mark.parametrize(
+    ("text", "states_time"),
+    [
+        ("(8 May 2023) Melanie: I just signed up for a pottery class yesterday.", True),
+        ("(8 May 2023) Melanie: Last Fri I took my kids to a pottery workshop.", True),
+        ("(8 May 2023) Caroline: A friend made it for my 18th birthday ten years ago.", True),
+        ("(8 May 2023) Melanie: Seven years now, and I've found my muses.", True),
+        ("(8 May 2023) Gina: Got the tattoo a few years ago.", True),
+        ("The user moved to Berlin on 12 June 2024.", True),
+        ("(8 May 2023) Melanie: I love pottery, it is like therapy.", False),
+        ("[2023-05-08 14:00] user: the standup is short", False),
+        ("The user lives in Lisbon.", False),
+    ],
+)
+def test_a_memory_states_a_time_unless_only_its_stamp_does(text: str, states_time: bool) -> None:
+    assert mentions_time(text) is states_time
+
+
+def test_candidate_time_prefers_the_event_date() -> None:
+    assert candidate_time(cand("x", "2026-06-03", eventDate="2026-05")) == ms("2026-05-01")
+    assert candidate_time(cand("x", "2026-06-03", occurredAt=ms("2026-01-02"))) == ms("2026-01-02")
+    assert candidate_time(cand("x", "2026-06-03")) == ms("2026-06-03")
+
+
+def test_a_when_question_lifts_the_memory_that_states_a_time() -> None:
+    plain = cand("(8 May 2023) Melanie: pottery is like therapy for me", "2023-05-08", score=1.0)
+    dated = cand("(8 May 2023) Melanie: I signed up for a pottery class yesterday", "2023-05-08", score=0.9)
+    out, note = apply_time_intent([plain, dated], parse_time_query("When did Melanie sign up for pottery?", NOW),
+                                  when_boost=0.3, window_boost=0.5, order_boost=0.3)
+    assert [c.text for c in out] == [dated.text, plain.text] and note is None
+    assert dated.trace["time_when"] == pytest.approx(1.3) and "time_when" not in plain.trace
+
+
+def test_a_window_boosts_inside_or_restricts_and_reports_when_nothing_fits() -> None:
+    def pool() -> list[Candidate]:
+        return [cand("a dinner in May", "2026-05-10", 1.0), cand("a dinner last week", "2026-05-27", 0.8)]
+
+    intent = parse_time_query("what did we eat last week?", NOW)
+    boosted, _ = apply_time_intent(pool(), intent, when_boost=0.3, window_boost=0.5, order_boost=0.3)
+    assert [c.text for c in boosted] == ["a dinner last week", "a dinner in May"]
+    kept, _ = apply_time_intent(pool(), intent, when_boost=0.3, window_boost=0.5, order_boost=0.3, restrict=True)
+    assert [c.text for c in kept] == ["a dinner last week"]
+    nothing, note = apply_time_intent(pool(), parse_time_query("what did we eat in 2019?", NOW), when_boost=0.3,
+                                      window_boost=0.5, order_boost=0.3, restrict=True)
+    assert len(nothing) == 2 and note and "matched no candidate" in note
+
+
+def test_before_an_event_lifts_what_came_before_it() -> None:
+    cands = [cand("The user lives in Berlin now", "2026-05-01", 1.0),
+             cand("The user moved to Berlin", "2026-04-01", 0.95),
+             cand("The user lived in Lisbon", "2025-01-01", 0.9)]
+    out, note = apply_time_intent(cands, parse_time_query("Where did the user live before moving to Berlin?", NOW),
+                                  when_boost=0.3, window_boost=0.5, order_boost=0.3)
+    assert note is None and out[0].text == "The user lived in Lisbon"
+
+
+def test_first_time_prefers_the_oldest() -> None:
+    cands = [cand("hiking in the Alps", "2026-05-01", 1.0), cand("hiking in Sintra", "2024-05-01", 0.9)]
+    out, _ = apply_time_intent(cands, parse_time_query("When was the first time I went hiking?", NOW),
+                               when_boost=0.0, window_boost=0.5, order_boost=0.3)
+    assert out[0].text == "hiking in Sintra"
+
+
+def test_the_stage_runs_by_default_and_can_be_turned_off() -> None:
+    assert [s.name for s in ranking_stages(RetrievalConfig(), RankOptions())] == ["decay", "boosts", "time"]
+    assert "time" not in [s.name for s in ranking_stages(RetrievalConfig(time_queries=False), RankOptions())]
+
+
+def test_search_reports_what_it_read_of_the_query_time() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    scope = Scope(agent_wallet="agent", user_address="ana")
+    engine.ingest(scope, ["We had sushi for dinner.", "Yesterday we had ramen for dinner."])
+    result = engine.search_layers("When did we have ramen for dinner?", scope, ["vectors"])
+    assert result.layers["vectors"][0].text == "Yesterday we had ramen for dinner."
+    report = result.lanes["vectors"]
+    time_report = report["extra"]["time"]
+    assert time_report["asks_when"] is True
+    off = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
+                       config=MemoryConfig(retrieval=RetrievalConfig(time_queries=False)))
+    off.ingest(scope, ["x"])
+    assert "time" not in str(off.search_layers("When did we have ramen?", scope, ["vectors"]).lanes)
