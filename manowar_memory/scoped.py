@@ -141,6 +141,7 @@ def pack_context(
     default_trust: str = "learned",
     semantic_weight: float = 0.45,
     foreign: bool = False,
+    dates: bool = False,
 ) -> PackResult:
     """Pack candidates into a prompt block, always inside the untrusted-content wrapper for
     content below ``system`` trust (as ``pre_turn`` packs). With a ``scope`` the delimiter is
@@ -149,7 +150,8 @@ def pack_context(
     ``foreign=True``: the candidates come from another retriever (documents, nodes), so their
     metadata is not the engine's. Each item is labelled with the trust its metadata states
     when that is no higher than ``default_trust`` (an ``external`` row stays ``external``), and
-    with ``default_trust`` otherwise: a document cannot claim ``system``."""
+    with ``default_trust`` otherwise: a document cannot claim ``system``. ``dates`` tags each line
+    with the day its memory was observed (when the candidate has a time)."""
     if isinstance(candidates, Mapping):
         by_layer = {k: list(v) for k, v in candidates.items()}
     else:
@@ -164,7 +166,7 @@ def pack_context(
         return pack(query, by_layer, max_items=max_items, max_item_chars=max_item_chars, budget_chars=budget_chars,
                     header=header, mmr_lambda=mmr_lambda, untrusted_delimiter=content_delimiter(key),
                     default_trust=default_trust, semantic_weight=semantic_weight,
-                    trust_ceiling=default_trust if foreign else None)
+                    trust_ceiling=default_trust if foreign else None, dates=dates)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
 
@@ -327,7 +329,7 @@ class ScopedMemory:
             max_item_chars=p.max_item_chars if max_item_chars is None else max_item_chars,
             budget_chars=p.budget_chars if budget_chars is None else budget_chars, header=p.header,
             mmr_lambda=self._engine.config.retrieval.mmr_lambda if mmr else None,
-            default_trust=self.default_trust, semantic_weight=p.semantic_weight,
+            default_trust=self.default_trust, semantic_weight=p.semantic_weight, dates=p.dates,
         )
 
     def get(self, memory_id: str) -> MemoryRecord:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import sys
 
@@ -27,7 +29,7 @@ def test_demo_with_the_fake_embedder(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     assert "Memory context:" in result.output
     assert "Facts extracted" in result.output
-    assert "[GRAPH]" in result.output
+    assert re.search(r"\[GRAPH \d{4}-\d\d-\d\d\] ", result.output)  # dated lines
     assert "Lisbon" in result.output
 
 
@@ -51,7 +53,8 @@ def test_remember_then_recall_round_trip(runner: CliRunner, store_url: str) -> N
                                    "--store", store_url, "--explain"])
     assert recalled.exit_code == 0, recalled.output
     assert "Memory context:\n<<<UNTRUSTED_" in recalled.output
-    assert "Source: Memory (trust: learned)\n---\n[GRAPH] User likes oolong tea\n<<<END_UNTRUSTED_" in recalled.output
+    assert re.search(r"Source: Memory \(trust: learned\)\n---\n\[GRAPH \d{4}-\d\d-\d\d\] User likes oolong tea\n<<<END_UNTRUSTED_",
+                     recalled.output)
     assert "kept" in recalled.output
     # another user of the same agent sees nothing
     other = runner.invoke(cli, ["recall", "tea", "--agent", "a1", "--user", "u2", "--store", store_url])
@@ -64,7 +67,7 @@ def test_recall_json_output(runner: CliRunner, store_url: str) -> None:
                                  "--layers", "graph", "--embedder", "fake"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["prompt"].split("\n")[4] == "[GRAPH] User plays the oboe"
+    assert re.fullmatch(r"\[GRAPH \d{4}-\d\d-\d\d\] User plays the oboe", data["prompt"].split("\n")[4])
     assert data["prompt"].split("\n")[1].startswith("<<<UNTRUSTED_")
     assert data["totals"] == {"graph": 1}
     assert data["context_usage"]["items"] == 1

@@ -101,7 +101,7 @@ def test_extracted_facts_carry_the_turn_metadata(engine: MemoryEngine) -> None:
     (fact,) = engine.list_items(SCOPE, sources=["fact"])
     assert fact.metadata.get("app_id") == "web"
     result = engine.pre_turn("Where did the user move?", SCOPE.with_thread("t2"), filters={"appId": "web"})
-    assert "[GRAPH] The user moved to Lisbon in June." in result.prompt
+    assert re.search(r"\[GRAPH \d{4}-\d\d-\d\d\] The user moved to Lisbon in June\.", result.prompt)
 
 
 def test_flush_reports_a_failing_extractor(engine: MemoryEngine) -> None:
@@ -169,7 +169,8 @@ def test_pre_turn_recalls_a_fact_from_an_earlier_session_of_the_same_user(engine
     later = SCOPE.with_thread("t-next-week")
     result = engine.pre_turn("Where did the user move to?", later)
     assert result.prompt.startswith("Memory context:\n")
-    assert "[GRAPH] The user moved to Lisbon in June." in result.prompt.split("\n")
+    assert any(re.fullmatch(r"\[GRAPH \d{4}-\d\d-\d\d\] The user moved to Lisbon in June\.", line)
+               for line in result.prompt.split("\n"))
     assert result.totals["graph"] >= 1
     # a different user of the same agent gets nothing of Maya's
     stranger = Scope(agent_wallet="agent", user_address="someone-else", thread_id="t-next-week")
@@ -182,7 +183,8 @@ def test_pre_turn_prompt_contains_a_remembered_fact(engine: MemoryEngine) -> Non
     lines = result.prompt.split("\n")
     # a remembered fact is 'learned': packed inside the untrusted-content wrapper
     assert lines[0] == "Memory context:" and re.fullmatch(r"<<<UNTRUSTED_[0-9a-f]{24}>>>", lines[1])
-    assert lines[2:5] == ["Source: Memory (trust: learned)", "---", "[GRAPH] The user prefers short TypeScript examples."]
+    assert lines[2:4] == ["Source: Memory (trust: learned)", "---"]
+    assert re.fullmatch(r"\[GRAPH \d{4}-\d\d-\d\d\] The user prefers short TypeScript examples\.", lines[4])
     assert lines[-1] == lines[1].replace("<<<UNTRUSTED_", "<<<END_UNTRUSTED_")
 
 
@@ -198,13 +200,13 @@ def test_system_rows_are_not_wrapped_and_wrapping_can_be_turned_off() -> None:
     eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
                        config=MemoryConfig(packer={"wrap_untrusted": False}))
     eng.remember(SCOPE, "The user prefers short TypeScript examples.")
-    assert eng.pre_turn("examples", SCOPE).prompt == (
-        "Memory context:\n[GRAPH] The user prefers short TypeScript examples.")
+    assert re.fullmatch(r"Memory context:\n\[GRAPH \d{4}-\d\d-\d\d\] The user prefers short TypeScript examples\.",
+                        eng.pre_turn("examples", SCOPE).prompt)
     eng.close()
     eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
     eng.remember(SCOPE, "Answer in French.", metadata={"trust": "system"})
     result = eng.pre_turn("French", SCOPE)
-    assert result.prompt == "Memory context:\n[GRAPH] Answer in French."
+    assert re.fullmatch(r"Memory context:\n\[GRAPH \d{4}-\d\d-\d\d\] Answer in French\.", result.prompt)
     assert [(i.trust, i.wrapped) for i in result.items] == [("system", False)]
     eng.close()
 
@@ -373,7 +375,7 @@ def test_no_embedder_mode_is_keyword_only_and_says_so() -> None:
         row = engine.get_item(SCOPE, rid)
         assert row.embedding is None and row.embedding_model is None
         result = engine.pre_turn("window seats trains", SCOPE)
-        assert "[GRAPH] The user prefers window seats on trains." in result.prompt
+        assert re.search(r"\[GRAPH \d{4}-\d\d-\d\d\] The user prefers window seats on trains\.", result.prompt)
         assert NO_EMBEDDER in result.degradations
         assert result.lanes["graph"]["vector"] == 0 and result.lanes["graph"]["keyword"] >= 1
         hits, notes = engine.search("Lisbon", SCOPE)
@@ -444,7 +446,7 @@ async def test_async_twins(engine: MemoryEngine) -> None:
     flushed = await engine.aflush()
     assert flushed.facts_indexed == 1
     result = await engine.apre_turn("aisle seats and Lisbon", SCOPE.with_thread("t2"))
-    assert "[GRAPH] The user prefers aisle seats." in result.prompt
+    assert re.search(r"\[GRAPH \d{4}-\d\d-\d\d\] The user prefers aisle seats\.", result.prompt)
     assert "Lisbon" in result.prompt
     layers = await engine.asearch_layers("Lisbon", SCOPE, ["graph"])
     assert layers.totals == {"graph": 1}

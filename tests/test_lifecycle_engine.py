@@ -129,8 +129,13 @@ def test_ingested_facts_supersede_like_remembered_ones(engine_on_each_store: Mem
     assert engine.store.get_memory(old).metadata["supersededBy"] == new  # type: ignore[union-attr]
 
 
-def test_dates_are_off_unless_configured() -> None:
+def test_dates_are_on_by_default_and_can_be_turned_off() -> None:
     with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        engine.remember(SCOPE, "The user lives in Berlin.", created_at=JUNE)
+        assert engine.pre_turn("Where does the user live?", SCOPE).prompt.split("\n")[-2] == (
+            "[GRAPH 2026-06-03] The user lives in Berlin.")
+    undated = MemoryConfig(packer=PackerConfig(dates=False))
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=undated) as engine:
         engine.remember(SCOPE, "The user lives in Berlin.", created_at=JUNE)
         assert engine.pre_turn("Where does the user live?", SCOPE).prompt.split("\n")[-2] == (
             "[GRAPH] The user lives in Berlin.")

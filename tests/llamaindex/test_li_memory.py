@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.chat_engine import SimpleChatEngine
@@ -66,7 +68,7 @@ def test_chat_engine_with_memory_block_recalls_a_fact_from_an_earlier_session(
     chat_two.chat("Where do I live?")
     system = _system_text(llm)
     assert "<manowar_memory>" in system and "Memory context:" in system
-    assert "[GRAPH] The user lives in Lisbon." in system  # one fact per clause of "My name is Ada and I live in Lisbon"
+    assert re.search(r"\[GRAPH \d{4}-\d\d-\d\d\] The user lives in Lisbon\.", system)  # one fact per clause of "My name is Ada and I live in Lisbon"
     result = block_two.last_result
     assert result is not None and any(i.layer == "graph" and "Lisbon" in i.text for i in result.items)
     assert result.context_usage.characters <= 900

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -198,7 +200,7 @@ def test_packer_fits_the_budget_dedupes_and_explains() -> None:
     assert result is not None
     assert result.context_usage.characters <= 320
     assert result.prompt.startswith("Memory context:\n<<<UNTRUSTED_")
-    assert "\n---\n[VECTORS] The user lives in Lisbon" in result.prompt
+    assert "\n---\n[VECTORS] The user lives in Lisbon" in result.prompt  # documents carry no date
     statuses = {d.id: d.status for d in result.decisions}
     assert len(statuses) == 4 and "duplicate" in statuses.values()
     assert {n.node.node_id for n in out} == {d.id for d in result.decisions if d.status == "kept"}
