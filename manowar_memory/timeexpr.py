@@ -31,6 +31,7 @@ class TimeRef:
 _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december"]
 _DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_DAY_ABBR = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sat": 5, "sun": 6}
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}
 _NUM = r"(?P<n>\d{1,3}|a couple of|a few|an|a|one|two|three|four|five|six|seven|eight|nine|ten)"
@@ -41,9 +42,10 @@ _PATTERN = regex.compile(
     rf"|\b{_NUM} (?P<unit>day|week|month|year)s? ago\b"
     rf"|\b(?:in|after) {_NUM} (?P<unit2>day|week|month|year)s?\b"
     rf"|\b(?P<rel>last|next|this|coming) (?P<what>week|weekend|month|year|{'|'.join(_DAYS)}|{'|'.join(_MONTHS)}|"
+    rf"(?:{'|'.join(_DAY_ABBR)})\b\.?|"
     r"spring|summer|autumn|fall|winter)\b"
     rf"|\b(?:in|since|until|by) (?P<month>{'|'.join(m.capitalize() for m in _MONTHS)})\b(?! \d{{1,2}}\b|,? \d{{4}})"
-    rf"|\b(?:on) (?P<day>{'|'.join(d.capitalize() for d in _DAYS)})\b",
+    rf"|\b(?:on) (?P<day>{'|'.join(d.capitalize() for d in _DAYS)}|(?-i:{'|'.join(a.capitalize() for a in _DAY_ABBR)}))\b",
     regex.I,
 )
 _SEASON_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
@@ -83,7 +85,8 @@ def resolve_time(text: str, said_at_ms: int) -> TimeRef | None:
             return TimeRef(phrase, _add_months(today, sign * n).strftime("%Y-%m"), "month")
         return TimeRef(phrase, str(today.year + sign * n), "year")
     if g["rel"]:
-        rel, what = g["rel"].lower(), g["what"].lower()
+        rel, what = g["rel"].lower(), g["what"].lower().rstrip(".")
+        what = _DAYS[_DAY_ABBR[what]] if what in _DAY_ABBR else what
         step = {"last": -1, "next": 1, "this": 0, "coming": 1}[rel]
         if what in ("week", "weekend"):
             return TimeRef(phrase, _week(today + dt.timedelta(weeks=step)), "week")
@@ -110,7 +113,8 @@ def resolve_time(text: str, said_at_ms: int) -> TimeRef | None:
         elif not past and month < today.month:
             year += 1
         return TimeRef(phrase, f"{year}-{month:02d}", "month")
-    day = _DAYS.index(g["day"].lower())
+    name = g["day"].lower()
+    day = _DAY_ABBR[name] if name in _DAY_ABBR else _DAYS.index(name)
     delta = day - today.weekday()
     if past and delta > 0:
         delta -= 7

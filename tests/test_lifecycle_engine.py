@@ -5,6 +5,8 @@ packed context (pre_turn, the memory_context tool) holds the current fact with i
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 
 import pytest
 
@@ -63,27 +65,13 @@ def test_lisbon_then_berlin_packs_berlin_as_current_with_its_date(engine_on_each
     assert not any("Lisbon" in line for line in _graph_lines(context))  # the old turn itself may be recalled
 
 
-# (first statement, the update, a question, the current fact's text, the stale fact's text)
-KINDS = [
-    ("I work as a nurse.", "I am now a software engineer.", "What is the user's job?",
-     "The user is now a software engineer.", "The user works as a nurse."),
-    ("I study at Oxford University.", "I study at Cambridge University now.", "Where does the user study?",
-     "The user studies at Cambridge University now.", "The user studies at Oxford University."),
-    ("My girlfriend is called Ana.", "I broke up with Ana.", "Who is the user's girlfriend Ana?",
-     "The user broke up with Ana.", "The user's girlfriend is called Ana."),
-    ("My cat is Miso.", "My cat is called Tofu.", "What is the user's cat called?",
-     "The user's cat is called Tofu.", "The user's cat is Miso."),
-    ("My favourite colour is blue.", "My favourite colour is green.", "What is the user's favourite colour?",
-     "The user's favourite colour is green.", "The user's favourite colour is blue."),
-    ("I like green tea.", "I don't like green tea anymore.", "Does the user like green tea?",
-     "The user doesn't like green tea anymore.", "The user likes green tea."),
-    ("I plan to visit Japan in May.", "I cancelled the trip to Japan.", "Is the user going to Japan?",
-     "The user cancelled the trip to Japan.", "The user plans to visit Japan in May."),
-]
+# one change per attribute kind, shared with the LangChain and LlamaIndex lifecycle tests
+KINDS = [(k["first"], k["update"], k["question"], k["current"], k["stale"]) for k in json.loads(
+    (Path(__file__).parent / "data" / "lifecycle_kinds.json").read_text())["kinds"]]
+KIND_IDS = [k["id"] for k in json.loads((Path(__file__).parent / "data" / "lifecycle_kinds.json").read_text())["kinds"]]
 
 
-@pytest.mark.parametrize(("first", "update", "question", "current", "stale"), KINDS,
-                         ids=["job", "school", "partner", "pet", "favourite", "preference", "plan"])
+@pytest.mark.parametrize(("first", "update", "question", "current", "stale"), KINDS, ids=KIND_IDS)
 def test_each_attribute_kind_packs_the_update_as_current(
     engine_on_each_store: MemoryEngine, first: str, update: str, question: str, current: str, stale: str,
 ) -> None:

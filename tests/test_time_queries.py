@@ -129,13 +129,13 @@ def test_a_when_question_lifts_the_memory_that_states_a_time() -> None:
 
 def test_a_window_boosts_inside_or_restricts_and_reports_when_nothing_fits() -> None:
     def pool() -> list[Candidate]:
-        return [cand("a dinner in May", "2026-05-10", 1.0), cand("a dinner last week", "2026-05-27", 0.8)]
+        return [cand("a dinner at Rosa's", "2026-05-10", 1.0), cand("a dinner with friends", "2026-05-27", 0.8)]
 
     intent = parse_time_query("what did we eat last week?", NOW)
     boosted, _ = apply_time_intent(pool(), intent, when_boost=0.3, window_boost=0.5, order_boost=0.3)
-    assert [c.text for c in boosted] == ["a dinner last week", "a dinner in May"]
+    assert [c.text for c in boosted] == ["a dinner with friends", "a dinner at Rosa's"]
     kept, _ = apply_time_intent(pool(), intent, when_boost=0.3, window_boost=0.5, order_boost=0.3, restrict=True)
-    assert [c.text for c in kept] == ["a dinner last week"]
+    assert [c.text for c in kept] == ["a dinner with friends"]
     nothing, note = apply_time_intent(pool(), parse_time_query("what did we eat in 2019?", NOW), when_boost=0.3,
                                       window_boost=0.5, order_boost=0.3, restrict=True)
     assert len(nothing) == 2 and note and "matched no candidate" in note
@@ -175,3 +175,11 @@ def test_search_reports_what_it_read_of_the_query_time() -> None:
                        config=MemoryConfig(retrieval=RetrievalConfig(time_queries=False)))
     off.ingest(scope, ["x"])
     assert "time" not in str(off.search_layers("When did we have ramen?", scope, ["vectors"]).lanes)
+
+
+def test_a_relative_time_in_the_text_places_the_memory() -> None:
+    said = cand("(28 April 2023) John: My colleagues and I went to a convention last month.", "2023-04-28")
+    other = cand("(2 March 2023) John: My colleagues are great.", "2023-04-02", score=1.2)
+    out, _ = apply_time_intent([other, said], parse_time_query("What did John attend in March 2023?", NOW),
+                               when_boost=0.3, window_boost=0.5, order_boost=0.3, restrict=True)
+    assert [c.text for c in out] == [said.text]

@@ -32,6 +32,9 @@ SAID_AT = 1_780_488_000_000  # 2026-06-03 12:00 UTC, a Wednesday
         ("I visited Japan in November.", "in November", "2025-11", "month"),
         ("I'm flying to Japan in November.", "in November", "2026-11", "month"),
         ("My son starts school in September.", "in September", "2026-09", "month"),
+        ("Last Fri I took my kids to a pottery workshop.", "Last Fri", "2026-05-29", "day"),
+        ("I joined a new activist group last Tues.", "last Tues", "2026-06-02", "day"),
+        ("We meet on Sat for brunch.", "on Sat", "2026-06-06", "day"),
     ],
 )
 def test_relative_phrases_resolve_against_the_time_said(text: str, phrase: str, date: str, precision: str) -> None:

@@ -15,9 +15,9 @@
 * **order**: "the first time", "earliest", "originally" prefer the oldest of the relevant
   candidates; "the last time", "most recently", "latest", "now", "currently" the newest.
 
-A memory's time is its event date (``metadata.eventDate``, resolved from the turn when the
-fact was extracted), else ``metadata.occurredAt``, else when it was recorded
-(``created_at``). :func:`apply_time_intent` is the ranking stage's work; every factor it
+A memory's time (:func:`candidate_span`) is its event date (``metadata.eventDate``, resolved
+from the turn when the fact was extracted), else ``metadata.occurredAt``, else a relative time
+its text states ("last month") resolved against when it was recorded, else that day. :func:`apply_time_intent` is the ranking stage's work; every factor it
 applies is written to the candidate's ``trace`` (``time_when``, ``time_window``,
 ``time_order``, ``time_anchor``).
 """
@@ -36,7 +36,9 @@ import regex
 from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
-__all__ = ["TimeIntent", "apply_time_intent", "candidate_time", "mentions_time", "parse_time_query"]
+__all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query"]
+
+_DAY = 86_400_000
 
 _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december"]
@@ -212,30 +214,42 @@ def mentions_time(text: str) -> bool:
     return bool(_MENTION.search(_STAMP.sub("", text, count=1)))
 
 
-def candidate_time(cand: Candidate) -> int | None:
-    """When a candidate's memory happened (epoch ms): its event date, else ``occurredAt``,
-    else its record time; None when it has none."""
+def candidate_span(cand: Candidate) -> tuple[int, int] | None:
+    """When a candidate's memory happened, as an epoch-ms span: its event date
+    (``metadata.eventDate``), else ``metadata.occurredAt``, else a relative time its text
+    states ("last month", "yesterday", "last Fri") resolved against when it was recorded, else
+    the day it was recorded; None when it has no time at all."""
     meta: dict[str, Any] = cand.metadata or {}
     event = meta.get("eventDate")
     if isinstance(event, str) and len(event) >= 4:
         try:
-            precision = "day" if len(event) >= 10 else "month" if len(event) >= 7 else "year"
-            return _span(event, precision)[0]
+            return _span(event, "day" if len(event) >= 10 else "month" if len(event) >= 7 else "year")
         except ValueError:
             pass
     occurred = meta.get("occurredAt", meta.get("occurred_at"))
     if isinstance(occurred, (int, float)) and not isinstance(occurred, bool) and math.isfinite(occurred) and occurred > 0:
-        return int(occurred)
+        return int(occurred), int(occurred) + _DAY
     stamp = cand.created_at
-    return int(stamp) if isinstance(stamp, (int, float)) and stamp > 0 else None
+    if not isinstance(stamp, (int, float)) or stamp <= 0:
+        return None
+    ref = resolve_time(_STAMP.sub("", cand.text, count=1), int(stamp))
+    if ref is not None:
+        return _span(ref.date, ref.precision)
+    return int(stamp), int(stamp) + _DAY
 
 
-def _in_window(when: int | None, intent: TimeIntent) -> bool:
-    if when is None:
+def candidate_time(cand: Candidate) -> int | None:
+    """When a candidate's memory happened (epoch ms): the start of :func:`candidate_span`."""
+    span = candidate_span(cand)
+    return span[0] if span is not None else None
+
+
+def _in_window(span: tuple[int, int] | None, intent: TimeIntent) -> bool:
+    if span is None:
         return False
     if intent.window is not None:
-        return intent.window[0] <= when < intent.window[1]
-    return dt.datetime.fromtimestamp(when / 1000, tz=dt.UTC).month == intent.month
+        return span[0] < intent.window[1] and intent.window[0] < span[1]
+    return dt.datetime.fromtimestamp(span[0] / 1000, tz=dt.UTC).month == intent.month
 
 
 def _stem(word: str) -> str:
@@ -284,7 +298,7 @@ def apply_time_intent(
                 factors[id(cand)] *= 1.0 + when_boost
                 cand.trace["time_when"] = 1.0 + when_boost
     if intent.window is not None or intent.month is not None:
-        inside = [c for c in candidates if _in_window(candidate_time(c), intent)]
+        inside = [c for c in candidates if _in_window(candidate_span(c), intent)]
         if not inside:
             note = f"time window ({', '.join(intent.phrases)}) matched no candidate; not applied"
         elif restrict:
