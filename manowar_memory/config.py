@@ -119,8 +119,9 @@ class RetrievalConfig(_Settings):
     # time in the query (manowar_memory.ranking.temporal), after the boosts and before MMR
     time_queries: bool = Field(True, description="Read time in the query: 'when' questions, windows, first/last.")
     when_boost: float = Field(
-        0.3, ge=0.0, le=2.0,
-        description="A 'when' question multiplies the score of memories that state a time by 1 + this.",
+        0.5, ge=0.0, le=2.0,
+        description="A 'when' question multiplies the score of memories that state a time by 1 + this (LoCoMo dev, "
+        "pre_turn temporal recall@10: 0.3 87.4, 0.5 87.8, 0.8 87.1; no other category moves).",
     )
     time_window_boost: float = Field(
         0.5, ge=0.0, le=2.0,

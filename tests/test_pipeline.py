@@ -39,9 +39,9 @@ def names(options: RankOptions, inserts: list[StageInsert] | None = None) -> lis
 
 
 def test_the_stage_order_follows_the_options() -> None:
-    assert names(RankOptions()) == ["decay", "boosts"]
-    assert names(RankOptions(decay=False)) == ["boosts"]
-    assert names(RankOptions(rerank=True, mmr=True)) == ["decay", "rerank", "boosts", "mmr"]
+    assert names(RankOptions()) == ["decay", "boosts", "time"]
+    assert names(RankOptions(decay=False)) == ["boosts", "time"]
+    assert names(RankOptions(rerank=True, mmr=True)) == ["decay", "rerank", "boosts", "time", "mmr"]
 
 
 def test_inserted_stages_go_where_they_are_told() -> None:
@@ -49,9 +49,9 @@ def test_inserted_stages_go_where_they_are_told() -> None:
     inserts = [StageInsert(a, after="decay"), StageInsert(b, before="decay"), StageInsert(c)]
     stages = ranking_stages(RetrievalConfig(), RankOptions(mmr=True), inserts)
     assert [id(s) for s in stages if isinstance(s, Recorder)] == [id(b), id(a), id(c)]
-    assert [s.name for s in stages] == ["recorder", "decay", "recorder", "boosts", "mmr", "recorder"]
+    assert [s.name for s in stages] == ["recorder", "decay", "recorder", "boosts", "time", "mmr", "recorder"]
     # anchored on a stage this search does not run: left out
-    assert names(RankOptions(), [StageInsert(a, after="rerank")]) == ["decay", "boosts"]
+    assert names(RankOptions(), [StageInsert(a, after="rerank")]) == ["decay", "boosts", "time"]
     assert isinstance(a, RankingStage)
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from .._util import now_ms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
+from ..ranking.temporal import parse_time_query
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
@@ -167,6 +168,8 @@ def hybrid_search(
     """
     ctx = RankContext(text=text, limit=limit, now=now_ms() if now is None else now, config=config,
                       report=LaneReport(), reranker=reranker, threads=threads)
+    if config.time_queries:
+        ctx.time = parse_time_query(text, ctx.now)
     timings: dict[str, float] = {}
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
         hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,

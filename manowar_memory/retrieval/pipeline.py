@@ -39,7 +39,7 @@ from ..ranking.boosts import apply_boosts
 from ..ranking.decay import apply_decay
 from ..ranking.mmr import mmr_order
 from ..ranking.rerank import rerank_candidates
-from ..ranking.temporal import apply_time_intent, parse_time_query
+from ..ranking.temporal import TimeIntent, apply_time_intent, parse_time_query
 from ..rerankers.base import Reranker
 from ..threads import EngineThreads
 
@@ -102,7 +102,8 @@ class RankContext:
 
     ``pool``: set by a successful rerank to the number of leading candidates it scored; a
     later stage must not mix those scores with the rest (:class:`BoostStage` boosts the two
-    parts apart)."""
+    parts apart). ``time``: what the query says about time, read once per search when the
+    ``time`` stage runs."""
 
     text: str
     limit: int
@@ -113,6 +114,7 @@ class RankContext:
     threads: EngineThreads | None = None
     degradations: list[str] = field(default_factory=list)
     pool: int | None = None
+    time: TimeIntent | None = None
 
     def degrade(self, message: str) -> None:
         """Record a degradation of this search (once)."""
@@ -204,7 +206,7 @@ class TimeStage:
     name: str = "time"
 
     def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
-        intent = parse_time_query(ctx.text, ctx.now)
+        intent = ctx.time if ctx.time is not None else parse_time_query(ctx.text, ctx.now)
         if intent.empty:
             return candidates
         c = ctx.config
