@@ -321,7 +321,7 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
 @click.option("--thread", envvar="MANOWAR_THREAD", default=None, help="Thread id (env MANOWAR_THREAD).")
 @click.option("--mode", envvar="MANOWAR_MODE", type=click.Choice(["global", "local"]), default=None)
 @click.option("--hai", envvar="MANOWAR_HAI", default=None, help="HAI id (env MANOWAR_HAI).")
-@click.option("--groups", default="memory,items,jobs", show_default=True, help="Tool groups of the catalog (memory, items, jobs, notes; notes act in the server's project).")
+@click.option("--groups", default="memory,items", show_default=True, help="Tool groups of the catalog (memory, items, jobs, notes, erasure; notes act in the server's project).")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
 @click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None, help="Redis URL for the caches.")

@@ -341,7 +341,13 @@ def _get_skill(m: ScopedMemory, a: SkillIdArgs) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ToolDefinition:
-    """One tool, defined once: what every framework's tool is generated from."""
+    """One tool, defined once: what every framework's tool is generated from.
+
+    ``title``: a human-readable name for tool pickers. The hints follow MCP's tool annotations:
+    ``writes`` False means read-only; ``destructive`` that a write may change or remove what
+    is stored (False: it only adds); ``idempotent`` that calling it again with the same
+    arguments changes nothing more; ``open_world`` that it reaches outside the memory store
+    (IPFS)."""
 
     name: str
     description: str
@@ -349,16 +355,62 @@ class ToolDefinition:
     args_model: type[BaseModel]
     handler: Callable[[ScopedMemory, Any], dict[str, Any]]
     writes: bool = False
+    title: str = ""
+    destructive: bool = False
+    idempotent: bool = True
+    open_world: bool = False
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments."""
         return self.args_model.model_json_schema()
 
 
+# name: (title, destructive, idempotent, open world); a read-only tool is neither destructive nor
+# open-world and always idempotent
+_HINTS: dict[str, tuple[str, bool, bool, bool]] = {
+    "memory_remember": ("Remember a fact", False, False, False),
+    "memory_search": ("Search memory", False, True, False),
+    "memory_context": ("Memory context for a question", False, True, False),
+    "memory_list": ("List recent memories", False, True, False),
+    "memory_get": ("Read a memory", False, True, False),
+    "memory_update": ("Update a memory", True, True, False),
+    "memory_delete": ("Delete a memory", True, True, False),
+    "memory_resolve_conflict": ("Resolve a memory conflict", True, True, False),
+    "memory_consolidate": ("Consolidate duplicate memories", True, True, False),
+    "memory_patterns_extract": ("Extract tool-call patterns", False, False, False),
+    "memory_archive_create": ("Create an archive", False, False, False),
+    "memory_decay_update": ("Update decay scores", True, False, False),
+    "memory_archive_restore": ("Restore an archive", False, True, False),
+    "memory_archive_pin": ("Pin an archive to IPFS", False, True, True),
+    "memory_validate_pattern": ("Check a pattern", False, True, False),
+    "memory_promote_pattern": ("Promote a pattern to a skill", False, False, False),
+    "memory_list_skills": ("List learned skills", False, True, False),
+    "memory_get_skill": ("Read a learned skill", False, True, False),
+    "memory_forget": ("Forget this user", True, True, False),
+    "notes_remember": ("Save a project note", False, False, False),
+    "notes_promote": ("Promote a note to the global notes", False, False, False),
+    "notes_deprecate": ("Deprecate a note", True, True, False),
+    "notes_search": ("Search project notes", False, True, False),
+    "notes_hydrate": ("Read a note card in full", False, True, False),
+    "notes_recent": ("Recent notes", False, True, False),
+    "notes_index": ("Index the project's Markdown", False, True, False),
+    "notes_link": ("Link two entities", False, True, False),
+    "notes_unlink": ("Unlink two entities", True, True, False),
+    "notes_related": ("Related entities", False, True, False),
+    "notes_lint": ("Lint notes and Markdown", False, True, False),
+    "notes_server_info": ("Notes server information", False, True, False),
+    "notes_scopes": ("Notes scopes", False, True, False),
+    "notes_health": ("Notes health", False, True, False),
+    "notes_self_test": ("Notes self-test", False, True, False),
+}
+
+
 def _d(name: str, group: ToolGroup, args: type[BaseModel], handler: Callable[..., dict[str, Any]], writes: bool,
        description: str) -> ToolDefinition:
+    title, destructive, idempotent, open_world = _HINTS[name]
     return ToolDefinition(name=name, description=description, group=group, args_model=args, handler=handler,
-                          writes=writes)
+                          writes=writes, title=title, destructive=destructive and writes,
+                          idempotent=idempotent or not writes, open_world=open_world)
 
 
 _CATALOG: tuple[ToolDefinition, ...] = (

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _params(store: str, agent: str, user: str | None = None) -> StdioServerParameters:
-    args = ["-m", "manowar_memory.cli", "mcp", "--agent", agent, "--store", store, "--embedder", "fake"]
+    args = ["-m", "manowar_memory.cli", "mcp", "--agent", agent, "--store", store, "--embedder", "fake",
+            "--groups", "memory,items,jobs"]
     if user:
         args += ["--user", user]
     return StdioServerParameters(command=sys.executable, args=args, env={**os.environ, "MANOWAR_THREAD": "t1"})
@@ -95,7 +96,7 @@ async def test_streamable_http_uses_the_api_keys(tmp_path: Path) -> None:
     keys.write_text(json.dumps([{"sha256": hash_key("ka"), "agentWallet": "agent-a"},
                                 {"sha256": hash_key("kb"), "agentWallet": "agent-b"}]))
     port = free_port()
-    proc = start(["mcp", "--http", "--port", str(port), "--store", f"sqlite:///{tmp_path / 'm.db'}",
+    proc = start(["mcp", "--http", "--port", str(port), "--groups", "memory,items,jobs", "--store", f"sqlite:///{tmp_path / 'm.db'}",
                   "--embedder", "fake", "--keys", str(keys)], port, path="/mcp")
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -210,3 +211,36 @@ async def test_stdio_calls_every_tool_of_every_group(tmp_path: Path) -> None:
         assert outcomes["notes_self_test"] == outcomes["notes_health"] == outcomes["notes_lint"] == "ok"
         assert outcomes["memory_get"] == "NotFoundError"  # a tool error, reported as one
         assert sum(v == "ok" for v in outcomes.values()) > len(outcomes) // 2, outcomes
+
+
+async def test_the_default_server_offers_memory_and_items_with_titles_hints_and_instructions(tmp_path: Path) -> None:
+    """`manowar mcp` without --groups: the memory and items tools only, each with a title and
+    MCP's hints (read-only reads; update, delete and resolve marked destructive), and
+    instructions for the client."""
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    args = ["-m", "manowar_memory.cli", "mcp", "--agent", "agent-a", "--store", store, "--embedder", "fake"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        assert init.instructions and "memory_context" in init.instructions and "untrusted" in init.instructions
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+    assert set(tools) == {d.name for d in catalog()} and "memory_archive_pin" not in tools
+    for name, tool in tools.items():
+        hints = tool.annotations
+        assert tool.title and hints is not None and hints.title == tool.title, name
+        assert hints.open_world_hint is False, name
+        if name in ("memory_search", "memory_context", "memory_list", "memory_get"):
+            assert hints.read_only_hint is True and hints.destructive_hint is False and hints.idempotent_hint, name
+        else:
+            assert hints.read_only_hint is False, name
+    assert tools["memory_remember"].annotations.destructive_hint is False  # it only adds (or reinforces)
+    assert tools["memory_remember"].annotations.idempotent_hint is False
+    for name in ("memory_update", "memory_delete", "memory_resolve_conflict"):
+        assert tools[name].annotations.destructive_hint is True, name
+
+
+def test_every_catalog_tool_has_a_title_and_only_pinning_reaches_outside() -> None:
+    tools = catalog(["memory", "items", "jobs", "notes", "erasure"])
+    assert all(d.title for d in tools)
+    assert [d.name for d in tools if d.open_world] == ["memory_archive_pin"]
+    assert all(not d.destructive and d.idempotent for d in tools if not d.writes)

@@ -165,7 +165,8 @@ async def test_one_mcp_server_per_user_over_one_engine_without_leaks_or_lost_wri
     rng = random.Random(31)
     secrets = {u: f"zq{rng.getrandbits(48):012x}" for u in users}
     owner = {s: u for u, s in secrets.items()}
-    servers = {u: build_mcp_server(engine, scope=Scope(agent_wallet=AGENT, user_address=u, thread_id=f"t{i}"))
+    servers = {u: build_mcp_server(engine, scope=Scope(agent_wallet=AGENT, user_address=u, thread_id=f"t{i}"),
+                                   groups=("memory", "items", "jobs"))
                for i, u in enumerate(users)}
     job_tools: set[str] = set()
     for user in users:

@@ -291,7 +291,8 @@ def test_mcp_started_for_bob_archives_only_bobs_rows(tmp_path: Path) -> None:
     with MemoryEngine(store=store, embedder="fake") as engine:
         _two_users(engine)
     params = StdioServerParameters(command=sys.executable, env=dict(os.environ), args=[
-        "-m", "manowar_memory.cli", "mcp", "--agent", AGENT, "--user", "bob", "--store", store, "--embedder", "fake"])
+        "-m", "manowar_memory.cli", "mcp", "--agent", AGENT, "--user", "bob", "--store", store, "--embedder", "fake",
+        "--groups", "memory,items,jobs"])
 
     async def run() -> tuple[Any, Any]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

@@ -3,9 +3,8 @@ calls included), and ManowarStore serves as the agent's LangGraph store for memo
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
