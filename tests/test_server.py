@@ -236,6 +236,18 @@ def test_updating_a_fact_to_another_active_facts_text_is_a_409_conflict(base_url
     assert "409" in spec["paths"]["/api/memory/items/{memoryId}"]["patch"]["responses"]
 
 
+def test_a_route_asked_with_another_method_is_405_not_an_agent_name(base_url: str) -> None:
+    """GET on a POST-only route of the API is 405 with Allow; a path that only prefixes deeper
+    routes is 404; an agent's own name still lists its facts."""
+    a = client(base_url, KEY_A)
+    for path, allowed in (("remember", "POST"), ("jobs", "POST"), ("forget", "POST"), ("loop", "POST")):
+        r = a.get(f"/api/memory/{path}")
+        assert _is_problem(r, 405), (path, r.text)
+        assert r.headers["allow"] == allowed and "not GET" in r.json()["detail"]
+    assert _is_problem(a.get("/api/memory/items"), 404)
+    assert a.get("/api/memory/agent-a").status_code == 200
+
+
 def test_assemble_answers_as_a_route_served_the_usual_way(base_url: str) -> None:
     """context/assemble skips FastAPI's per-request dependency solving (the hot path): its key
     reading, the order of its checks and its problem bodies must be those of items/search, a

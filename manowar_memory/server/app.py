@@ -658,7 +658,9 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _problem(exc.status_code, str(exc.detail), request)
+        response = _problem(exc.status_code, str(exc.detail), request)
+        response.headers.update(exc.headers or {})  # Allow on a 405
+        return response
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -1005,9 +1007,26 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def layers_search(body: SearchBody, key: Tenant) -> dict[str, Any]:
         return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit, layers=body.layers)
 
+    # the catch-all below must not answer for a route of this API asked with another method
+    # (GET /api/memory/remember is 405, not "cannot name another agent")
+    exact: dict[str, set[str]] = {}
+    deeper: set[str] = set()
+    for route in r.routes:
+        parts = getattr(route, "path", "").split("/")[3:]
+        if len(parts) == 1:
+            exact.setdefault(parts[0], set()).update(getattr(route, "methods", None) or ())
+        elif parts:
+            deeper.add(parts[0])
+
     @r.get("/{agentWallet}", tags=["compatibility"], summary="List an agent's newest facts")
     def list_facts(agentWallet: Id, key: Tenant, userAddress: str | None = None,  # noqa: N803
                    limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict[str, Any]:
+        if agentWallet in exact:
+            allowed = ", ".join(sorted(exact[agentWallet]))
+            raise StarletteHTTPException(405, f"/api/memory/{agentWallet} takes {allowed}, not GET",
+                                         headers={"Allow": allowed})
+        if agentWallet in deeper:
+            raise StarletteHTTPException(404, f"/api/memory/{agentWallet} is not a resource: see /openapi.json")
         m = mem(key, {"agentWallet": agentWallet, "userAddress": userAddress})
         return tool(m, "memory_list", limit=limit, source="fact")
 
