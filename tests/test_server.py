@@ -236,6 +236,20 @@ def test_updating_a_fact_to_another_active_facts_text_is_a_409_conflict(base_url
     assert "409" in spec["paths"]["/api/memory/items/{memoryId}"]["patch"]["responses"]
 
 
+def test_patch_reads_the_scope_from_the_query_string_as_get_and_delete_do(base_url: str) -> None:
+    a = client(base_url, KEY_A)
+    mid = a.post("/api/memory/remember", json={"content": "alice's badge is 7731", "userAddress": "alice"}).json()["id"]
+    assert a.get(f"/api/memory/items/{mid}", params={"userAddress": "alice"}).status_code == 200
+    r = a.patch(f"/api/memory/items/{mid}", params={"userAddress": "alice"}, json={"content": "alice's badge is 7732"})
+    assert r.status_code == 200, r.text
+    assert r.json()["memory"]["text"] == "alice's badge is 7732"
+    clash = a.patch(f"/api/memory/items/{mid}", params={"userAddress": "alice"},
+                    json={"content": "x", "userAddress": "bob"})
+    assert _is_problem(clash, 400) and "give it once" in clash.json()["detail"]
+    assert a.get(f"/api/memory/items/{mid}", params={"userAddress": "alice"}).json()["memory"]["text"] == (
+        "alice's badge is 7732")
+
+
 def test_a_route_asked_with_another_method_is_405_not_an_agent_name(base_url: str) -> None:
     """GET on a POST-only route of the API is 405 with Allow; a path that only prefixes deeper
     routes is 404; an agent's own name still lists its facts."""

@@ -557,8 +557,22 @@ class EvalBody(ScopeFields):
     layers: list[LayerName] | None = None
 
 
+def _both_scopes(body: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:
+    """A write's scope from its body and its query string (as GET and DELETE take it): a field
+    may be in either; given in both with different values, the request is refused."""
+    merged = dict(body)
+    for name, value in query.items():
+        if value is None:
+            continue
+        if merged.get(name) not in (None, value):
+            raise errors.InvalidInputError(
+                f"{name} is {merged[name]!r} in the body and {value!r} in the query string; give it once")
+        merged[name] = value
+    return merged
+
+
 class ScopeQuery(BaseModel):
-    """Scope fields of a GET or DELETE, from the query string."""
+    """Scope fields of a GET or DELETE (and of a PATCH, beside its body), from the query string."""
 
     agentWallet: str | None = None  # noqa: N815 - the reference's names
     userAddress: str | None = None  # noqa: N815
@@ -774,8 +788,9 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     @r.patch("/items/{memoryId}", tags=["items"], summary="Change one of your memories",
              responses={409: {"description": "Another active fact of the scope has this text (ConflictError)",
                               "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}}}})
-    def item_patch(memoryId: Id, body: ItemPatchBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
-        return tool(mem(key, body.scope_data()), "memory_update", memory_id=memoryId, content=body.content,
+    def item_patch(memoryId: Id, body: ItemPatchBody, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
+        return tool(mem(key, _both_scopes(body.scope_data(), q.scope_data())), "memory_update", memory_id=memoryId,
+                    content=body.content,
                     metadata=body.metadata, confidence=body.confidence, status=body.status)
 
     @r.delete("/items/{memoryId}", tags=["items"], summary="Delete one of your memories")
