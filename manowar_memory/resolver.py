@@ -54,9 +54,10 @@ RESOLVER_EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
 
 @dataclass(frozen=True)
 class ResolverDecision:
-    """A resolver's answer for one new fact: ``event`` (one of :data:`RESOLVER_EVENTS`),
-    the row id of the stored fact it concerns (``target``; None for ``ADD``), the model's
-    ``reason`` and ``confidence`` (0-1)."""
+    """A resolver's answer for one new fact (``fact``): ``event`` (one of
+    :data:`RESOLVER_EVENTS`), the stored fact it concerns (``target``; None for ``ADD``), the
+    model's ``reason`` and ``confidence`` (0-1). :meth:`FactResolver.decide` gives row ids;
+    :func:`parse_decisions` the local ids the model saw (``N1``, ``F1``...)."""
 
     fact: str
     event: str
@@ -74,6 +75,8 @@ class FactResolver(Protocol):
     """How many nearest stored facts to show for each new fact."""
     min_confidence: float
     """Decisions below this confidence are not applied (the fact is added, and it is reported)."""
+    max_new: int
+    """At most this many new facts are sent in one call (a large ingest makes several)."""
 
     def decide(self, new: Sequence[FactRef], existing: Sequence[FactRef]) -> tuple[list[ResolverDecision], list[str]]:
         """One decision per new fact it is sure of (``fact`` and ``target`` are row ids of
@@ -170,19 +173,21 @@ class LLMResolver:
 
     ``candidates``: nearest stored facts shown per new fact; ``min_confidence``: an UPDATE,
     DELETE or NONE below it is not applied (the fact is added and the doubt reported);
-    ``max_chars``: each fact is cut to this many characters in the prompt.
+    ``max_new``: new facts per call; ``max_chars``: each fact is cut to this many characters
+    in the prompt.
     """
 
     def __init__(self, chat: ChatFunction, *, name: str = "llm", candidates: int = 5, min_confidence: float = 0.7,
-                 max_chars: int = 300) -> None:
-        if candidates < 1:
-            raise ResolverError(f"candidates must be at least 1, got {candidates}")
+                 max_new: int = 10, max_chars: int = 300) -> None:
+        if candidates < 1 or max_new < 1:
+            raise ResolverError(f"candidates and max_new must be at least 1, got {candidates} and {max_new}")
         if not 0 <= min_confidence <= 1:
             raise ResolverError(f"min_confidence must be between 0 and 1, got {min_confidence}")
         self.chat = chat
         self.name = name
         self.candidates = candidates
         self.min_confidence = min_confidence
+        self.max_new = max_new
         self.max_chars = max_chars
 
     def prompt(self, new: Sequence[str], existing: Sequence[str]) -> list[dict[str, str]]:
@@ -273,26 +278,32 @@ def resolve_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord],
         return apply_updates(store, scope, facts, now)
     report = UpdateReport()
     batch = frozenset(r.id for r in facts)
-    near: dict[str, MemoryRecord] = {}
-    for record in facts:
-        for row in nearest_facts(store, scope, record, resolver.candidates, exclude=batch):
-            near.setdefault(row.id, row)
-    plan = _Plan()
-    if near:  # nothing stored yet that a new fact could update or repeat: no call
+    retired: set[str] = set()
+    step = max(1, int(resolver.max_new))
+    for start in range(0, len(facts), step):  # one call per max_new new facts
+        chunk = facts[start : start + step]
+        near: dict[str, MemoryRecord] = {}
+        for record in chunk:  # read after the previous chunk's changes: superseded rows are gone
+            for row in nearest_facts(store, scope, record, resolver.candidates, exclude=batch):
+                near.setdefault(row.id, row)
+        if not near:  # nothing stored that these facts could update or repeat: no call
+            continue
         decisions: list[ResolverDecision] = []
         try:
             decisions, problems = resolver.decide(
-                [FactRef(r.id, r.content, r.created_at) for r in facts],
+                [FactRef(r.id, r.content, r.created_at) for r in chunk],
                 [FactRef(r.id, r.content, r.created_at) for r in near.values()])
             report.uncertain += [f"{resolver.name} resolver: {p}: the fact was added as the slot rules decide"
                                  for p in problems]
         except ResolverError as exc:
             log.warning("fact resolver failed: %s", exc)
             report.uncertain.append(f"{resolver.name} resolver: {exc}; the facts were added as the slot rules decide")
-        _apply(plan, report, decisions, {r.id: r for r in facts}, near, now, resolver.name, store)
-    if plan.changes:
-        store.update_memories(plan.changes)
-    rules = apply_updates(store, scope, [r for r in facts if r.id not in plan.retired], now)
+        plan = _Plan()
+        _apply(plan, report, decisions, {r.id: r for r in chunk}, near, now, resolver.name, store)
+        if plan.changes:
+            store.update_memories(plan.changes)
+        retired |= plan.retired
+    rules = apply_updates(store, scope, [r for r in facts if r.id not in retired], now)
     report.superseded += rules.superseded
     report.uncertain += rules.uncertain
     return report

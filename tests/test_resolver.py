@@ -191,6 +191,16 @@ def test_candidates_bounds_the_facts_shown(engine: MemoryEngine) -> None:
     assert len(re.findall(r"^F\d+: ", chat.prompts[0][-1]["content"], re.M)) == 3
 
 
+def test_a_large_batch_is_sent_in_calls_of_max_new_facts(engine: MemoryEngine) -> None:
+    engine.remember(MAYA, "The user drives a red Volvo.", created_at=T0)
+    chat = _use(engine, lambda new, stored: json.dumps({"decisions": [
+        {"fact": n, "event": "ADD", "target": None, "reason": "", "confidence": 1} for n in new]}), max_new=2)
+    report = engine.ingest_report(MAYA, [{"content": f"The user washed the Volvo on day {i}.", "source": "fact"}
+                                         for i in range(5)])
+    assert report.inserted == 5 and report.notes == []
+    assert [len(re.findall(r"^N\d+: ", p[-1]["content"], re.M)) for p in chat.prompts] == [2, 2, 1]
+
+
 def test_engine_refuses_a_resolver_that_is_not_one() -> None:
     with pytest.raises(ConfigurationError, match="FactResolver"):
         MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=lambda m: "{}")  # type: ignore[arg-type]

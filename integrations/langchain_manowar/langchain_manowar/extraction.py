@@ -75,6 +75,7 @@ def create_llm_resolver(
     name: str | None = None,
     candidates: int = 5,
     min_confidence: float = 0.7,
+    max_new: int = 10,
     **invoke_kwargs: Any,
 ) -> LLMResolver:
     """An :class:`~manowar_memory.LLMResolver` that asks ``model`` what each new fact does to
@@ -86,5 +87,5 @@ def create_llm_resolver(
     """
     return LLMResolver(
         ChatModelFunction(model, **invoke_kwargs), name=name or f"langchain:{_model_name(model)}",
-        candidates=candidates, min_confidence=min_confidence,
+        candidates=candidates, min_confidence=min_confidence, max_new=max_new,
     )

@@ -67,10 +67,11 @@ def create_llm_extractor(
 
 
 def create_llm_resolver(
-    llm: LLM, *, name: str | None = None, candidates: int = 5, min_confidence: float = 0.7, **chat_kwargs: Any,
+    llm: LLM, *, name: str | None = None, candidates: int = 5, min_confidence: float = 0.7, max_new: int = 10,
+    **chat_kwargs: Any,
 ) -> LLMResolver:
     """An :class:`~manowar_memory.LLMResolver` that asks ``llm`` what each new fact does to the
     nearest stored facts of its scope (ADD, UPDATE, DELETE or NONE); superseded rows name it
     as ``resolver: llamaindex:<model>``."""
     return LLMResolver(LlamaIndexChatFunction(llm, **chat_kwargs), name=name or f"llamaindex:{_model_name(llm)}",
-                       candidates=candidates, min_confidence=min_confidence)
+                       candidates=candidates, min_confidence=min_confidence, max_new=max_new)
