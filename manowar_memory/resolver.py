@@ -10,7 +10,9 @@ the new facts are ``N1``, ``N2``...) and applies one decision per new fact:
 * ``ADD``: a new piece of knowledge; the fact stays.
 * ``UPDATE``: the fact replaces ``F<k>``; the old row is superseded with the provenance of the
   slot rules (``status: superseded``, ``supersededBy``, ``supersededAt``, ``supersededReason``
-  ``"llm: <reason>"``, ``slot``) plus ``resolution: "update"`` and ``resolver``.
+  ``"llm: <reason>"``, ``slot``) plus ``resolution: "update"``, ``resolver`` and
+  ``resolverConfidence``. As with the slot rules, a new fact observed before ``F<k>`` (an
+  ingest of old history) is the one superseded.
 * ``DELETE``: the fact says ``F<k>`` is no longer true ("the user quit the job at Acme"); the old
   row is superseded the same way (``resolution: "delete"``). The new statement is stored: it
   is the record of the change, and the superseded row points to it.
@@ -31,6 +33,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+import regex
 
 from ._util import collapse_ws, truncate
 from .errors import ResolverError
@@ -216,14 +220,16 @@ class LLMResolver:
         return out, notes
 
 
+_LOCAL_ID = regex.compile(r"\b([NF])([1-9][0-9]*)\b")
+
+
 def _named(note: str, new: Sequence[FactRef], existing: Sequence[FactRef]) -> str:
-    """``note`` with its local ids followed by the fact text, so a reader knows which fact."""
-    for prefix, facts in (("N", new), ("F", existing)):
-        for i in range(len(facts), 0, -1):
-            local = f"{prefix}{i}"
-            if local in note:
-                note = note.replace(local, f"{local} {truncate(facts[i - 1].text, 60)!r}", 1)
-    return note
+    """``note`` with each local id it names followed by the fact's text, so a reader knows which fact."""
+    def named(m: regex.Match[str]) -> str:
+        facts, i = (new if m.group(1) == "N" else existing), int(m.group(2))
+        return f"{m.group(0)} {truncate(facts[i - 1].text, 60)!r}" if i <= len(facts) else m.group(0)
+
+    return _LOCAL_ID.sub(named, note)
 
 
 def _scope_key(record: MemoryRecord) -> tuple[str, str | None, str | None, str | None]:
@@ -333,6 +339,9 @@ def _apply(plan: _Plan, report: UpdateReport, decisions: Sequence[ResolverDecisi
             report.uncertain.append(
                 f"{name} resolver: {truncate(record.content, 60)!r} is already known as {target.id} "
                 f"({truncate(d.reason, 100) or 'same fact'}): not kept as a second current fact")
+        elif record.created_at < target.created_at:  # as the slot rules: the fact observed earlier gives way
+            loser, winner = record, target
+            report.superseded.append(record.id)
         else:
             loser, winner = target, record
             report.superseded.append(target.id)
@@ -342,6 +351,6 @@ def _apply(plan: _Plan, report: UpdateReport, decisions: Sequence[ResolverDecisi
                 "resolver": name, "resolverConfidence": d.confidence}
         plan.changes.append((loser.id, {"metadata": meta, "decay_score": min(loser.decay_score, 0.05),
                                         "updated_at": now}))
-        if d.event == "NONE":
+        if loser is record:
             plan.retired.add(record.id)
         done.add(loser.id)

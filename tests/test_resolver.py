@@ -87,6 +87,25 @@ def test_update_supersedes_the_named_fact_with_provenance(engine: MemoryEngine) 
     assert [h.text for h in hits] == ["The user sold the Volvo and now drives a Tesla."]
 
 
+def test_an_update_observed_before_the_stored_fact_gives_way(engine: MemoryEngine) -> None:
+    stored = engine.remember(MAYA, "The user drives a red Volvo.", created_at=T0)
+    _use(engine, decide("UPDATE", "Volvo"))
+    report = engine.ingest_report(MAYA, [{"content": "The user drives a grey Fiat.", "source": "fact",
+                                          "created_at": T0 - 30 * DAY}])
+    rows = _rows(engine)
+    old = rows["The user drives a grey Fiat."]
+    assert old.id == report.ids[0] and old.status == "superseded" and old.metadata["supersededBy"] == stored.id
+    assert rows["The user drives a red Volvo."].status == "active"
+
+
+def test_notes_name_the_facts_by_text() -> None:
+    chat = ScriptedChat(lambda new, stored: json.dumps({"decisions": [
+        {"fact": f"N{i}", "event": "ADD", "confidence": 1} for i in range(1, 11)]}))
+    news = [FactRef(f"n{i}", f"new fact {i}", 1) for i in range(1, 12)]
+    _, notes = LLMResolver(chat, max_new=20).decide(news, [FactRef("o", "old fact", 0)])
+    assert notes == ["N11 'new fact 11' has no decision"]
+
+
 def test_add_keeps_both(engine: MemoryEngine) -> None:
     engine.remember(MAYA, "The user drives a red Volvo.", created_at=T0)
     _use(engine, decide("ADD"))
