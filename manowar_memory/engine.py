@@ -79,7 +79,9 @@ class RememberResult(BaseModel):
     superseded: list[str] = Field(
         default_factory=list, description="Rows this fact replaced (same subject and attribute, another value); "
         "its own id when a fact observed later already replaced it. See manowar_memory.lifecycle.")
-    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain).")
+    notes: list[str] = Field(default_factory=list, description=(
+        "Possible contradictions left alone (uncertain); with a resolver, also what it found already known or "
+        "could not decide (see manowar_memory.resolver)."))
 
 
 class PostTurnResult(BaseModel):
@@ -183,7 +185,9 @@ class FlushResult(BaseModel):
     facts_indexed: int = 0
     facts_reinforced: int = 0
     facts_superseded: int = 0
-    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain).")
+    notes: list[str] = Field(default_factory=list, description=(
+        "Possible contradictions left alone (uncertain); with a resolver, also what it found already known or "
+        "could not decide (see manowar_memory.resolver)."))
 
 
 class IngestItem(BaseModel):
@@ -217,8 +221,9 @@ class IngestReport(BaseModel):
     ids: list[str]
     inserted: int
     already_stored: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain), "
-                             "and what a resolver could not decide.")
+    notes: list[str] = Field(default_factory=list, description=(
+        "Possible contradictions left alone (uncertain) among the ingested facts; with a resolver, also what it "
+        "found already known or could not decide (see manowar_memory.resolver)."))
 
 
 def _default_home() -> Path:
