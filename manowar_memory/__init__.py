@@ -38,6 +38,7 @@ from .errors import (
     PartialIngestError,
     PinningError,
     RerankError,
+    ResolverError,
     ScopeError,
     StoreError,
     StoreUnavailableError,
@@ -59,6 +60,7 @@ from .records import (
     Transcript,
 )
 from .rerankers.base import Reranker, RerankResult
+from .resolver import FactResolver, LLMResolver, ResolverDecision
 from .retrieval.pipeline import RankContext, RankingStage, StageInsert
 from .scope import Scope
 from .scoped import RESERVED_METADATA_KEYS, ScopedMemory, SearchHits, pack_context
@@ -85,6 +87,7 @@ __all__ = [
     "ExtractedFact",
     "ExtractionError",
     "FactExtractor",
+    "FactResolver",
     "FakeEmbedder",
     "FilterError",
     "FlushResult",
@@ -96,6 +99,7 @@ __all__ = [
     "InvalidInputError",
     "Job",
     "LLMExtractor",
+    "LLMResolver",
     "Layer",
     "LayerSearchResult",
     "ManowarError",
@@ -119,6 +123,8 @@ __all__ = [
     "RerankError",
     "RerankResult",
     "Reranker",
+    "ResolverDecision",
+    "ResolverError",
     "RetrievalConfig",
     "RuleBasedExtractor",
     "SQLiteStore",

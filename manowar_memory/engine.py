@@ -31,12 +31,12 @@ from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFo
 from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
-from .lifecycle import apply_updates
 from .packing import ContextUsage, Decision, PackedItem, pack
 from .ranking.trust import content_delimiter
 from .records import FACT_TYPES, Layer, MemoryRecord, Message, Session, Transcript, WorkingMemory
 from .redaction import install_log_redaction, redact
 from .rerankers.base import Reranker
+from .resolver import FactResolver, resolve_updates
 from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
 from .scope import Scope, ScopeLike
 from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store, TurnRows, missing_role_methods
@@ -79,7 +79,9 @@ class RememberResult(BaseModel):
     superseded: list[str] = Field(
         default_factory=list, description="Rows this fact replaced (same subject and attribute, another value); "
         "its own id when a fact observed later already replaced it. See manowar_memory.lifecycle.")
-    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain).")
+    notes: list[str] = Field(default_factory=list, description=(
+        "Possible contradictions left alone (uncertain); with a resolver, also what it found already known or "
+        "could not decide (see manowar_memory.resolver)."))
 
 
 class PostTurnResult(BaseModel):
@@ -183,7 +185,9 @@ class FlushResult(BaseModel):
     facts_indexed: int = 0
     facts_reinforced: int = 0
     facts_superseded: int = 0
-    notes: list[str] = Field(default_factory=list, description="Possible contradictions left alone (uncertain).")
+    notes: list[str] = Field(default_factory=list, description=(
+        "Possible contradictions left alone (uncertain); with a resolver, also what it found already known or "
+        "could not decide (see manowar_memory.resolver)."))
 
 
 class IngestItem(BaseModel):
@@ -217,6 +221,9 @@ class IngestReport(BaseModel):
     ids: list[str]
     inserted: int
     already_stored: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description=(
+        "Possible contradictions left alone (uncertain) among the ingested facts; with a resolver, also what it "
+        "found already known or could not decide (see manowar_memory.resolver)."))
 
 
 def _default_home() -> Path:
@@ -287,6 +294,9 @@ class MemoryEngine:
     Embedder, or None for keyword-only memory (every result then says so).
     ``reranker``: optional; used when a search asks for ``rerank=True``.
     ``extractor``: fact extractor for ``post_turn`` (default: offline rules; None disables).
+    ``resolver``: optional :class:`~manowar_memory.resolver.FactResolver` (``LLMResolver(chat)``)
+    asked what each new fact does to the nearest stored ones before the slot rules run
+    (default: the slot rules alone; see :mod:`manowar_memory.resolver`).
     ``cache``: embedding/query cache (default: in-process).
     """
 
@@ -297,6 +307,7 @@ class MemoryEngine:
         *,
         reranker: Reranker | str | None = None,
         extractor: FactExtractor | str | None = "rules",
+        resolver: FactResolver | None = None,
         cache: Cache | None = None,
         config: MemoryConfig | None = None,
     ) -> None:
@@ -320,6 +331,9 @@ class MemoryEngine:
         elif isinstance(extractor, str):
             raise ConfigurationError(f"unknown extractor {extractor!r}; pass 'rules', None or a FactExtractor")
         self.extractor: FactExtractor | None = extractor
+        if resolver is not None and not isinstance(resolver, FactResolver):
+            raise ConfigurationError(f"resolver must be a FactResolver such as LLMResolver(chat), got {resolver!r}")
+        self.resolver: FactResolver | None = resolver
         use_query_cache = self.config.query_cache
         if use_query_cache is None:
             use_query_cache = getattr(self.cache, "name", "") == "redis"
@@ -456,8 +470,11 @@ class MemoryEngine:
         if not inserted:
             return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
-        updates = apply_updates(self.store, scope, [stored], now_ms())
+        updates = resolve_updates(self.store, scope, [stored], now_ms(), resolver=self.resolver)
         self._invalidate(scope)
+        if stored.id in updates.duplicates:  # the resolver found it already known: that fact was reinforced
+            return RememberResult(id=updates.duplicates[stored.id], fact_type=kind, fact_hash=fact_hash,
+                                  deduplicated=True, notes=updates.uncertain)
         return RememberResult(id=stored.id, fact_type=kind, fact_hash=fact_hash, superseded=updates.superseded,
                               notes=updates.uncertain)
 
@@ -575,6 +592,7 @@ class MemoryEngine:
         ids: list[str] = []
         inserted = 0
         already: list[str] = []
+        notes: list[str] = []
         bar = None
         if progress:
             from tqdm import tqdm
@@ -615,8 +633,9 @@ class MemoryEngine:
                     inserted += len(without)
                 ids.extend(str(i) for i in batch_ids)
                 # an ingested fact replaces what it contradicts, as remember's do (one read per batch)
-                apply_updates(self.store, scope, [records[j].model_copy(update={"id": batch_ids[j]}) for j in todo
-                                                  if records[j].source == "fact"], now_ms())
+                notes += resolve_updates(self.store, scope, [records[j].model_copy(update={"id": batch_ids[j]})
+                                                             for j in todo if records[j].source == "fact"],
+                                         now_ms(), resolver=self.resolver).uncertain
                 if todo:
                     self._invalidate(scope)
                 if bar is not None:
@@ -624,7 +643,7 @@ class MemoryEngine:
         finally:
             if bar is not None:
                 bar.close()
-        return IngestReport(ids=ids, inserted=inserted, already_stored=already)
+        return IngestReport(ids=ids, inserted=inserted, already_stored=already, notes=notes)
 
     @staticmethod
     def _partial_ingest(
@@ -998,9 +1017,12 @@ class MemoryEngine:
                 else:
                     reinforced += 1
             indexed = len(new)
-            updates = apply_updates(self.store, scope, new, now_ms())  # the scope's facts read once
+            # the scope's facts read once
+            updates = resolve_updates(self.store, scope, new, now_ms(), resolver=self.resolver)
             superseded, notes = len(updates.superseded), updates.uncertain
-            if indexed:
+            indexed -= len(updates.duplicates)  # already known: the stored fact was reinforced
+            reinforced += len(updates.duplicates)
+            if new:
                 self._invalidate(scope)
         return {"indexed": indexed, "reinforced": reinforced, "superseded": superseded, "notes": notes}
 

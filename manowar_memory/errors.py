@@ -42,6 +42,7 @@ __all__ = [
     "PartialIngestError",
     "PinningError",
     "RerankError",
+    "ResolverError",
     "ScopeError",
     "StoreError",
     "StoreUnavailableError",
@@ -209,6 +210,11 @@ class PinningError(ManowarError):
 
 class ExtractionError(ManowarError):
     """A fact extractor failed to produce facts."""
+
+
+class ResolverError(ManowarError):
+    """A fact resolver (an LLM asked which stored fact a new one updates) failed or gave an
+    answer that could not be used; the engine then stores the fact as the slot rules would."""
 
 
 class ToolCallError(ManowarError):

@@ -331,10 +331,13 @@ def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
 @dataclass
 class UpdateReport:
     """What :func:`apply_updates` changed: rows superseded (the new one's id when a stored,
-    newer fact replaced it) and the uncertain matches it left alone."""
+    newer fact replaced it) and the uncertain matches it left alone; with a resolver
+    (:func:`manowar_memory.resolver.resolve_updates`), also the new facts it found already
+    known (``duplicates``: new row id -> the stored fact's id)."""
 
     superseded: list[str] = field(default_factory=list)
     uncertain: list[str] = field(default_factory=list)
+    duplicates: dict[str, str] = field(default_factory=dict)
 
 
 def apply_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord], now: int, *,

@@ -15,7 +15,8 @@ writes) and goes through ``engine.scoped(scope)``, the engine's one scoped surfa
   :class:`RerankCompressor`, :class:`MMRCompressor`, :class:`PackerCompressor`.
 * Tools generated from the engine's tool catalog: :func:`create_manowar_tools`, :class:`ManowarToolkit`.
 * Embeddings both ways: :class:`LangChainEmbedder` (LangChain -> engine),
-  :class:`ManowarEmbeddings` (engine -> LangChain); :func:`create_llm_extractor` (facts with any chat model).
+  :class:`ManowarEmbeddings` (engine -> LangChain); :func:`create_llm_extractor` (facts with any chat model),
+  :func:`create_llm_resolver` (which stored fact a new one updates, with any chat model).
 
 >>> from manowar_memory import MemoryEngine, Scope
 >>> from langchain_manowar import ManowarRetriever
@@ -33,7 +34,7 @@ from .compressors import (
     render_memory_context,
 )
 from .embeddings import LangChainEmbedder, ManowarEmbeddings
-from .extraction import ChatModelFunction, create_llm_extractor
+from .extraction import ChatModelFunction, create_llm_extractor, create_llm_resolver
 from .memory import ManowarMemory
 from .middleware import ManowarMemoryMiddleware
 from .retrievers import ManowarRetriever
@@ -62,6 +63,7 @@ __all__ = [
     "TemporalDecayCompressor",
     "__version__",
     "create_llm_extractor",
+    "create_llm_resolver",
     "create_manowar_tools",
     "pack_documents",
     "render_memory_context",

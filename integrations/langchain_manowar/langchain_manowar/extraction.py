@@ -1,4 +1,4 @@
-"""A fact extractor driven by any LangChain chat model."""
+"""A fact extractor and a fact resolver driven by any LangChain chat model."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from manowar_memory.extraction import LLMExtractor
+from manowar_memory.resolver import LLMResolver
 
-__all__ = ["ChatModelFunction", "create_llm_extractor"]
+__all__ = ["ChatModelFunction", "create_llm_extractor", "create_llm_resolver"]
 
 
 def _model_name(model: BaseChatModel) -> str:
@@ -65,4 +66,26 @@ def create_llm_extractor(
     return LLMExtractor(
         ChatModelFunction(model, **invoke_kwargs), name=name or f"langchain:{_model_name(model)}",
         max_per_turn=max_per_turn, min_confidence=min_confidence, max_chars=max_chars,
+    )
+
+
+def create_llm_resolver(
+    model: BaseChatModel,
+    *,
+    name: str | None = None,
+    candidates: int = 5,
+    min_confidence: float = 0.7,
+    max_new: int = 10,
+    **invoke_kwargs: Any,
+) -> LLMResolver:
+    """An :class:`~manowar_memory.LLMResolver` that asks ``model`` what each new fact does to
+    the nearest stored facts of its scope (ADD, UPDATE, DELETE or NONE).
+
+    Pass it as ``MemoryEngine(resolver=create_llm_resolver(ChatOpenAI(model="gpt-5-mini")))``.
+    Superseded rows name it (``resolver``) as ``langchain:<model>``. All the rules are the
+    core's: this only adapts the model to the ``chat(messages) -> str`` function.
+    """
+    return LLMResolver(
+        ChatModelFunction(model, **invoke_kwargs), name=name or f"langchain:{_model_name(model)}",
+        candidates=candidates, min_confidence=min_confidence, max_new=max_new,
     )

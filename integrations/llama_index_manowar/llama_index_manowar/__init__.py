@@ -20,6 +20,8 @@ use: ``llama_index.retrievers.manowar``, ``llama_index.postprocessor.manowar``,
   (LlamaIndex embedding → engine).
 * :class:`ManowarToolSpec` / :func:`make_tools` / :func:`make_job_tools`: the engine's
   memory tool catalog (memory, items and jobs groups) as ``FunctionTool`` objects bound to a scope.
+* :class:`LlamaIndexChatFunction`, :func:`create_llm_extractor`, :func:`create_llm_resolver`:
+  any LlamaIndex ``LLM`` driving the engine's fact extraction and fact resolution.
 
 Importing this package is cheap and touches neither the network nor LlamaIndex's global
 ``Settings``: names load on first use (``llama_index.core`` with them), and nothing here
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from .embeddings import LlamaIndexEmbedder, ManowarEmbedding, to_engine_embedder
     from .errors import EmbeddingModelMismatchError, UnsupportedFilterError
     from .filters import translate_filters
+    from .llm import LlamaIndexChatFunction, create_llm_extractor, create_llm_resolver
     from .memory import ManowarMemory, ManowarMemoryBlock
     from .postprocessors import (
         ManowarDecayPostprocessor,
@@ -51,6 +54,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "EmbeddingModelMismatchError": ".errors",
+    "LlamaIndexChatFunction": ".llm",
     "LlamaIndexEmbedder": ".embeddings",
     "ManowarDecayPostprocessor": ".postprocessors",
     "ManowarEmbedding": ".embeddings",
@@ -64,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     "ManowarToolSpec": ".tools",
     "ManowarVectorStore": ".vector_store",
     "UnsupportedFilterError": ".errors",
+    "create_llm_extractor": ".llm",
+    "create_llm_resolver": ".llm",
     "make_job_tools": ".tools",
     "make_tools": ".tools",
     "to_engine_embedder": ".embeddings",
@@ -72,6 +78,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "EmbeddingModelMismatchError",
+    "LlamaIndexChatFunction",
     "LlamaIndexEmbedder",
     "ManowarDecayPostprocessor",
     "ManowarEmbedding",
@@ -86,6 +93,8 @@ __all__ = [
     "ManowarVectorStore",
     "UnsupportedFilterError",
     "__version__",
+    "create_llm_extractor",
+    "create_llm_resolver",
     "make_job_tools",
     "make_tools",
     "to_engine_embedder",

@@ -1,0 +1,68 @@
+"""Fact resolution driven by a LangChain chat model (create_llm_resolver): the adapter only
+turns the model into the core's chat function; the decisions and their checks are the core's."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from pydantic import Field
+
+from langchain_manowar import create_llm_resolver
+from manowar_memory import LLMResolver, MemoryEngine, Scope
+from manowar_memory.stores.base import MemoryQuery
+
+MAYA = Scope(agent_wallet="agent-r", user_address="maya", thread_id="t1")
+T0 = 1_772_452_800_000
+
+
+def _answer(event: str, target: str | None, confidence: float = 0.9) -> str:
+    return json.dumps({"decisions": [{"fact": "N1", "event": event, "target": target, "reason": "switched editors",
+                                      "confidence": confidence}]})
+
+
+class RecordingModel(FakeListChatModel):
+    """A fake chat model that keeps the messages it was sent."""
+
+    seen: list[list[object]] = Field(default_factory=list)
+
+    def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def,override]
+        self.seen.append(list(messages))
+        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def test_a_chat_model_updates_the_stored_fact() -> None:
+    model = RecordingModel(responses=[_answer("UPDATE", "F1")])
+    resolver = create_llm_resolver(model)
+    assert isinstance(resolver, LLMResolver) and resolver.name == "langchain:RecordingModel"
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=resolver)
+    old = engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = engine.remember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [old.id]
+    row = engine.store.get_memory(old.id, MemoryQuery(scope=MAYA, active_only=False))
+    assert row is not None and row.metadata["supersededReason"] == "llm: switched editors"
+    assert row.metadata["resolver"] == "langchain:RecordingModel"
+    (sent,) = model.seen
+    assert [type(m).__name__ for m in sent] == ["SystemMessage", "HumanMessage"]
+    assert "F1: The user edits code in Vim." in str(sent[1].content)
+    engine.close()
+
+
+def test_a_generic_fake_model_with_a_low_confidence_changes_nothing() -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=_answer("UPDATE", "F1", confidence=0.3))]))
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
+                          resolver=create_llm_resolver(model, name="lc", min_confidence=0.8))
+    engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = engine.remember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [] and any(n.startswith("lc resolver:") and "unsure" in n for n in new.notes)
+    engine.close()
+
+
+def test_a_model_that_runs_out_of_answers_is_reported_not_guessed() -> None:
+    model = GenericFakeChatModel(messages=iter([]))  # raises on the first call
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=create_llm_resolver(model))
+    engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = engine.remember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [] and any("resolver call failed" in n for n in new.notes)
+    engine.close()

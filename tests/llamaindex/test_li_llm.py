@@ -1,0 +1,108 @@
+"""A LlamaIndex LLM driving the engine's fact extraction and fact resolution
+(create_llm_extractor, create_llm_resolver): the adapter only turns the LLM into the core's
+chat function."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
+from llama_index.core.llms.mock import MockLLM
+from pydantic import Field
+
+from llama_index_manowar import LlamaIndexChatFunction, create_llm_extractor, create_llm_resolver
+from manowar_memory import LLMExtractor, LLMResolver, MemoryEngine, Scope
+from manowar_memory.errors import ConfigurationError
+from manowar_memory.stores.base import MemoryQuery
+
+MAYA = Scope(agent_wallet="agent-li", user_address="maya", thread_id="t1")
+T0 = 1_772_452_800_000
+
+
+class ScriptedLLM(CustomLLM):
+    """A custom LLM that answers from a script and keeps what it was asked."""
+
+    answers: list[str] = Field(default_factory=list)
+    asked: list[str] = Field(default_factory=list)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted-1", is_chat_model=False)
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.asked.append(prompt)
+        if not self.answers:
+            raise RuntimeError("script exhausted")
+        return CompletionResponse(text=self.answers.pop(0))
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt, formatted, **kwargs)
+
+
+class ChatOnlyLLM(MockLLM):
+    """An LLM whose chat endpoint gets the messages as they are."""
+
+    seen: list[list[ChatMessage]] = Field(default_factory=list)
+
+    def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+        self.seen.append(list(messages))
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content='{"facts": []}'))
+
+
+@pytest.fixture
+def engine() -> Iterator[MemoryEngine]:
+    eng = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    yield eng
+    eng.close()
+
+
+def _decision(event: str, target: str | None) -> str:
+    return json.dumps({"decisions": [{"fact": "N1", "event": event, "target": target, "reason": "new editor",
+                                      "confidence": 0.95}]})
+
+
+def test_the_chat_function_maps_roles_and_returns_the_text() -> None:
+    llm = ChatOnlyLLM()
+    chat = LlamaIndexChatFunction(llm)
+    assert chat([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": "a"}]) == '{"facts": []}'
+    assert [m.role for m in llm.seen[0]] == [MessageRole.SYSTEM, MessageRole.USER, MessageRole.ASSISTANT]
+    with pytest.raises(ConfigurationError, match="LlamaIndex LLM"):
+        LlamaIndexChatFunction(lambda m: "")  # type: ignore[arg-type]
+
+
+def test_an_llm_resolver_updates_the_stored_fact(engine: MemoryEngine) -> None:
+    llm = ScriptedLLM(answers=[_decision("UPDATE", "F1")])
+    resolver = create_llm_resolver(llm)
+    assert isinstance(resolver, LLMResolver) and resolver.name == "llamaindex:scripted-1"
+    engine.resolver = resolver
+    old = engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = engine.remember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [old.id]
+    row = engine.store.get_memory(old.id, MemoryQuery(scope=MAYA, active_only=False))
+    assert row is not None and row.metadata["supersededReason"] == "llm: new editor"
+    assert "F1: The user edits code in Vim." in llm.asked[0]
+
+
+def test_a_failing_llm_is_reported_and_nothing_is_guessed(engine: MemoryEngine) -> None:
+    engine.resolver = create_llm_resolver(ScriptedLLM(answers=[]), name="li")
+    engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = engine.remember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [] and any("li resolver call failed" in n and "script exhausted" in n
+                                        for n in new.notes)
+
+
+def test_the_same_llm_extracts_facts(engine: MemoryEngine) -> None:
+    facts = json.dumps({"facts": [{"fact": "The user edits code in Helix.", "type": "preference",
+                                   "confidence": 0.9}]})
+    extractor = create_llm_extractor(ScriptedLLM(answers=[facts]))
+    assert isinstance(extractor, LLMExtractor) and extractor.name == "llamaindex:scripted-1"
+    engine.extractor = extractor
+    engine.post_turn(MAYA, [{"role": "user", "content": "Helix is my editor these days."}])
+    assert engine.flush().facts_indexed == 1
+    (row,) = engine.store.list_memories(MemoryQuery(scope=MAYA, sources=("fact",)))
+    assert row.content == "The user edits code in Helix." and row.metadata["extractor"] == "llamaindex:scripted-1"
