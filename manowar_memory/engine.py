@@ -454,9 +454,8 @@ class MemoryEngine:
         text = self._text(text, "content")
         fact_type = check_optional_text(fact_type, "fact_type", max_chars=200)
         retention = check_optional_text(retention, "retention", max_chars=200)
-        if created_at is not None:
-            created_at = check_timestamp(created_at, "created_at")
-        expiry = resolve_expiry(ttl, expires_at, base=created_at if created_at is not None else now_ms())
+        created_at = check_timestamp(created_at, "created_at") if created_at is not None else now_ms()
+        expiry = resolve_expiry(ttl, expires_at, base=created_at)  # a ttl counts from the fact's created_at
         meta: dict[str, Any] = {**self._metadata(scope.metadata, "scope metadata"), **self._metadata(metadata)}
         if fact_type is not None and fact_type not in FACT_TYPES:
             raise InvalidInputError(f"fact_type must be one of {list(FACT_TYPES)} (or None for 'context'), "
