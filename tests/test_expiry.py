@@ -80,6 +80,14 @@ def test_resolve_expiry_counts_a_ttl_from_the_base_and_refuses_both_at_once() ->
         resolve_expiry(10, 7_000, base=5)
 
 
+@pytest.mark.parametrize(("metadata", "now", "expired"), [
+    ({}, 10, False), ({"expiresAt": None}, 10, False), ({"expiresAt": 11}, 10, False), ({"expiresAt": 10}, 10, True),
+    ({"expiresAt": 9.5}, 10, True), ({"expiresAt": True}, 10, False), ({"expiresAt": "9"}, 10, False),
+])
+def test_is_expired_matches_the_stores_rule(metadata, now, expired) -> None:
+    assert is_expired(metadata, now) is expired
+
+
 @pytest.mark.parametrize(("config", "source", "metadata", "seconds"), [
     ({}, "fact", {"factType": "event"}, None),
     ({"event": 60, "fact": 600, "graph": 6000, "*": 1}, "fact", {"factType": "event"}, 60),  # fact type first

@@ -23,8 +23,6 @@ __all__ = [
     "count_stale_sessions",
     "count_transcripts_older_than",
     "expiry_column",
-    "inactive_list",
-    "not_expired",
     "fts_rowid",
     "fts_scope_id",
     "fts_scope_insert",
@@ -32,6 +30,7 @@ __all__ = [
     "fts_scope_key_sql",
     "fts_sync_triggers",
     "fts_terms",
+    "inactive_list",
     "keyword_pool",
     "keyword_rowids",
     "memory_columns",
@@ -39,6 +38,7 @@ __all__ = [
     "memory_rows_of_users",
     "memory_update",
     "memory_user_counts",
+    "not_expired",
     "rows_passing",
     "stale_session_scopes",
     "transcript_scopes_older_than",
@@ -71,8 +71,9 @@ def not_expired(now: int, metadata: str = "metadata") -> Statement:
     """The clause keeping memory rows that have not expired at ``now`` (epoch ms): no numeric
     ``metadata.expiresAt``, or one after ``now``. MongoDB's twin is
     :func:`~manowar_memory.stores._mql.not_expired`; a non-number never expires on either."""
-    return (f"(COALESCE(json_type({metadata}, '$.expiresAt'), '') NOT IN ('integer', 'real') "
-            f"OR json_extract({metadata}, '$.expiresAt') > ?)", [int(now)])
+    clause = (f"(COALESCE(json_type({metadata}, '$.expiresAt'), '') NOT IN ('integer', 'real') "
+              f"OR json_extract({metadata}, '$.expiresAt') > ?)")
+    return clause, [int(now)]
 
 
 def memory_columns(*, with_embedding: bool = True) -> str:
