@@ -387,3 +387,41 @@ async def test_expire_on_temporal_matches_inline(temporal_address) -> None:
         assert result["byType"] == expected["byType"]
         assert remote.store.get_job(job.job_id).status == "completed"
         assert len(remote.list_items(ALICE)) == len(inline.list_items(ALICE)) == 1
+
+
+def test_a_rest_key_runs_expire_on_its_own_rows_only() -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from manowar_memory import MemoryEngine
+    from manowar_memory.server.app import create_app
+    from manowar_memory.server.auth import ApiKeys, hash_key
+
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        t0 = now_ms() - DAY_MS
+        alice = engine.ingest(ALICE, [{"content": "alice's old code", "created_at": t0, "ttl": 60}])[0]
+        bob = engine.ingest(BOB, [{"content": "bob's old code", "created_at": t0, "ttl": 60}])[0]
+        keys = ApiKeys([{"sha256": hash_key("k-bob"), "agentWallet": AGENT, "userAddress": "bob"}])
+        http = TestClient(create_app(engine, keys=keys))
+        r = http.post("/api/memory/jobs", headers={"X-API-Key": "k-bob"},
+                      json={"type": "expire", "params": {"action": "delete"}})
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "completed" and r.json()["data"]["deleted"] == 1
+        assert engine.store.get_memory(bob) is None and engine.store.get_memory(alice) is not None
+        r = http.post("/api/memory/jobs", headers={"X-API-Key": "k-bob"},
+                      json={"type": "expire", "params": {"unusedDays": 0}})
+        assert r.status_code == 400
+
+
+def test_expire_can_be_scheduled_inline() -> None:
+    from manowar_memory import MemoryEngine
+    from manowar_memory.jobs import InlineSchedules, MaintenanceSchedule
+
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        engine.ingest(ALICE, [{"content": "stale code", "created_at": now_ms() - DAY_MS, "ttl": 60}])
+        backend = InlineSchedules(engine)
+        backend.install([MaintenanceSchedule(schedule_id="memory-daily-expire", job_type="expire", cron="0 4 * * *",
+                                             params={"agent_wallet": AGENT, "action": "delete"})])
+        job = backend.trigger("memory-daily-expire")
+        assert job is not None and job.type == "expire" and job.status == "completed", job
+        assert job.data["deleted"] == 1
