@@ -425,3 +425,22 @@ def test_expire_can_be_scheduled_inline() -> None:
         job = backend.trigger("memory-daily-expire")
         assert job is not None and job.type == "expire" and job.status == "completed", job
         assert job.data["deleted"] == 1
+
+
+def test_cli_remember_takes_a_ttl(tmp_path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from manowar_memory import MemoryEngine
+    from manowar_memory.cli import cli
+
+    monkeypatch.setenv("MANOWAR_HOME", str(tmp_path / "home"))
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["remember", "User is in Oslo today", "--agent", AGENT, "--user", "alice", "--ttl", "90",
+                             "--store", url])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(cli, ["remember", "x", "--agent", AGENT, "--ttl", "0", "--store", url])
+    assert bad.exit_code != 0 and "ttl" in bad.output.lower()
+    with MemoryEngine(store=url, embedder=None) as engine:
+        [row] = engine.list_items(ALICE)
+        assert row.metadata["expiresAt"] - row.created_at == 90_000
