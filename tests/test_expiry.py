@@ -444,3 +444,18 @@ def test_cli_remember_takes_a_ttl(tmp_path, monkeypatch) -> None:
     with MemoryEngine(store=url, embedder=None) as engine:
         [row] = engine.list_items(ALICE)
         assert row.metadata["expiresAt"] - row.created_at == 90_000
+
+
+def test_a_row_recalled_by_pre_turn_is_not_forgotten_by_decay(engine_on_each_store) -> None:
+    engine = engine_on_each_store
+    old = now_ms() - 200 * DAY_MS
+    recalled, ignored = engine.ingest(ALICE, [
+        {"content": "Alice's bike lock code is 9090", "created_at": old, "metadata": {"app_id": "bike"}},
+        {"content": "Alice once mentioned a pottery class", "created_at": old},
+    ])
+    packed = engine.pre_turn("what is the bike lock code", ALICE, filters={"app_id": "bike"})
+    assert recalled in {i.id for i in packed.items} and ignored not in {i.id for i in packed.items}
+    engine.flush()  # the access bumps of packed rows are written
+    job = run_job(engine, "expire", {"agent_wallet": AGENT, "unused_days": 30})
+    assert job.data["decayed"] == 1
+    assert _row(engine, recalled).status == "active" and _row(engine, ignored).status == FORGOTTEN
