@@ -106,13 +106,16 @@ def demo(embedder: str, store: str, budget: int, explain: bool) -> None:
 @click.option("--type", "fact_type", default=None,
               type=click.Choice(["preference", "identity", "context", "skill", "relationship", "event"]))
 @click.option("--confidence", type=click.FloatRange(0, 1), default=None)
+@click.option("--ttl", type=click.FloatRange(0, min_open=True), default=None,
+              help="Time to live in seconds: the fact is no longer recalled after it (default: none, or the config's).")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
 @click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
 def remember(content: str, agent: str, user: str | None, fact_type: str | None, confidence: float | None,
-             store: str | None, embedder: str) -> None:
+             ttl: float | None, store: str | None, embedder: str) -> None:
     """Store an explicit fact."""
     with _engine(store, embedder) as engine:
-        result = engine.remember(_scope(agent, user, None), content, fact_type=fact_type, confidence=confidence)
+        result = engine.remember(_scope(agent, user, None), content, fact_type=fact_type, confidence=confidence,
+                                 ttl=ttl)
     click.echo(f"{'reinforced' if result.deduplicated else 'stored'} {result.id} ({result.fact_type})")
 
 

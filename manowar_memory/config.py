@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import InvalidConfigError
 
@@ -232,5 +232,27 @@ class MemoryConfig(_Settings):
         description="Largest metadata one write may store, measured as compact JSON characters "
         "(InvalidInputError above it). Metadata holds JSON data only (see manowar_memory.validation).",
     )
+    ttl_by_kind: dict[str, float] = Field(
+        default_factory=dict,
+        description="Default time to live, in seconds, of memory rows written without one (no ttl, expires_at "
+        "or metadata.expiresAt), by kind: a fact type ('preference', 'event', ...), a source ('session', "
+        "'knowledge', 'fact', ...), a layer ('graph', 'vectors') or '*'; the most specific key that matches a row "
+        "wins (fact type, then source, then layer, then '*'). Counted from the row's created_at. Rows with "
+        "retention='pinned' get no default TTL. Empty (the default): rows never expire unless told. See "
+        "manowar_memory.expiry and docs/concepts/lifecycle.md.",
+    )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     packer: PackerConfig = Field(default_factory=PackerConfig)
+
+    @field_validator("ttl_by_kind")
+    @classmethod
+    def _check_ttl_by_kind(cls, value: dict[str, float]) -> dict[str, float]:
+        from .expiry import TTL_KINDS
+
+        for key, seconds in value.items():
+            if key not in TTL_KINDS:
+                raise ValueError(f"ttl_by_kind key {key!r} is not a fact type, source, layer or '*'; "
+                                 f"use one of {list(TTL_KINDS)}")
+            if not seconds > 0:
+                raise ValueError(f"ttl_by_kind[{key!r}] must be a positive number of seconds, got {seconds!r}")
+        return value

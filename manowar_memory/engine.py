@@ -28,6 +28,7 @@ from .candidates import Candidate
 from .config import MemoryConfig
 from .embeddings import CachedEmbedder, EmbedderSpec, resolve_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
+from .expiry import EXPIRES_AT, check_expires_at_value, default_ttl_seconds, is_expired, resolve_expiry, ttl_to_ms
 from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
@@ -208,6 +209,8 @@ class IngestItem(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     context: str | None = Field(
         None, description="Text to find the row by but never show (default: the previous message of its thread).")
+    ttl: Any = Field(None, description="Time to live: seconds or a timedelta, from created_at (overrides ingest's ttl).")
+    expires_at: Any = Field(None, description="Absolute expiry: epoch ms or an aware datetime (overrides ingest's).")
 
 
 #: the keys an ingest item may have (``id`` is an alias of ``key``)
@@ -391,13 +394,16 @@ class MemoryEngine:
     def _new_record(
         self, scope: Scope, content: str, *, source: str, metadata: dict[str, Any], created_at: int | None = None,
         embedding: list[float] | None = None, thread_id: str | None = None, context: str | None = None,
+        ttl: Any = None, expires_at: Any = None,
     ) -> MemoryRecord:
         """A memory row from checked input: every write path builds its rows here, so text, time
-        and metadata that no store can hold are refused (:class:`InvalidInputError`) before any write."""
+        and metadata that no store can hold are refused (:class:`InvalidInputError`) before any write.
+        Its expiry is set here too (:meth:`_expiry`)."""
         content = self._text(content, "content")
         context = check_optional_text(context, "context", max_chars=self.config.max_text_chars)
         metadata = self._metadata(metadata)
         stamp = check_timestamp(created_at, "created_at") if created_at is not None else now_ms()
+        self._expiry(metadata, source, stamp, ttl, expires_at)
         return MemoryRecord(
             id=MemoryRecord.make_id(scope.agent_wallet, content, stamp),
             agent_wallet=scope.agent_wallet, user_address=scope.user_address,
@@ -406,6 +412,22 @@ class MemoryEngine:
             embedding_model=self.model_id if embedding is not None else None,
             created_at=stamp, updated_at=stamp, last_accessed_at=stamp, metadata=metadata,
         )
+
+    def _expiry(self, metadata: dict[str, Any], source: str, created_at: int, ttl: Any = None,
+                expires_at: Any = None) -> None:
+        """Set ``metadata.expiresAt`` (epoch ms) of a row being written: from ``ttl`` (counted from
+        ``created_at``) or ``expires_at``; else a ``metadata.expiresAt`` given is checked (None:
+        never expires, no default either); else ``config.ttl_by_kind`` applies (manowar_memory.expiry)."""
+        explicit = resolve_expiry(ttl, expires_at, base=created_at)
+        if explicit is not None:
+            metadata[EXPIRES_AT] = explicit
+        elif EXPIRES_AT in metadata:
+            if metadata[EXPIRES_AT] is not None:
+                metadata[EXPIRES_AT] = check_expires_at_value(metadata[EXPIRES_AT], "metadata.expiresAt")
+        else:
+            seconds = default_ttl_seconds(self.config.ttl_by_kind, source, metadata)
+            if seconds is not None:
+                metadata[EXPIRES_AT] = created_at + ttl_to_ms(seconds, f"the configured ttl of {source} rows")
 
     # ------------------------------------------------------------------ writes
     def remember(
@@ -419,6 +441,8 @@ class MemoryEngine:
         retention: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         created_at: int | None = None,
+        ttl: Any = None,
+        expires_at: Any = None,
     ) -> RememberResult:
         """Store an explicit durable fact in the graph layer.
 
@@ -427,6 +451,11 @@ class MemoryEngine:
         with :class:`InvalidInputError` rather than guessed at. Remembering the same fact again
         (same agent, user and text, case-insensitive) reinforces the existing row instead
         of inserting a duplicate.
+
+        ``ttl`` (seconds or a timedelta, from ``created_at``) or ``expires_at`` (epoch ms or an
+        aware datetime) make the fact expire: reads hide it from then on (see
+        :mod:`manowar_memory.expiry`); without either, ``config.ttl_by_kind`` may give one.
+        Remembering a fact again with a ttl, or after it expired, sets its expiry anew.
         """
         scope = Scope.coerce(scope)
         text = as_str(content)
@@ -439,8 +468,8 @@ class MemoryEngine:
         text = self._text(text, "content")
         fact_type = check_optional_text(fact_type, "fact_type", max_chars=200)
         retention = check_optional_text(retention, "retention", max_chars=200)
-        if created_at is not None:
-            created_at = check_timestamp(created_at, "created_at")
+        created_at = check_timestamp(created_at, "created_at") if created_at is not None else now_ms()
+        expiry = resolve_expiry(ttl, expires_at, base=created_at)  # a ttl counts from the fact's created_at
         meta: dict[str, Any] = {**self._metadata(scope.metadata, "scope metadata"), **self._metadata(metadata)}
         if fact_type is not None and fact_type not in FACT_TYPES:
             raise InvalidInputError(f"fact_type must be one of {list(FACT_TYPES)} (or None for 'context'), "
@@ -450,6 +479,7 @@ class MemoryEngine:
         existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
         if existing is not None:
             self.store.bump_access([existing.id], now_ms())
+            self._renew(scope, existing, expiry)
             return RememberResult(id=existing.id, fact_type=str(existing.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
         meta.update({
@@ -463,11 +493,12 @@ class MemoryEngine:
             meta["retention"] = retention
         vectors = self._embed_documents([text])
         record = self._new_record(scope, text, source="fact", metadata=meta, created_at=created_at,
-                                  embedding=vectors[0] if vectors else None)
+                                  embedding=vectors[0] if vectors else None, expires_at=expiry)
         # atomic: a concurrent remember of the same fact (another thread or process) that got
         # past the lookup above makes this reinforce its row instead of inserting a duplicate
         stored, inserted = self.store.add_fact_if_absent(record)
         if not inserted:
+            self._renew(scope, stored, expiry)
             return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
         updates = resolve_updates(self.store, scope, [stored], now_ms(), resolver=self.resolver)
@@ -477,6 +508,17 @@ class MemoryEngine:
                                   deduplicated=True, notes=updates.uncertain)
         return RememberResult(id=stored.id, fact_type=kind, fact_hash=fact_hash, superseded=updates.superseded,
                               notes=updates.uncertain)
+
+    def _renew(self, scope: Scope, fact: MemoryRecord, expiry: int | None) -> None:
+        """A fact remembered again lives again: with an explicit expiry, or when it had expired,
+        its ``expiresAt`` is set anew (that expiry, else the configured default from now, else none)."""
+        now = now_ms()
+        if expiry is None and not is_expired(fact.metadata, now):
+            return
+        meta = {k: v for k, v in fact.metadata.items() if k != EXPIRES_AT}
+        self._expiry(meta, fact.source, now, expires_at=expiry)
+        if self.store.update_memory(fact.id, {"metadata": meta, "updated_at": now}) is not None:
+            self._invalidate(scope)
 
     @staticmethod
     def fact_hash(scope: Scope, text: str) -> str:
@@ -499,6 +541,8 @@ class MemoryEngine:
         batch_size: int = 128,
         progress: bool = False,
         dedupe: bool = True,
+        ttl: Any = None,
+        expires_at: Any = None,
     ) -> list[str]:
         """Bulk-load memory rows (vectors layer by default), embedding in batches.
 
@@ -511,8 +555,14 @@ class MemoryEngine:
         every item without a key as a new row. When the embedder fails part-way, the
         batches before the failure stay stored and :class:`PartialIngestError` (an
         :class:`EmbeddingError`) says which.
+
+        ``ttl`` (seconds or a timedelta, from each row's created_at) or ``expires_at`` (epoch ms
+        or an aware datetime) make every row expire; an item's own ``ttl``/``expires_at``
+        overrides them, and without any ``config.ttl_by_kind`` may give one
+        (:mod:`manowar_memory.expiry`). A row already stored keeps its expiry.
         """
-        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe).ids
+        return self.ingest_report(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe,
+                                  ttl=ttl, expires_at=expires_at).ids
 
     @staticmethod
     def content_key(item: IngestItem) -> str:
@@ -540,6 +590,8 @@ class MemoryEngine:
         batch_size: int = 128,
         progress: bool = False,
         dedupe: bool = True,
+        ttl: Any = None,
+        expires_at: Any = None,
     ) -> IngestReport:
         """:meth:`ingest`, returning how many rows were stored and which keys were already
         stored by an earlier run (the caller's keys; items keyed by content count in
@@ -586,7 +638,10 @@ class MemoryEngine:
         contexts = self._thread_contexts(scope, parsed)
         rows = [
             self._new_record(scope, b.content.strip(), source=b.source, metadata={**scope.metadata, **b.metadata},
-                             created_at=b.created_at, thread_id=b.thread_id, context=contexts[i])
+                             created_at=b.created_at, thread_id=b.thread_id, context=contexts[i],
+                             **({"ttl": b.ttl, "expires_at": b.expires_at}
+                                if b.ttl is not None or b.expires_at is not None
+                                else {"ttl": ttl, "expires_at": expires_at}))
             for i, b in enumerate(parsed)
         ]
         ids: list[str] = []
@@ -1142,6 +1197,7 @@ class MemoryEngine:
         if hit:
             self.query_cache_hits += 1
             lanes["_cache"] = {"hit": True}
+            layers_out = _unexpired(layers_out)
         return SearchOutcome(layers_out, totals, lanes, list(notes), timings)
 
     def _search_uncached(
@@ -1609,6 +1665,12 @@ class MemoryEngine:
     async def aflush(self, timeout: float | None = None) -> FlushResult:
         """Async twin of :meth:`flush`."""
         return await asyncio.to_thread(self.flush, timeout)
+
+
+def _unexpired(layers: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:
+    """Cached layer results without the memories that expired since they were cached."""
+    now = now_ms()
+    return {layer: [c for c in found if not is_expired(c.metadata, now)] for layer, found in layers.items()}
 
 
 def _client_stamped(messages: object, tool_calls: object) -> bool:

@@ -61,7 +61,7 @@ __all__ = [
 RESERVED_METADATA_KEYS: frozenset[str] = frozenset({
     "trust", "trustLevel", "trust_level", "taintLevel", "status", "factHash", "pinned", "supersededBy",
     "supersededAt", "deletedAt", "winningMemoryId", "conflictResolution", "conflictResolvedAt", "conflictReason",
-    "decayScore", "duplicateFingerprint", "docKey",
+    "decayScore", "duplicateFingerprint", "docKey", "expiresAt", "forgottenAt", "forgottenReason",
 })
 #: The metadata key of a keyed row's identity (a LangChain document id, a LlamaIndex node id, a LangGraph key).
 DOC_KEY = "docKey"
@@ -416,10 +416,12 @@ class ScopedMemory:
         return out
 
     def upsert(self, items: Iterable[Mapping[str, Any]], *, source: str = "knowledge",
-               key_filters: Mapping[str, Any] | None = None) -> builtins.list[str]:
-        """Write keyed rows: ``{"key", "content", "metadata"?, "context"?}`` each. The row this
-        scope owns under that key is replaced; a shared row under the same key is shadowed by a
-        new own copy, never changed. Returns the keys in order."""
+               key_filters: Mapping[str, Any] | None = None, ttl: Any = None,
+               expires_at: Any = None) -> builtins.list[str]:
+        """Write keyed rows: ``{"key", "content", "metadata"?, "context"?, "ttl"?, "expires_at"?}``
+        each. The row this scope owns under that key is replaced; a shared row under the same key
+        is shadowed by a new own copy, never changed. ``ttl``/``expires_at`` (an item's own
+        first) make rows expire (see :meth:`MemoryEngine.ingest`). Returns the keys in order."""
         batch: builtins.list[tuple[str, dict[str, Any]]] = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -435,9 +437,9 @@ class ScopedMemory:
             meta = self._write_meta(item.get("metadata"))
             meta[DOC_KEY] = key
             rows.append({"content": item.get("content"), "source": source, "metadata": meta,
-                         "context": item.get("context")})
+                         "context": item.get("context"), "ttl": item.get("ttl"), "expires_at": item.get("expires_at")})
         if rows:
-            self._engine.ingest(self._scope, rows)
+            self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at)
         return [key for key, _ in batch]
 
     def delete_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> int:
@@ -449,14 +451,18 @@ class ScopedMemory:
     # ---------------------------------------------------------------- writes
     def remember(self, content: str, *, fact_type: str | None = None, confidence: float | None = None,
                  importance: float | None = None, retention: str | None = None,
-                 metadata: Mapping[str, Any] | None = None) -> RememberResult:
-        """Store a durable fact in the graph layer (deduplicated within the scope)."""
+                 metadata: Mapping[str, Any] | None = None, ttl: Any = None,
+                 expires_at: Any = None) -> RememberResult:
+        """Store a durable fact in the graph layer (deduplicated within the scope); ``ttl``
+        (seconds or a timedelta) or ``expires_at`` make it expire (see :meth:`MemoryEngine.remember`)."""
         return self._engine.remember(self._scope, content, fact_type=fact_type, confidence=confidence,
-                                     importance=importance, retention=retention, metadata=self._write_meta(metadata))
+                                     importance=importance, retention=retention, metadata=self._write_meta(metadata),
+                                     ttl=ttl, expires_at=expires_at)
 
     def add(self, texts: Sequence[str], *, metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-            source: str = "knowledge") -> builtins.list[str]:
-        """Add unkeyed rows (vectors layer); returns the new row ids."""
+            source: str = "knowledge", ttl: Any = None, expires_at: Any = None) -> builtins.list[str]:
+        """Add unkeyed rows (vectors layer); returns the new row ids. ``ttl`` (seconds or a
+        timedelta) or ``expires_at`` make them expire (see :meth:`MemoryEngine.ingest`)."""
         if isinstance(texts, str):
             raise InvalidInputError("texts must be a list of strings, not one string")
         texts = list(texts)
@@ -465,7 +471,7 @@ class ScopedMemory:
             raise InvalidInputError(f"got {len(texts)} texts but {len(metas)} metadatas")
         rows = [{"content": t, "source": source, "metadata": self._write_meta(m, what=f"metadatas[{i}]")}
                 for i, (t, m) in enumerate(zip(texts, metas, strict=True))]
-        return self._engine.ingest(self._scope, rows) if rows else []
+        return self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at) if rows else []
 
     def check_can_record(self) -> Scope:
         """The scope a turn of this surface would be recorded in, or :class:`ScopeError` now when

@@ -13,7 +13,9 @@ from manowar_memory.stores import _mql
 from manowar_memory.stores.base import MemoryQuery
 
 A = "agent-1"
-ACTIVE = {"$nin": ["deleted", "superseded"]}
+ACTIVE = {"$nin": ["deleted", "superseded", "expired", "forgotten"]}
+NOW = 1_800_000_000_000
+UNEXPIRED = {"$not": {"$lte": NOW}}
 
 
 def q(**kw) -> MemoryQuery:
@@ -21,6 +23,7 @@ def q(**kw) -> MemoryQuery:
     scope = Scope(**{"agent_wallet": A, **scope_kw})
     if "filters" in kw:
         kw["filters"] = normalize_filters(kw["filters"])
+    kw.setdefault("now", NOW)
     return MemoryQuery(scope=scope, **kw)
 
 
@@ -28,12 +31,14 @@ def q(**kw) -> MemoryQuery:
 
 
 def test_agent_without_user_sees_only_user_less_rows() -> None:
-    assert _mql.scope_filter(q()) == {"agentWallet": A, "userAddress": None, "metadata.status": ACTIVE}
+    assert _mql.scope_filter(q()) == {"agentWallet": A, "userAddress": None, "metadata.status": ACTIVE,
+                                      "metadata.expiresAt": UNEXPIRED}
 
 
 def test_user_sees_own_and_user_less_rows() -> None:
     assert _mql.scope_filter(q(user_address="u1")) == {
         "agentWallet": A, "userAddress": {"$in": ["u1", None]}, "metadata.status": ACTIVE,
+        "metadata.expiresAt": UNEXPIRED,
     }
 
 
@@ -291,3 +296,30 @@ def test_stale_session_filter_and_scopes_pipeline() -> None:
     assert _mql.scopes_pipeline({"createdAt": {"$lt": 5}}) == [
         {"$match": {"createdAt": {"$lt": 5}}},
         {"$group": {"_id": {"a": "$agentWallet", "u": "$userAddress", "m": "$mode", "h": "$haiId"}}}]
+
+
+# ----------------------------------------------------------------------------- expiry (#30)
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    (q(), UNEXPIRED),
+    (q(now=5), {"$not": {"$lte": 5}}),
+    (q(active_only=False), None),  # every row, expired ones too (what the jobs and history read)
+])
+def test_memory_rows_hide_expired_rows_at_the_querys_now(query: MemoryQuery, expected) -> None:
+    assert _mql.scope_filter(query).get("metadata.expiresAt") == expected
+
+
+@pytest.mark.parametrize("collection", [_mql.SESSIONS, _mql.TRANSCRIPTS, _mql.PATTERNS, _mql.ARCHIVES])
+def test_expiry_is_a_memory_row_rule_only(collection: str) -> None:
+    assert "metadata.expiresAt" not in _mql.scope_filter(q(), collection=collection)
+
+
+def test_not_expired_is_applied_after_atlas_ann_not_pushed_down() -> None:
+    assert _mql.not_expired(7) == {"metadata.expiresAt": {"$not": {"$lte": 7}}}
+    pipeline = _mql.atlas_vector_pipeline(q(user_address="u1"), [0.1, 0.2], "m", 5,
+                                          prefilter_fields=("agentWallet", "metadata.expiresAt"))
+    assert "metadata.expiresAt" not in pipeline[0]["$vectorSearch"]["filter"]
+    assert pipeline[2]["$match"]["metadata.expiresAt"] == UNEXPIRED
+    flt, _, _ = _mql.local_scan_query(q(), "m")
+    assert flt["metadata.expiresAt"] == UNEXPIRED

@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 import numpy as np
+import pytest
 
 from manowar_memory.stores import _sql
 
@@ -172,3 +173,40 @@ def test_fts_sync_triggers_index_every_column_under_the_given_rowid() -> None:
                         f"{_sql.fts_terms('new', 'title')}, {_sql.fts_terms('new', 'body')});") == 2
     assert script.count("VALUES ('delete', old.rowid + 1, ") == 2
     assert script.count(_sql.fts_scope_insert("new")) == 2  # insert and move number a new scope
+
+
+# ----------------------------------------------------------------------------- expiry (#30)
+NOW = 1_800_000_000_000
+
+
+def test_inactive_list_names_every_inactive_status_quoted() -> None:
+    assert _sql.inactive_list() == "('deleted', 'superseded', 'expired', 'forgotten')"
+    assert _sql.inactive_list(["it's"]) == "('it''s')"
+
+
+def test_not_expired_clause_text_and_parameter() -> None:
+    clause, params = _sql.not_expired(NOW)
+    assert params == [NOW]
+    assert clause == ("(COALESCE(json_type(metadata, '$.expiresAt'), '') NOT IN ('integer', 'real') "
+                      "OR json_extract(metadata, '$.expiresAt') > ?)")
+
+
+@pytest.mark.parametrize(("metadata", "visible"), [
+    ({}, True),                                    # no expiry: never expires
+    ({"expiresAt": None}, True),                   # an explicit null: never expires
+    ({"expiresAt": NOW + 1}, True),                # expires after now
+    ({"expiresAt": NOW}, False),                   # expires exactly now: gone
+    ({"expiresAt": NOW - 1}, False),               # expired
+    ({"expiresAt": float(NOW - 0.5)}, False),      # a real number counts too
+    ({"expiresAt": "2020-01-01"}, True),           # not a number: ignored, as MongoDB's $not/$lte does
+    ({"other": 1}, True),
+])
+def test_not_expired_keeps_rows_by_their_expiry(metadata: dict, visible: bool) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE memory (metadata TEXT)")
+    conn.execute("INSERT INTO memory VALUES (?)", (json.dumps(metadata),))
+    clause, params = _sql.not_expired(NOW)
+    assert bool(conn.execute(f"SELECT COUNT(*) FROM memory WHERE {clause}", params).fetchone()[0]) is visible
+    expiry = conn.execute(f"SELECT {_sql.expiry_column()} FROM memory").fetchone()[0]
+    numeric = isinstance(metadata.get("expiresAt"), (int, float))
+    assert (expiry is not None) is numeric and (expiry is None or expiry == metadata["expiresAt"])

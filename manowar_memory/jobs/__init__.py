@@ -1,5 +1,5 @@
 """Maintenance jobs: consolidate, patterns_extract, archive_create (+ restore, + IPFS pin
-through Pinata), decay_update and cleanup; pattern → skill promotion; the jobs and item
+through Pinata), decay_update, cleanup and expire (time to live and forgetting what nobody recalls); pattern → skill promotion; the jobs and item
 operations (the tools are the catalog in :mod:`manowar_memory.tools`); Temporal workflows.
 
 >>> from manowar_memory.jobs import run_job
@@ -17,6 +17,7 @@ from .core import (
     CleanupParams,
     ConsolidateParams,
     DecayUpdateParams,
+    ExpireParams,
     ListSkillsParams,
     Owner,
     PatternsExtractParams,
@@ -29,6 +30,7 @@ from .core import (
     consolidate,
     decay_update,
     decode_archive,
+    expire,
     fingerprint,
     get_skill,
     list_skills,
@@ -71,6 +73,7 @@ __all__ = [
     "CleanupParams",
     "ConsolidateParams",
     "DecayUpdateParams",
+    "ExpireParams",
     "JobStore",
     "ListSkillsParams",
     "Owner",
@@ -90,6 +93,7 @@ __all__ = [
     "decay_update",
     "decode_archive",
     "execute_job",
+    "expire",
     "fingerprint",
     "get_skill",
     "invalidate_changes",

@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from .._util import DAY_MS
 from ..errors import InvalidInputError
 from ..records import MemoryRecord
+from ..stores.base import INACTIVE_STATUSES
 from ._store import ChangedScopes, JobStore, job_store
 from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, _keep_newest, fingerprint
 from .runner import parse_params
@@ -47,7 +48,7 @@ BATCHED_JOB_TYPES = ("consolidate", "decay_update")
 DEFAULT_BATCH_SIZE = 5000
 #: metadata key naming the consolidation job that superseded a row
 JOB_MARKER_KEY = "consolidationJobId"
-_INACTIVE = ("superseded", "deleted")
+_INACTIVE = INACTIVE_STATUSES  # superseded, deleted, and archived by the expire job
 _MAX_IDS = 200
 _MAX_USERS_PER_BATCH = 500
 

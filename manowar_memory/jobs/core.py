@@ -11,6 +11,8 @@ Semantics follow the reference (manowar-behaviour §9, §10.2) with its quirks f
 * decay_update: only active rows are recomputed; the ≤ 0.05 of superseded rows and the 0 of
   soft-deleted rows stay. halfLifeDays must be > 0.
 * cleanup: olderThanDays must be given and > 0; 0 or a negative value is rejected.
+* expire: rows whose time to live ran out (``metadata.expiresAt``) are archived (status
+  ``expired``) or deleted; with ``unused_days``, rows nobody recalled are forgotten too.
 
 Every job takes a :class:`~manowar_memory.jobs._store.JobStore`, a params model, and
 ``dry_run`` (report what would change, write nothing) and returns a plain report dict.
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._util import DAY_MS, content_hash, now_ms
 from ..errors import InvalidInputError, NotFoundError
 from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigger, Skill
+from ..stores.base import INACTIVE_STATUSES
 from ._store import ChangedScopes, JobStore
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "CleanupParams",
     "ConsolidateParams",
     "DecayUpdateParams",
+    "ExpireParams",
     "ForgetParams",
     "ListSkillsParams",
     "Owner",
@@ -55,6 +59,7 @@ __all__ = [
     "cleanup",
     "consolidate",
     "decay_update",
+    "expire",
     "fingerprint",
     "forget",
     "get_skill",
@@ -69,7 +74,7 @@ STALE_DECAY_THRESHOLD = 0.2
 MIN_PATTERN_COUNT = 2
 MIN_PATTERN_SUCCESS_RATE = 0.55
 MIN_PATTERN_CONFIDENCE = 0.2
-_INACTIVE = ("superseded", "deleted")
+_INACTIVE = INACTIVE_STATUSES  # superseded, deleted, and archived by the expire job
 
 Progress = Callable[[int], None]  # called with the number of rows just processed
 T = TypeVar("T")
@@ -570,6 +575,128 @@ def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = 
         store.update_memories(batch)
     return {"updated": updated, "avgDecayScore": (total / updated) if updated else 0.0,
             "skippedInactive": skipped_inactive, "halfLifeDays": half_life}
+
+
+# --------------------------------------------------------------------------- expire
+class ExpireParams(_Params):
+    """Forget on purpose: archive or delete the rows whose time to live ran out and, with
+    ``unused_days``, the rows nobody recalls (decay). Pinned and ``system``-trust rows are never
+    forgotten by decay (an explicit TTL on them still applies)."""
+
+    agent_wallet: str | None = Field(default=None, description="only this agent (default: every agent)")
+    owner: Owner | None = _OWNER
+    action: Literal["archive", "delete"] = Field(
+        default="archive", description=(
+            "what happens to an expired row: archive (kept with status 'expired', forgottenAt and "
+            "forgottenReason, hidden from every read) or delete (the row, its vector and full-text entries)"))
+    unused_days: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description=(
+            "decay: also forget active rows created and last recalled (lastAccessedAt) at least this many days "
+            "ago; None (default): no decay"))
+    max_access_count: int | None = Field(
+        default=None, ge=0, description="decay only rows recalled at most this many times (None: any count)")
+    keep_importance: float = Field(
+        default=0.5, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="decay keeps rows whose metadata.importance is at least this (a row without one counts as 0)")
+    max_decay_score: float | None = Field(
+        default=None, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="decay only rows whose decayScore (see decay_update) is below this (None: any score)")
+    kinds: list[str] | None = Field(
+        default=None, description="decay only rows of these kinds (fact types or sources; None: every kind)")
+    decay_action: Literal["archive", "delete"] | None = Field(
+        default=None, description="what happens to a decayed row (default: action); archived ones get status 'forgotten'")
+
+
+def _decays(rec: MemoryRecord, params: ExpireParams, now: int) -> bool:
+    """Whether decay forgets ``rec``: old, not recalled lately nor often, unimportant, of a chosen kind."""
+    from ..expiry import kind_of
+
+    assert params.unused_days is not None
+    cutoff = now - int(params.unused_days * DAY_MS)
+    if rec.created_at > cutoff or rec.last_accessed_at > cutoff:
+        return False
+    if params.max_access_count is not None and rec.access_count > params.max_access_count:
+        return False
+    importance = rec.metadata.get("importance")
+    if isinstance(importance, (int, float)) and not isinstance(importance, bool) and importance >= params.keep_importance:
+        return False
+    if params.max_decay_score is not None and rec.decay_score >= params.max_decay_score:
+        return False
+    return params.kinds is None or kind_of(rec.source, rec.metadata) in params.kinds
+
+
+def expire(store: JobStore, params: ExpireParams, *, dry_run: bool = False, progress: Progress | None = None,
+           now: int | None = None, changes: ChangedScopes | None = None) -> dict[str, Any]:
+    """Archive or delete the expired rows of the agent (the owner's only, for a scope's job) and,
+    with ``unused_days``, forget the rows nobody recalls. Reads already hide expired rows from
+    their expiry on; this job makes it lasting (archived rows free their fact's dedupe slot) or
+    frees the space. Idempotent: an archived row is not counted again. The report:
+    ``examined``, ``expired``, ``decayed``, ``archived``, ``deleted``, ``protected`` (rows decay
+    would have forgotten but that are pinned or ``system``), ``alreadyInactive`` (expired rows
+    already archived, superseded or deleted) and ``byType`` (per kind: expired and decayed)."""
+    from ..expiry import EXPIRED, FORGOTTEN, is_expired, is_protected, kind_of
+
+    if params.owner is not None and params.agent_wallet is None:
+        raise InvalidInputError("expire of one scope's rows needs its agent_wallet")
+    now = now if now is not None else now_ms()
+    decay_action = params.decay_action or params.action
+    examined = expired = decayed = protected = already = 0
+    by_type: dict[str, dict[str, int]] = {}
+    archive: list[tuple[str, dict[str, Any]]] = []
+    delete: list[str] = []
+
+    def flush() -> None:
+        if dry_run:
+            return
+        if archive:
+            store.update_memories(archive)
+        if delete:
+            store.delete_memories(delete)
+
+    archived = deleted = 0
+    cursor: Any = None
+    while True:
+        rows, cursor = store.page_memories(params.agent_wallet, cursor, 1000)
+        if not rows:
+            break
+        for rec in _tick(rows, progress):
+            if not _owned_by(params.owner, rec):
+                continue
+            examined += 1
+            inactive = rec.status in _INACTIVE
+            if is_expired(rec.metadata, now):
+                if inactive and params.action == "archive":
+                    already += 1
+                    continue
+                expired += 1
+                by_type.setdefault(kind_of(rec.source, rec.metadata), {"expired": 0, "decayed": 0})["expired"] += 1
+                how, status, reason = params.action, EXPIRED, "time to live ran out"
+            elif params.unused_days is not None and not inactive and _decays(rec, params, now):
+                if is_protected(rec.metadata):
+                    protected += 1
+                    continue
+                decayed += 1
+                by_type.setdefault(kind_of(rec.source, rec.metadata), {"expired": 0, "decayed": 0})["decayed"] += 1
+                how, status = decay_action, FORGOTTEN
+                reason = f"not recalled for {params.unused_days:g} days"
+            else:
+                continue
+            if how == "delete":
+                delete.append(rec.id)
+                deleted += 1
+            else:
+                archive.append((rec.id, {"updated_at": now, "metadata": {
+                    **rec.metadata, "status": status, "forgottenAt": now, "forgottenReason": reason}}))
+                archived += 1
+            if changes is not None and not dry_run:
+                changes.add(rec)
+        if len(archive) + len(delete) >= 1000:
+            flush()
+            archive, delete = [], []
+    flush()
+    return {"examined": examined, "expired": expired, "decayed": decayed, "archived": archived, "deleted": deleted,
+            "protected": protected, "alreadyInactive": already, "byType": by_type, "action": params.action,
+            "decayAction": decay_action if params.unused_days is not None else None, "now": now}
 
 
 # --------------------------------------------------------------------------- cleanup

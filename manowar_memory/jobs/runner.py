@@ -28,6 +28,7 @@ JOBS: dict[str, tuple[type[BaseModel], JobFunc]] = {
     "decay_update": (core.DecayUpdateParams, core.decay_update),
     "cleanup": (core.CleanupParams, core.cleanup),
     "forget": (core.ForgetParams, core.forget),
+    "expire": (core.ExpireParams, core.expire),
 }
 JOB_TYPES = tuple(JOBS)
 

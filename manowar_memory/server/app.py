@@ -423,7 +423,7 @@ class ResolveBody(ScopeFields):
 class JobBody(ScopeFields):
     """Run a maintenance job on the key's agent."""
 
-    type: Literal["consolidate", "patterns_extract", "archive_create", "decay_update"]
+    type: Literal["consolidate", "patterns_extract", "archive_create", "decay_update", "expire"]
     params: dict[str, Any] | None = None
     dry_run: bool = False
     execution: Literal["inline", "temporal"] = "inline"

@@ -11,7 +11,8 @@ Scope rules (the same as the embedded store, :mod:`manowar_memory.stores.sqlite`
   without a user: ``userAddress`` is null/missing (never other users' rows);
 * ``threadId`` only when the query is not durable and the scope has a thread;
 * ``mode`` and ``haiId`` when the scope sets them;
-* ``active_only``: ``metadata.status`` not in (deleted, superseded); rows without a status match;
+* ``active_only``: ``metadata.status`` not inactive (deleted, superseded, expired, forgotten); rows
+  without a status match; memory rows also not expired (:func:`not_expired`, at ``query.now`` or now);
 * ``sources`` / ``exclude_sources`` on memory rows;
 * allowlisted caller filters: a primitive is an equality (``None`` matches null or missing),
   a list is ``$in``. A filter on a key the scope already constrains is ANDed with it (through
@@ -28,6 +29,7 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._util import now_ms as _now_ms
 from ..filters import FilterValue
 from .base import INACTIVE_STATUSES, MemoryQuery
 
@@ -65,6 +67,7 @@ __all__ = [
     "memory_update_pipeline",
     "memory_user_counts_pipeline",
     "ms_to_date",
+    "not_expired",
     "other_model_filter",
     "parse_prefilter_fields",
     "scope_filter",
@@ -320,6 +323,8 @@ def scope_filter(query: MemoryQuery, *, collection: str = MEMORY) -> dict[str, A
         clauses.append(("haiId", s.hai_id))
     if query.active_only:
         clauses.append(("metadata.status", {"$nin": list(_INACTIVE)}))
+        if collection == MEMORY:
+            clauses.extend(not_expired(query.now if query.now is not None else _now_ms()).items())
     if collection == MEMORY:
         if query.sources is not None:
             clauses.append(("source", {"$in": list(query.sources)}))
@@ -328,6 +333,14 @@ def scope_filter(query: MemoryQuery, *, collection: str = MEMORY) -> dict[str, A
     for path, value in query.filters.items():
         clauses.append((path, _condition(value)))
     return _merge(clauses)
+
+
+def not_expired(now_ms: int) -> dict[str, Any]:
+    """Memory rows that have not expired at ``now_ms``: ``metadata.expiresAt`` is not a number
+    at or before it (missing, null and non-numbers never expire; numbers compare by value, as in
+    SQLite's :func:`~manowar_memory.stores._sql.not_expired`). Not an Atlas prefilter: it stays
+    in the post-ANN ``$match``."""
+    return {"metadata.expiresAt": {"$not": {"$lte": int(now_ms)}}}
 
 
 def live_session_filter(query: MemoryQuery, now_ms: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._fts import TERMS_FUNCTION
+from .base import INACTIVE_STATUSES
 
 __all__ = [
     "FTS_ROWID_SHIFT",
@@ -21,6 +22,7 @@ __all__ = [
     "Statement",
     "count_stale_sessions",
     "count_transcripts_older_than",
+    "expiry_column",
     "fts_rowid",
     "fts_scope_id",
     "fts_scope_insert",
@@ -28,6 +30,7 @@ __all__ = [
     "fts_scope_key_sql",
     "fts_sync_triggers",
     "fts_terms",
+    "inactive_list",
     "keyword_pool",
     "keyword_rowids",
     "memory_columns",
@@ -35,6 +38,7 @@ __all__ = [
     "memory_rows_of_users",
     "memory_update",
     "memory_user_counts",
+    "not_expired",
     "rows_passing",
     "stale_session_scopes",
     "transcript_scopes_older_than",
@@ -50,6 +54,26 @@ MEMORY_COLUMNS = (
 )
 _SCOPE = "agent_wallet, user_address, mode, hai_id"
 _STALE_SESSION = "expires_at <= ? OR last_accessed_at < ?"
+
+
+def inactive_list(statuses: Sequence[str] = INACTIVE_STATUSES) -> str:
+    """The SQL list of the inactive statuses, ``('deleted', 'superseded', ...)``, for ``status NOT IN``."""
+    return "(" + ", ".join("'" + s.replace("'", "''") + "'" for s in statuses) + ")"
+
+
+def expiry_column(metadata: str = "metadata") -> str:
+    """SQL of a memory row's expiry: ``metadata.expiresAt`` when it is a JSON number, else NULL."""
+    return (f"CASE WHEN json_type({metadata}, '$.expiresAt') IN ('integer', 'real') "
+            f"THEN json_extract({metadata}, '$.expiresAt') END")
+
+
+def not_expired(now: int, metadata: str = "metadata") -> Statement:
+    """The clause keeping memory rows that have not expired at ``now`` (epoch ms): no numeric
+    ``metadata.expiresAt``, or one after ``now``. MongoDB's twin is
+    :func:`~manowar_memory.stores._mql.not_expired`; a non-number never expires on either."""
+    clause = (f"(COALESCE(json_type({metadata}, '$.expiresAt'), '') NOT IN ('integer', 'real') "
+              f"OR json_extract({metadata}, '$.expiresAt') > ?)")
+    return clause, [int(now)]
 
 
 def memory_columns(*, with_embedding: bool = True) -> str:

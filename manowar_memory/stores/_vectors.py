@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._util import now_ms
 from ._ann import CODE_BYTES_PER_DIM, ID_BYTES, AnnGroup
 from .base import MemoryQuery
 
@@ -37,7 +38,7 @@ __all__ = ["DEFAULT_ANN_THRESHOLD", "VectorIndex"]
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = ("agent", "user", "mode", "hai", "source", "group", "live", "active", "in_ann")
+_COLUMNS = ("agent", "user", "mode", "hai", "source", "group", "live", "active", "in_ann", "expires")
 _ROW_OVERHEAD = 8 * 4 + 120  # code columns, flags and the key's dict/list entries, roughly
 _PERSIST_VERSION = 2  # 2: fast-scan product codes (version 1 files held 8-bit codes: rebuilt)
 
@@ -91,6 +92,7 @@ class VectorIndex:
         self.live = np.zeros(capacity, dtype=bool)
         self.active = np.zeros(capacity, dtype=bool)
         self.in_ann = np.zeros(capacity, dtype=bool)  # the row's vector is in its group's ANN index
+        self.expires = np.zeros(capacity, dtype=np.float64)  # metadata.expiresAt (epoch ms), inf: never
         self.keys: list[Hashable] = []
         self.position: dict[Hashable, int] = {}
         self.codes: dict[str | None, int] = {None: 0}
@@ -150,9 +152,10 @@ class VectorIndex:
 
     def upsert(
         self, key: Hashable, vector: np.ndarray, *, agent: str | None, user: str | None, mode: str | None,
-        hai: str | None, source: str | None, active: bool,
+        hai: str | None, source: str | None, active: bool, expires_at: float | None = None,
     ) -> None:
-        """Add or refresh one row (the vector is normalised here)."""
+        """Add or refresh one row (the vector is normalised here); ``expires_at``: its
+        ``metadata.expiresAt`` (epoch ms) when that is a number, else None (never expires)."""
         norm = float(np.linalg.norm(vector))
         unit = vector / norm if norm else vector
         pos = self.position.get(key)
@@ -185,6 +188,7 @@ class VectorIndex:
         self.source[pos] = self.code(source)
         self.live[pos] = True
         self.active[pos] = active
+        self.expires[pos] = math.inf if expires_at is None else float(expires_at)
 
     def remove(self, key: Hashable) -> None:
         """Mark a row dead (deleted, or re-embedded by another model)."""
@@ -201,7 +205,8 @@ class VectorIndex:
         return {self.keys[i] for i in np.flatnonzero(self.live[: self.size])}
 
     def mask(self, query: MemoryQuery) -> np.ndarray:
-        """Rows the query's scope, status and sources allow (filters and threads are the store's job)."""
+        """Rows the query's scope, status, expiry (at ``query.now``, else now) and sources allow
+        (filters and threads are the store's job)."""
         n = self.size
         s = query.scope
         codes = self.codes
@@ -211,6 +216,7 @@ class VectorIndex:
         mask: np.ndarray = self.live[:n] & (self.agent[:n] == agent)
         if query.active_only:
             mask &= self.active[:n]
+            mask &= self.expires[:n] > (query.now if query.now is not None else now_ms())
         user_col = self.user[:n]
         if s.user_address is not None:
             mask &= (user_col == codes.get(s.user_address, -1)) | (user_col == 0)

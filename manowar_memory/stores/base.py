@@ -45,7 +45,9 @@ __all__ = [
     "suffixed_id",
 ]
 
-INACTIVE_STATUSES = ("deleted", "superseded")
+#: statuses ``active_only`` hides: soft-deleted, superseded, and archived by the ``expire`` job
+#: (``expired``: its time to live ran out; ``forgotten``: nobody recalled it)
+INACTIVE_STATUSES = ("deleted", "superseded", "expired", "forgotten")
 #: (agent_wallet, user_address, mode, hai_id) of a stored row
 ScopeKey = tuple[str, "str | None", "str | None", "str | None"]
 #: a position in :meth:`MaintenanceStore.page_memories` (JSON-safe; None: the start)
@@ -119,7 +121,7 @@ STATS_COUNTED = ("transcripts", "sessions", "patterns", "archives")
 
 def is_unique_fact(source: str | None, metadata: Any) -> bool:
     """Whether a row takes part in the one-active-fact rule: a ``fact`` row with a
-    ``metadata.factHash`` whose status is not deleted or superseded. Stores keep at most one
+    ``metadata.factHash`` whose status is not inactive (:data:`INACTIVE_STATUSES`). Stores keep at most one
     such row per (agent, factHash); a soft-deleted or superseded row frees the hash."""
     if source != "fact" or not isinstance(metadata, dict) or metadata.get("factHash") is None:
         return False
@@ -135,7 +137,9 @@ class MemoryQuery:
       ``durable`` is False and the scope has one.
     * ``filters``: normalised allowlisted filters (see :mod:`manowar_memory.filters`).
     * ``sources`` / ``exclude_sources``: restrict ``memory`` rows by source.
-    * ``active_only``: hide soft-deleted and superseded rows.
+    * ``active_only``: hide inactive rows (:data:`INACTIVE_STATUSES`) and memory rows whose
+      ``metadata.expiresAt`` (a number of epoch ms) is at or before ``now``.
+    * ``now``: the time expiry is judged at (epoch ms); None: the store's clock when it runs the read.
     """
 
     scope: Scope
@@ -144,6 +148,7 @@ class MemoryQuery:
     sources: tuple[str, ...] | None = None
     exclude_sources: tuple[str, ...] = ()
     active_only: bool = True
+    now: int | None = None
 
 
 @dataclass

@@ -95,6 +95,7 @@ import numpy as np
 from .._notes import degrade
 from .._util import now_ms, query_terms
 from ..errors import ConfigurationError, ConflictError, MissingDependencyError, StoreError, StoreUnavailableError
+from ..expiry import expires_at_of
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..redaction import install_log_redaction
 from . import _mql
@@ -1064,7 +1065,7 @@ class MongoStore:
             return True
 
     _CACHE_FIELDS: ClassVar[dict[str, int]] = {"embedding": 1, "embeddingModel": 1, "userAddress": 1, "mode": 1, "haiId": 1, "source": 1,
-                     "metadata.status": 1, SYNC_FIELD: 1}
+                     "metadata.status": 1, "metadata.expiresAt": 1, SYNC_FIELD: 1}
 
     def _apply(self, part: _CachePartition, model_id: str, docs: list[dict[str, Any]]) -> None:
         """Upsert rows of the partition's model and user, drop the others (re-embedded, embedding
@@ -1084,7 +1085,7 @@ class MongoStore:
             meta = d.get("metadata") or {}
             part.upsert(d["_id"], vec, agent=part.agent_wallet, user=d.get("userAddress"), mode=d.get("mode"),
                         hai=d.get("haiId"), source=d.get("source"),
-                        active=meta.get("status") not in _mql.INACTIVE_STATUSES)
+                        active=meta.get("status") not in _mql.INACTIVE_STATUSES, expires_at=expires_at_of(meta))
 
     def _load(self, agent: str, user: str | None, model_id: str, dims: int, rows: int) -> _CachePartition:
         part = _CachePartition(agent, user, dims, rows + 64)

@@ -141,8 +141,9 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
+_INACTIVE_SQL = _sql.inactive_list()
 _ACTIVE_FACT_WHERE = (
-    "source = 'fact' AND fact_hash IS NOT NULL AND (status IS NULL OR status NOT IN ('deleted', 'superseded'))"
+    f"source = 'fact' AND fact_hash IS NOT NULL AND (status IS NULL OR status NOT IN {_INACTIVE_SQL})"
 )
 
 
@@ -333,6 +334,18 @@ def _m010_thread_turns(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m011_inactive_expired(conn: sqlite3.Connection) -> None:
+    """The ``expire`` job's statuses (``expired``, ``forgotten``) are inactive like deleted and
+    superseded: the partial unique index of active facts is rebuilt without them, so an
+    archived fact frees its hash. No row changes (the index only loses entries)."""
+    conn.executescript(
+        f"""
+        DROP INDEX IF EXISTS idx_memory_active_fact;
+        CREATE UNIQUE INDEX idx_memory_active_fact ON memory (agent_wallet, fact_hash) WHERE {_ACTIVE_FACT_WHERE};
+        """
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
@@ -344,6 +357,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m008_thread_index", _m008_thread_index),
     ("m009_transcripts_scoped_terms", _m009_transcripts_scoped_terms),
     ("m010_thread_turns", _m010_thread_turns),
+    ("m011_inactive_expired", _m011_inactive_expired),
 ]
 
 _MEMORY_COLUMNS = _sql.MEMORY_COLUMNS
@@ -359,7 +373,7 @@ class _VectorIndex(VectorIndex):
         self.upsert(
             row["rowid"], np.frombuffer(row["embedding"], dtype=np.float32), agent=row["agent_wallet"],
             user=row["user_address"], mode=row["mode"], hai=row["hai_id"], source=row["source"],
-            active=row["status"] not in INACTIVE_STATUSES,
+            active=row["status"] not in INACTIVE_STATUSES, expires_at=row["expires_at"],
         )
 
 
@@ -528,9 +542,13 @@ class SQLiteStore:
             clauses.append("hai_id = ?")
             params.append(s.hai_id)
         if q.active_only and has_status:
-            clauses.append("(status IS NULL OR status NOT IN ('deleted', 'superseded'))")
+            clauses.append(f"(status IS NULL OR status NOT IN {_INACTIVE_SQL})")
+            if json_col == "metadata":  # memory rows: hidden from their expiry on, before any job runs
+                clause, values = _sql.not_expired(q.now if q.now is not None else now_ms())
+                clauses.append(clause)
+                params.extend(values)
         elif q.active_only:
-            clauses.append(f"COALESCE(json_extract({json_col}, '$.\"metadata\".\"status\"'), '') NOT IN ('deleted', 'superseded')")
+            clauses.append(f"COALESCE(json_extract({json_col}, '$.\"metadata\".\"status\"'), '') NOT IN {_INACTIVE_SQL}")
         if source_col is not None:
             if q.sources is not None:
                 clauses.append(f"{source_col} IN ({','.join('?' * len(q.sources))})")
@@ -722,7 +740,7 @@ class SQLiteStore:
         with self._conn() as conn:
             row = conn.execute(
                 f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE agent_wallet = ? AND fact_hash = ? AND source = 'fact' "
-                "AND (status IS NULL OR status NOT IN ('deleted', 'superseded')) ORDER BY created_at DESC LIMIT 1",
+                f"AND (status IS NULL OR status NOT IN {_INACTIVE_SQL}) ORDER BY created_at DESC LIMIT 1",
                 (agent_wallet, fact_hash),
             ).fetchone()
         return self._row_to_record(row) if row else None
@@ -872,8 +890,8 @@ class SQLiteStore:
                 return index
             since = index.rev if index is not None else 0
             rows = conn.execute(
-                "SELECT rowid, agent_wallet, user_address, mode, hai_id, source, status, embedding, embedding_model "
-                "FROM memory WHERE rev > ? AND rev <= ?",
+                "SELECT rowid, agent_wallet, user_address, mode, hai_id, source, status, embedding, embedding_model, "
+                f"{_sql.expiry_column()} AS expires_at FROM memory WHERE rev > ? AND rev <= ?",
                 (since, current),
             ).fetchall()
             if rows:

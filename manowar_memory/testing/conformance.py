@@ -32,6 +32,7 @@ Needs pytest (``pip install "manowar-memory[dev]"``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -638,6 +639,44 @@ class MemoryRowsConformance(_RoleConformance):
         assert [h.record.id for h in store.vector_search(_q(), q, MODEL, 5)[0]] == [b, a]
         store.delete_memory(b)
         assert [h.record.id for h in store.vector_search(_q(), q, MODEL, 5)[0]] == [a]
+
+    def test_expired_rows_are_hidden_at_the_querys_now_on_every_read_path(self, store: Store) -> None:
+        expiring = {"soon": T0 + 1000, "later": T0 + 5000, "text": "not a time", "none": None}
+        ids = {name: store.add_memories([make_record(f"walrus {name}", created_at=T0 + i,
+                                                     metadata={"expiresAt": at})])[0]
+               for i, (name, at) in enumerate(expiring.items())}
+        ids["plain"] = store.add_memories([make_record("walrus plain", created_at=T0 + 9)])[0]
+
+        def seen(now: int, *, active_only: bool = True) -> dict[str, set[str]]:
+            q = dataclasses.replace(_q(active_only=active_only), now=now)
+            names = {v: k for k, v in ids.items()}
+            return {
+                "list": {names[r.id] for r in store.list_memories(q)},
+                "keyword": {names[h.record.id] for h in store.keyword_search(q, "walrus", 10)},
+                "vector": {names[h.record.id] for h in store.vector_search(q, [1.0, 0.0, 0.0, 0.0], MODEL, 10)[0]},
+                "get": {n for n, i in ids.items() if store.get_memory(i, q) is not None},
+                "count": {str(store.count_memories(q))},
+            }
+
+        everything = set(ids)
+        assert seen(T0) == {**dict.fromkeys(["list", "keyword", "vector", "get"], everything), "count": {"5"}}
+        at_soon = everything - {"soon"}  # expiresAt == now: expired
+        assert seen(T0 + 1000) == {**dict.fromkeys(["list", "keyword", "vector", "get"], at_soon), "count": {"4"}}
+        late = {"text", "none", "plain"}  # a non-number or null never expires
+        assert seen(T0 + 10**9) == {**dict.fromkeys(["list", "keyword", "vector", "get"], late), "count": {"3"}}
+        history = seen(T0 + 10**9, active_only=False)
+        assert history["list"] == everything and history["count"] == {"5"}
+
+    def test_rows_archived_by_the_expire_job_are_inactive_and_free_their_hash(self, store: Store) -> None:
+        for status in ("expired", "forgotten"):
+            (a,) = store.add_memories([make_record(f"fact {status}", source="fact", metadata={"factHash": status})])
+            store.update_memory(a, {"metadata": {"factHash": status, "status": status}})
+            assert store.find_fact_by_hash(AGENT, status) is None
+            assert a not in {h.record.id for h in store.vector_search(_q(), [1.0, 0.0, 0.0, 0.0], MODEL, 10)[0]}
+            b, inserted = store.add_fact_if_absent(
+                make_record(f"fact {status} again", source="fact", metadata={"factHash": status}, created_at=T0 + 1))
+            assert inserted and b.id != a
+        assert store.count_memories(_q()) == 2 and store.count_memories(_q(active_only=False)) == 4
 
 
 
