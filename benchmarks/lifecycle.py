@@ -857,6 +857,50 @@ def run_ours(users: list[User], locomo: list[Conversation], embedder: SharedEmbe
     return list(tallies.values())
 
 
+def rule_coverage() -> list[dict[str, Any]]:
+    """Each change paraphrase after each first-session phrasing of its kind, alone in a scope of
+    its own (``post_turn`` a month apart, ``flush``, fake embedder): how many facts the rules
+    superseded, and whether an active fact names the new value. Ranking plays no part."""
+    samples = {"residence": ("Lisbon", "Ghent"), "employer": ("Siemens", "Zalando"), "job_title": ("nurse", "architect"),
+               "partner": ("Marta", "Jonas"), "favourite": ("jazz", "techno"), "opinion": ("pos:sushi", "neg:sushi"),
+               "opinion+": ("neg:sushi", "pos:sushi"), "plan": ("Japan", "Peru")}
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    said = _ms(dt.datetime(2023, 1, 9, 12, tzinfo=dt.UTC))
+    rows = []
+    try:
+        for bank_name, bank in CHANGE.items():
+            kind = bank_name.rstrip("+")
+            old, new = samples[bank_name]
+            attr = Attribute(kind, kind, [old, new], thing="music", obj="sushi")
+            firsts = [t for t in INITIAL[kind]
+                      if kind != "opinion" or (t[0] in POSITIVE_INITIAL) == old.startswith("pos:")]
+            for tid, template in bank:
+                superseded = named = 0
+                for fid, first in firsts:
+                    scope = Scope(agent_wallet="coverage", user_address=f"{tid}:{fid}")
+                    for thread, text, at in (("s1", _fill(first, **_fields(attr, old)), said),
+                                             ("s2", _fill(template, **_fields(attr, new, old)), said + 30 * 86_400_000)):
+                        engine.post_turn(scope.with_thread(thread), [{"role": "user", "content": text, "timestamp": at}])
+                    superseded += engine.flush().facts_superseded
+                    facts = [r.content for r in engine.list_items(scope, sources=["fact"])]
+                    named += any(mentions(f, new) for f in facts)
+                rows.append({"paraphrase": tid, "kind": kind, "example": _fill(template, **_fields(attr, new, old)),
+                             "after": len(firsts), "superseded": superseded, "new_value_fact": named})
+    finally:
+        engine.close()
+    return rows
+
+
+def coverage_report(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [("Rule coverage per change paraphrase (each after every first-session phrasing of its kind): "
+             "facts superseded, and changes after which an active fact names the new value"),
+             f"{'paraphrase':<22}{'superseded':>11}{'new fact':>10}   example"]
+    for row in rows:
+        lines.append(f"{row['paraphrase']:<22}{row['superseded']:>7} / {row['after']}{row['new_value_fact']:>6} / "
+                     f"{row['after']}   {row['example']}")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- report
 
 COLUMNS = (("current_first", "cur-first"), ("stale_as_current", "stale-cur"), ("stale_unmarked", "stale-unm"),
@@ -920,7 +964,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mem0-llm", default="", metavar="PROVIDER:MODEL",
                         help="run mem0 with infer=True on this local chat model (e.g. ollama:qwen2.5:0.5b)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--coverage", action="store_true",
+                        help="only report which change paraphrases the engine's rules read (no ranking, fake embedder)")
     args = parser.parse_args(argv)
+    if args.coverage:
+        rows = rule_coverage()
+        print(coverage_report(rows), flush=True)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"coverage": rows}, indent=2) + "\n")
+        return 0
     if args.users < 1:
         parser.error("--users must be at least 1")
     if args.locomo is not None and not args.locomo.is_file():
