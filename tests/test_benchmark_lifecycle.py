@@ -142,3 +142,12 @@ def test_a_peer_runs_and_a_missing_one_is_skipped(tmp_path: Path, name: str, mon
     assert tally.pct("when", "dated") == tally.pct("when", "evidence")  # every peer line carries its turn's date
     monkeypatch.setitem(lc.PEER_NEEDS, name, ("no_such_module_here",))
     assert lc.run_peer(name, users, [], embedder, tmp_path).status.startswith("skipped: no_such_module_here")
+
+
+def test_rule_coverage_has_a_row_per_paraphrase() -> None:
+    rows = lc.rule_coverage()
+    assert [r["paraphrase"] for r in rows] == [tid for bank in lc.CHANGE.values() for tid, _ in bank]
+    for row in rows:
+        assert 0 <= row["superseded"] <= row["after"] and 0 <= row["new_value_fact"] <= row["after"]
+    moved = next(r for r in rows if r["paraphrase"] == "res-moved-to")  # "lives in" then "moved to": documented
+    assert moved["superseded"] >= 1 and moved["new_value_fact"] == moved["after"]
