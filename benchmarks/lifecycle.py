@@ -299,6 +299,24 @@ CURRENT_Q: dict[str, list[str]] = {
     "opinion": ["How does the user feel about {o} these days?", "Does the user like {o}?"],
     "plan": ["Where is the user planning to travel?", "What trip is the user planning?"],
 }
+CURRENT_Q_FIRST: dict[str, list[str]] = {  # --person first: the user asks about themselves
+    "residence": ["Where do I live now?", "Which city am I living in these days?"],
+    "employer": ["Where do I work now?", "Which company am I working for?"],
+    "job_title": ["What do I do for a living?", "What is my job now?"],
+    "partner": ["Who is my partner now?", "Who am I dating?"],
+    "favourite": ["What is my favourite {thing} now?"],
+    "opinion": ["How do I feel about {o} these days?", "Do I like {o}?"],
+    "plan": ["Where am I planning to travel?", "What trip am I planning?"],
+}
+WHEN_Q_FIRST = {
+    "residence": "When did I move to {v}?",
+    "employer": "When did I start working at {v}?",
+    "job_title": "When did I become {a} {v}?",
+    "partner": "When did I get together with {v}?",
+    "favourite": "When did {v} become my favourite {thing}?",
+    "opinion": "When did I change my mind about {o}?",
+    "plan": "When did I decide to go to {v}?",
+}
 WHEN_Q = {
     "residence": "When did the user move to {v}?",
     "employer": "When did the user start working at {v}?",
@@ -386,8 +404,10 @@ def _pick(rng: random.Random, pool: Sequence[str], used: set[str]) -> str:
     return choice
 
 
-def generate(n_users: int = 100, seed: int = 7) -> list[User]:
-    """``n_users`` people's sessions, deterministic for ``seed``."""
+def generate(n_users: int = 100, seed: int = 7, person: str = "third") -> list[User]:
+    """``n_users`` people's sessions, deterministic for ``seed``; questions about "the user"
+    (``person="third"``, LoCoMo's style) or asked by the user ("first")."""
+    current_q, when_q = (CURRENT_Q_FIRST, WHEN_Q_FIRST) if person == "first" else (CURRENT_Q, WHEN_Q)
     rng = random.Random(seed)
     users = []
     start = dt.datetime(2023, 1, 9, tzinfo=dt.UTC)
@@ -474,11 +494,11 @@ def generate(n_users: int = 100, seed: int = 7) -> list[User]:
         probes = []
         for attr in attrs:
             fields_ = _fields(attr, attr.values[-1], rng=rng)
-            probes.append(Probe(uid, _fill(rng.choice(CURRENT_Q[attr.kind]), **fields_), attr.kind, attr.kind,
+            probes.append(Probe(uid, _fill(rng.choice(current_q[attr.kind]), **fields_), attr.kind, attr.kind,
                                 current=attr.values[-1], stale=[v for v in attr.values[:-1] if v != attr.values[-1]],
                                 template=attr.change_templates[-1] if attr.change_templates else ""))
             if attr.changed:
-                probes.append(Probe(uid, _fill(WHEN_Q[attr.kind], **fields_), "when", attr.kind,
+                probes.append(Probe(uid, _fill(when_q[attr.kind], **fields_), "when", attr.kind,
                                     current=attr.values[-1], on_date=attr.change_dates[-1],
                                     template=attr.change_templates[-1]))
         users.append(User(uid, turns, attrs, probes))
@@ -958,6 +978,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=100, help="generated people (default 100)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    parser.add_argument("--person", choices=["third", "first"], default="third",
+                        help='questions about "the user" (default, as in LoCoMo) or asked by the user ("Where do I live now?")')
     parser.add_argument("--systems", nargs="*", choices=list(ALL_SYSTEMS), help="only these systems (default: all)")
     parser.add_argument("--embedder", default="local", help="the embedder every system shares (local, onnx, fake)")
     parser.add_argument("--locomo", type=Path, help="LoCoMo JSON (locomo10.json): add its temporal questions")
@@ -979,7 +1001,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.locomo is not None and not args.locomo.is_file():
         parser.error(f"--locomo {args.locomo} does not exist")
     names = args.systems or list(ALL_SYSTEMS)
-    users = generate(args.users, args.seed)
+    users = generate(args.users, args.seed, args.person)
     locomo: list[Conversation] = []
     if args.locomo is not None:
         locomo, _, _ = load_conversations(args.locomo, None)
@@ -988,7 +1010,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             conv.memory_texts = memory_texts(conv)
     n_probes = sum(len(u.probes) for u in users)
     n_changed = sum(1 for u in users for p in u.probes if p.changed)
-    data_line = (f"generated (seed {args.seed}): {len(users)} users, {sum(len(u.turns) for u in users)} turns, "
+    data_line = (f"generated (seed {args.seed}, {args.person}-person questions): {len(users)} users, "
+                 f"{sum(len(u.turns) for u in users)} turns, "
                  f"{n_probes} questions ({n_changed} on changed attributes, "
                  f"{sum(1 for u in users for p in u.probes if p.category == 'when')} 'when')"
                  + (f"; LoCoMo: {sum(len(c.questions) for c in locomo)} temporal questions "
