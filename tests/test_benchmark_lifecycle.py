@@ -27,6 +27,14 @@ def test_generator_is_deterministic_per_seed() -> None:
     assert _texts(lc.generate(6, seed=3)) != _texts(lc.generate(6, seed=4))
 
 
+def test_first_person_questions_ask_the_same_of_the_same_data() -> None:
+    third, first = lc.generate(5, seed=2), lc.generate(5, seed=2, person="first")
+    assert _texts(third) == _texts(first)
+    pairs = [(a, b) for u, v in zip(third, first) for a, b in zip(u.probes, v.probes)]
+    assert all(a.current == b.current and a.category == b.category for a, b in pairs)
+    assert all("the user" in a.text and "the user" not in b.text for a, b in pairs)
+
+
 def test_generated_data_is_consistent() -> None:
     users = lc.generate(30, seed=11)
     changed = [a for u in users for a in u.attributes if a.changed]
