@@ -872,8 +872,11 @@ class MemoryEngine:
         vectors = self._embed_documents([turn_summary])
         meta = {**caller_meta, "type": "agent_memory_turn", "turnId": tid, "sessionId": sid}
         thread_scope = scope.with_thread(thread_id)
+        # the turn happened when its messages were said (client timestamps; never in the future),
+        # not when it was stored: an imported conversation keeps its dates in the packed context
+        said_at = min(now, max(m.timestamp for m in msgs))
         # checked here, before any write: build() below only assembles rows
-        record = self._new_record(scope, turn_summary, source="session", metadata=meta, created_at=now,
+        record = self._new_record(scope, turn_summary, source="session", metadata=meta, created_at=said_at,
                                   embedding=vectors[0] if vectors else None, thread_id=thread_id)
         record = record.model_copy(update={"id": MemoryRecord.make_id(scope.agent_wallet, f"{sid}\x00{tid}", now)})
 
@@ -890,7 +893,7 @@ class MemoryEngine:
                 session_id=sid, **Transcript.scope_fields(thread_scope), messages=all_msgs,
                 summary=self._compact_summary(all_msgs), token_count=(existing.token_count if existing else 0),
                 metadata={**(existing.metadata if existing else {}), **meta, "updatedAt": now},
-                created_at=existing.created_at if existing else now,
+                created_at=existing.created_at if existing else min(now, min(m.timestamp for m in msgs)),
             )
             session = self._working_session(thread_scope, live, msgs, meta, tid, sid, now)
             return TurnRows(transcript, session, record.model_copy(update={"context": self._turn_context(history)}))

@@ -127,3 +127,22 @@ def test_dates_are_on_by_default_and_can_be_turned_off() -> None:
         engine.remember(SCOPE, "The user lives in Berlin.", created_at=JUNE)
         assert engine.pre_turn("Where does the user live?", SCOPE).prompt.split("\n")[-2] == (
             "[GRAPH] The user lives in Berlin.")
+
+
+def test_a_turn_is_dated_when_it_was_said_not_when_it_was_stored() -> None:
+    """An imported conversation keeps its dates: the session row (vectors) and the transcript
+    take the messages' time, so the packed line of an old turn reads as old."""
+    with MemoryEngine(store="sqlite:///:memory:", embedder="fake") as engine:
+        engine.post_turn(SCOPE.with_thread("old"), [
+            {"role": "user", "content": "I live in Lisbon near the river.", "timestamp": MARCH},
+            {"role": "assistant", "content": "Noted.", "timestamp": MARCH + 5}], extract_facts=False)
+        (row,) = engine.list_items(SCOPE, sources=["session"])
+        assert row.created_at == MARCH + 5
+        assert [m.timestamp for m in engine.thread_messages(SCOPE.with_thread("old"))] == [MARCH, MARCH + 5]
+        prompt = engine.pre_turn("Lisbon river", SCOPE.with_thread("s9"), layers=["vectors"]).prompt
+        assert "[VECTORS 2026-03-02] user: I live in Lisbon near the river." in prompt, prompt
+        # a client clock ahead of the server's never dates a turn in the future
+        engine.post_turn(SCOPE.with_thread("ahead"), [
+            {"role": "user", "content": "I like kites.", "timestamp": 4_000_000_000_000}], extract_facts=False)
+        ahead = [r for r in engine.list_items(SCOPE, sources=["session"]) if r.thread_id == "ahead"]
+        assert ahead[0].created_at < 4_000_000_000_000
