@@ -56,6 +56,11 @@ STOPWORDS = frozenset(
     yours yourself yourselves also did does get got like one really would yeah yes oh okay ok hey hi""".split()
 )
 
+#: Words that name the two sides of a conversation. Every stored turn reads "user: ..." and every
+#: extracted fact "The user ...", so in a query ("Where does the user work?") they match every row
+#: and rank the shortest rows first: a query's content terms leave them out.
+ROLE_WORDS = frozenset(("user", "users", "assistant"))
+
 _TOKEN = regex.compile(r"[\p{L}\p{N}]+(?:['’][\p{L}]+)?")
 
 
@@ -65,10 +70,11 @@ def tokens(text: str) -> list[str]:
 
 
 def query_terms(text: str) -> list[str]:
-    """Unique content terms of a query: tokens longer than 2 characters that are not stop words."""
+    """Unique content terms of a query: tokens longer than 2 characters that are neither stop
+    words nor :data:`ROLE_WORDS`."""
     seen: dict[str, None] = {}
     for tok in tokens(text):
-        if len(tok) > 2 and tok not in STOPWORDS:
+        if len(tok) > 2 and tok not in STOPWORDS and tok.split("'")[0] not in ROLE_WORDS:
             seen.setdefault(tok, None)
     return list(seen)
 

@@ -68,3 +68,13 @@ def test_a_store_finds_other_word_forms_and_accents_across_the_scoped_index() ->
         assert store.keyword_search(query, 'NEAR(a b) OR * "x', 5) == []
     finally:
         store.close()
+
+
+def test_role_words_are_not_content_terms_of_a_query() -> None:
+    """Every turn reads "user: ..." and every fact "The user ...": the word would match every row."""
+    from manowar_memory._util import query_terms
+
+    assert _fts.query_phrases("Where does the user work now?") == [("work",)]
+    assert _fts.query_phrases("What is the user's employer?") == [("employ",)]
+    assert query_terms("Where does the user work now? Ask the assistant's helper.") == ["work", "ask", "helper"]
+
