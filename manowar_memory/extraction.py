@@ -76,7 +76,7 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"brother|sister|friend|best friend|boss|manager|colleague|coworker|dog|cat|pet)\b", regex.I)),
     ("context", 0.75, regex.compile(
         r"\b(?:I (?:live|moved|relocated|settled)|I(?:'m| am) (?:living|moving)|I(?:'ve| have) (?:been living|lived|relocated|moved))"
-        r" (?:in|to|with|back to|out of)\b", regex.I)),
+        r" (?:in|to|with|back to|out of|away from)\b", regex.I)),
     ("context", 0.7, regex.compile(r"\b(?:I|we) (?:use|are using|run|deploy)\b\s+\S+", regex.I)),
     ("context", 0.7, regex.compile(r"\bI(?:'m| am) (?:working on|building|studying|learning)\b", regex.I)),
     ("context", 0.7, regex.compile(r"\bI (?:study|attend)\b", regex.I)),
@@ -100,7 +100,7 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"\bI(?:'m| am|'ve| have)? (?:now )?(?:seeing|started seeing|started dating|in a relationship with|"
         r"living with my (?:new )?(?:partner|girlfriend|boyfriend|wife|husband))\b|\bI live with my partner\b", regex.I)),
     ("preference", 0.75, regex.compile(
-        r"\bI(?:'m| am|'ve| have)? (?:sick of|tired of|over|gone off|come around (?:on|to)|switched from|can't stand|"
+        r"\bI(?:'m| am|'ve| have)? (?:(?:so|really|totally|completely|kind of) )?(?:sick of|tired of|over|gone off|come around (?:on|to)|switched from|can't stand|"
         r"cannot stand|used to (?:love|like|enjoy))\b", regex.I)),
     ("preference", 0.75, regex.compile(r"\b(?:grew|has grown|have grown|'s grown) on me\b", regex.I)),
 ]
@@ -170,9 +170,9 @@ _PARTNER_WORDS = r"girlfriend|boyfriend|partner|wife|husband|fianc[eé]e?|spouse
 _RELATIONSHIP_CONTEXT = regex.compile(
     r"\b(?:broke up|split up|separated|dating|seeing|relationship|single|met someone|" + _PARTNER_WORDS + r")\b",
     regex.I)
+#: "now I work as a chef" / "these days I'm at Acme": the opener goes
+_OPENER = regex.compile(r"^(?i:now|nowadays|these days|today),? (?=I\b)")
 _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str]]] = [
-    # "now I work as a chef" / "these days I work at Acme": the opener goes
-    (regex.compile(r"^(?:now|nowadays|these days|today),? (?=I\b)"), ""),
     # residence ---------------------------------------------------------------------------
     # "now that I'm in Porto, ..." / "now that I live in Porto"
     (regex.compile(rf"^(?i:now that|since) I(?:'m| am| live| now live)(?: (?:living|based|settled))? in (?P<x>{_N})\b.*$"),
@@ -192,7 +192,7 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     # employer ----------------------------------------------------------------------------
     # "Acme hired me" / "I got hired by Acme" / "I was hired at Acme"
     (regex.compile(rf"^(?P<x>{_N}) (?:just |finally |has |have )?hired me\b(?P<rest>.*)$"), r"I was hired by \g<x>\g<rest>"),
-    (regex.compile(rf"^I (?:just )?(?:got|was|have been|'ve been) hired (?:by|at) (?P<x>{_N})(?P<rest>.*)$"),
+    (regex.compile(rf"^I(?: just| got| just got| was| have been|'ve been| have just been|'ve just been) hired (?:by|at) (?P<x>{_N})(?P<rest>.*)$"),
      r"I was hired by \g<x>\g<rest>"),
     # "it's my first week at Acme" / "my first day at Acme was great"
     (regex.compile(rf"^(?i:it's |this is |I'm in |I am in )?(?i:my) first (?:day|week|month|weeks|days) (?:at|with) (?P<x>{_N})\b.*$"),
@@ -234,9 +234,10 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
      lambda m: f"I {_AS_I.get(m['verb'], m['verb'])} {m['rest']} with my {m['rel']}{' ' + m['x'] if m['x'] else ''}"),
     # favourites and opinions -------------------------------------------------------------
     # "I used to love jazz but I can't stand it anymore" -> "I can't stand jazz anymore"
-    (regex.compile(r"^I used to (?:love|like|enjoy|adore) (?P<x>[^,;]+?),? but (?:now )?(?:I )?(?P<neg>can't stand|cannot stand|hate|"
-                   r"don't like|do not like|dislike|am tired of|'m tired of|am sick of|'m sick of|'m over|am over) "
-                   r"(?:it|them|that)\b(?P<rest>.*)$"), r"I \g<neg> \g<x>\g<rest>"),
+    (regex.compile(r"^I used to (?:love|like|enjoy|adore) (?P<x>[^,;]+?),? but (?:now )?"
+                   r"(?:I(?:'m| am) (?:now )?(?P<state>tired of|sick of|over|done with)|(?:I )?(?P<verb>can't stand|cannot stand|"
+                   r"hate|don't like|do not like|dislike)) (?:it|them|that)\b(?P<rest>.*)$"),
+     lambda m: f"I {m['verb'] or 'am ' + m['state']} {m['x']}{m['rest']}"),
     # "Sencha is my favourite now" / "sencha is my new favourite tea"
     (regex.compile(rf"^(?P<x>{_N}|\p{{Ll}}[\p{{L}} -]*?) (?:is|are) (?:now )?my (?:new )?(?:all-time )?favou?rites?(?P<kind> (?!now$)[\p{{Ll}} -]+?)?(?: now)?$"),
      r"my new favourite\g<kind> is \g<x>"),
@@ -268,7 +269,7 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
 ]
 #: a clause that starts with a past verb and no subject ("Relocated to Porto in May") is the user's
 _NO_SUBJECT = regex.compile(
-    r"^(?=(?:just |recently |finally )?(?:relocated|moved|settled|started|joined|quit|switched|retrained|got|met|"
+    r"^(?=(?:just |recently |finally )?(?:relocated|moved|settled|started|joined|quit|left|switched|retrained|got|met|"
     r"broke up|booked|cancelled|canceled|postponed)\b)", regex.I)
 
 #: "I'm with X now" / "I'm now at X": a partner when the turn talks of a relationship, else an employer
@@ -280,6 +281,7 @@ def _rewrite(text: str, turn: str) -> str:
     (see ``_REWRITES``); ``turn`` (the whole message) decides what "I'm with X now" is about."""
     out: list[str] = []
     for piece in regex.split(r"\s*;\s*", text):
+        piece = _OPENER.sub("", piece)
         if _NO_SUBJECT.match(piece):
             piece = "I " + piece[:1].lower() + piece[1:]
         for pattern, repl in _REWRITES:
@@ -289,7 +291,7 @@ def _rewrite(text: str, turn: str) -> str:
             partner = m.group("prep") == "with" and _RELATIONSHIP_CONTEXT.search(turn)
             piece = (f"I'm now in a relationship with {m.group('x')}" if partner
                      else f"I now work at {m.group('x')}{m.group('rest')}")
-        out.extend(p for p in regex.split(r"\s*;\s*", piece) if p.strip(" ,"))
+        out.extend(_OPENER.sub("", p) for p in regex.split(r"\s*;\s*", piece) if p.strip(" ,"))
     return "; ".join(out)
 
 

@@ -78,7 +78,7 @@ _FIRST_PERSON = [
 ]
 _SUBJ = r"(?P<subj>(?:[Tt]he )?[Uu]ser(?:'s (?:\p{Ll}+ ){0,2}?\p{Ll}+(?: \p{Lu}[\p{L}'-]+)?)?|[Hh]e|[Ss]he|[Tt]hey|\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
 _POSS = r"(?P<subj>(?:[Tt]he )?[Uu]ser|\p{Lu}[\p{L}'-]+)'s"
-_ADV = r"(?:(?:now|currently|still|also|recently|just|finally|actually|officially|has|have|had|been|is|was|will|might|may|could|would|(?:\p{Ll}+ly)|no longer|never)\s+){0,3}"
+_ADV = r"(?:(?:now|currently|still|also|recently|just|so|finally|actually|officially|has|have|had|been|is|was|will|might|may|could|would|(?:\p{Ll}+ly)|no longer|never)\s+){0,3}"
 _VAL = r"(?P<val>[^,.;!?()]+)"
 _NAME = r"(?P<val>\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -104,7 +104,7 @@ _JOB_VAL = r"(?:a |an )?(?P<val>[\p{L} -]+?)(?= at | for | with | in |[,.;!?]|$)
 #: a like that ends ("has gone off sencha", "is over reality TV", "used to love jazz")
 _DISLIKE = (r"(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
             r"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
-            r"isn't a fan of|is tired of|is sick of|is over|stopped (?:liking|eating|drinking)|has gone off|gone off|"
+            r"isn't a fan of|is tired of|is sick of|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
             r"gave up|used to (?:love|like|enjoy|adore)|switched from)")
 
 # (slot, value kind, pattern): value kinds say how the value is read
@@ -129,7 +129,7 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
     ("employer", "none", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:quit|left|lost) (?:the user's |their |his |her |a |the )?(?:job|position|role)\b")),
     ("job_title", "val", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working) as (?:a |an )?{_VAL}")),
+        rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working|retrained) as (?:a |an )?{_VAL}")),
     ("job_title", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:got|landed|found|took|started|accepted) (?:a |an )?(?:new )?job as {_JOB_VAL}")),
     ("job_title", "val", regex.compile(rf"{_POSS} (?:new )?(?:job|job title|role|position|profession) is (?:a |an )?{_VAL}")),
@@ -222,6 +222,8 @@ def _plan_key(action: str) -> tuple[str, str]:
 def _opinion_object(value: str) -> str:
     v = _clean(regex.sub(r"^to\s+", "", value.strip()))
     v = regex.sub(r"\s+(?:over|to|than)\s.*$", "", v)
+    if v in ("it", "them", "that", "this", "those", "these", "him", "her"):
+        return ""  # a pronoun names no object
     return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in v.split())
 
 
