@@ -75,7 +75,7 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"\bmy (?:new )?(?:wife|husband|partner|boyfriend|girlfriend|son|daughter|kids?|children|mother|mom|father|dad|"
         r"brother|sister|friend|best friend|boss|manager|colleague|coworker|dog|cat|pet)\b", regex.I)),
     ("context", 0.75, regex.compile(
-        r"\b(?:I (?:live|moved|relocated|settled)|I(?:'m| am) (?:living|moving)|I(?:'ve| have) (?:been living|lived|relocated|moved))"
+        r"\b(?:I (?:live|moved|relocated|settled)|I(?:'m| am) (?:living|moving|based)|I(?:'ve| have) (?:been living|lived|relocated|moved))"
         r" (?:in|to|with|back to|out of|away from)\b", regex.I)),
     ("context", 0.7, regex.compile(r"\b(?:I|we) (?:use|are using|run|deploy)\b\s+\S+", regex.I)),
     ("context", 0.7, regex.compile(r"\bI(?:'m| am) (?:working on|building|studying|learning)\b", regex.I)),
@@ -260,6 +260,9 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(rf"^{_WE}(?:'ve| have)? (?P<v>postponed|cancelled|canceled|called off|scrapped|dropped) (?:the |our )?(?:trip to )?"
                    rf"(?P<a>{_N})(?: trip)?\s*[,;:—–-]+\s*(?:so )?(?P<x>{_N}) it is\b.*$"),
      r"I \g<v> the trip to \g<a>; I'm going to \g<x> instead"),
+    # "we're planning a trip to Chile" / "we plan to visit Peru"
+    (regex.compile(r"^[Ww]e(?:'re| are) (?=(?:now )?(?:planning|going|heading|flying) )"), "I'm "),
+    (regex.compile(r"^[Ww]e (?=(?:plan|intend|want) to )"), "I "),
     # "we cancelled Japan" / "we're heading to Rome instead" ("we" plans are the user's plans)
     (regex.compile(rf"^{_WE}(?:'ve| have)? (?P<v>postponed|cancelled|canceled|called off|scrapped|dropped) (?:the |our )?(?:trip to )?"
                    rf"(?P<a>{_N})(?: trip)?$"), r"I \g<v> the trip to \g<a>"),
