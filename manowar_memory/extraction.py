@@ -100,7 +100,7 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"\bI(?:'m| am|'ve| have)? (?:now )?(?:seeing|started seeing|started dating|in a relationship with|"
         r"living with my (?:new )?(?:partner|girlfriend|boyfriend|wife|husband))\b|\bI live with my partner\b", regex.I)),
     ("preference", 0.75, regex.compile(
-        r"\bI(?:'m| am|'ve| have)? (?:(?:so|really|totally|completely|kind of) )?(?:sick of|tired of|over|gone off|come around (?:on|to)|switched from|can't stand|"
+        r"\bI(?:'m| am|'ve| have)? (?:(?:so|really|totally|completely|kind of) )?(?:sick of|tired of|done with|over|gone off|into|come around (?:on|to)|switched from|can't stand|"
         r"cannot stand|used to (?:love|like|enjoy))\b", regex.I)),
     ("preference", 0.75, regex.compile(r"\b(?:grew|has grown|have grown|'s grown) on me\b", regex.I)),
 ]
@@ -178,11 +178,12 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(rf"^(?i:now that|since) I(?:'m| am| live| now live)(?: (?:living|based|settled))? in (?P<x>{_N})\b.*$"),
      r"I now live in \g<x>"),
     # "Porto is home now" / "Porto is my home now" / "home is Porto now"
-    (regex.compile(rf"^(?P<x>{_N}) is (?:now )?(?:my |our )?(?:new )?home(?: now)?{_MORE}"), r"I now live in \g<x>; \g<more>"),
+    (regex.compile(rf"^(?P<x>{_N})(?: is|'s) (?:now )?(?:my |our )?(?:new )?home(?: now)?{_MORE}"), r"I now live in \g<x>; \g<more>"),
     (regex.compile(rf"^(?i:my |our )?(?i:new )?(?i:home) is (?:now )?(?:in )?(?P<x>{_N})(?: now)?$"),
      r"I now live in \g<x>"),
     # "I'm a Porto resident now" / "we're officially Berlin residents"
-    (regex.compile(rf"^{_IM} (?:now |officially )*(?:an? )?(?P<x>{_N}) residents?\b.*$"), r"I now live in \g<x>"),
+    (regex.compile(rf"^{_IM} (?:now |officially )*(?:an? )?(?:proud |happy |new )?(?P<x>{_N}) residents?\b.*$"),
+     r"I now live in \g<x>"),
     # "we settled into a new flat in Porto" / "I've settled in Porto"
     (regex.compile(rf"^{_WE}(?:'ve| have)? (?:finally |just )?settled (?:into |in )?(?:an? |our |my )?(?:new )?"
                    rf"(?:place|flat|apartment|house|home)?\s*in (?P<x>{_N})(?P<rest>.*)$"),
@@ -194,6 +195,9 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(rf"^(?P<x>{_N}) (?:just |finally |has |have )?hired me\b(?P<rest>.*)$"), r"I was hired by \g<x>\g<rest>"),
     (regex.compile(rf"^I(?: just| got| just got| was| have been|'ve been| have just been|'ve just been) hired (?:by|at) (?P<x>{_N})(?P<rest>.*)$"),
      r"I was hired by \g<x>\g<rest>"),
+    # "I left Acme to join Globex" / "I quit Acme for Globex"
+    (regex.compile(rf"^I (?:just )?(?:left|quit) (?P<a>{_N}) (?:to join|for|and moved to) (?P<x>{_N})\b(?P<rest>.*)$"),
+     r"I quit \g<a>; I joined \g<x>\g<rest>"),
     # "it's my first week at Acme" / "my first day at Acme was great"
     (regex.compile(rf"^(?i:it's |this is |I'm in |I am in )?(?i:my) first (?:day|week|month|weeks|days) (?:at|with) (?P<x>{_N})\b.*$"),
      r"I now work at \g<x>"),
@@ -221,9 +225,19 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(r"^I(?:'ve| have)? (?P<v>got|landed|found|took) (?:a |an )?(?:new )?job as (?P<x>.+)$"),
      r"I \g<v> a job as \g<x>"),
     # partner -----------------------------------------------------------------------------
-    # "Ana and I broke up" / "Ana and I split"
-    (regex.compile(rf"^(?P<x>{_N}) and I (?:have |just |finally )*(?:broke up|split up|split|separated|called it quits)\b{_MORE}"),
+    # "Ana and I broke up" / "Ana and I split" / "Ana and I are done"
+    (regex.compile(rf"^(?P<x>{_N}) and I (?:have |just |finally )*(?:broke up|split up|split|separated|called it quits|"
+                   rf"are done|are over|are through|aren't together(?: anymore)?|are no longer together)\b{_MORE}"),
      r"I broke up with \g<x>; \g<more>"),
+    # "Theo and I got engaged" / "Theo and I are dating"
+    (regex.compile(rf"^(?P<x>{_N}) and I (?:have |just |finally )*(?P<v>got engaged|got married|are dating|started dating|"
+                   rf"started seeing|are seeing each other|are together|moved in together)\b(?P<rest>[^;]*)$"),
+     lambda m: {"got engaged": "I got engaged to ", "got married": "I got married to ", "started dating": "I started dating ",
+                "started seeing": "I started seeing ", "moved in together": "I live with my partner "}.get(
+                    m["v"], "I'm dating ") + m["x"] + m["rest"]),
+    # "I've got a new girlfriend, Lucia" / "I have a new boyfriend called Jonas"
+    (regex.compile(rf"^I(?:'ve| have)?(?: got)? (?:a )?new (?P<rel>{_PARTNER_WORDS})[,:]? (?:called |named )?(?P<x>{_N})\b(?P<rest>[^;]*)$"),
+     r"my new \g<rel> is \g<x>\g<rest>"),
     # "I met someone: Sofia" / "I've met someone new, her name is Sofia"
     (regex.compile(rf"^I(?:'ve| have)? met someone(?: new| special)?\s*[:,—–-]+\s*(?:(?:her|his|their) name is |called |named )?"
                    rf"(?P<x>{_N})\b.*$"), r"I'm seeing \g<x>"),
@@ -239,7 +253,7 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
                    r"hate|don't like|do not like|dislike)) (?:it|them|that)\b(?P<rest>.*)$"),
      lambda m: f"I {m['verb'] or 'am ' + m['state']} {m['x']}{m['rest']}"),
     # "Sencha is my favourite now" / "sencha is my new favourite tea"
-    (regex.compile(rf"^(?P<x>{_N}|\p{{Ll}}[\p{{L}} -]*?) (?:is|are) (?:now )?my (?:new )?(?:all-time )?favou?rites?(?P<kind> (?!now$)[\p{{Ll}} -]+?)?(?: now)?$"),
+    (regex.compile(rf"^(?P<x>{_N}|\p{{Ll}}[\p{{L}} -]*?) (?:is|are) (?:now )?my (?:new )?(?:all-time )?(?:favou?rites?|go-to)(?P<kind> (?!now$)[\p{{Ll}} -]+?)?(?: now)?$"),
      r"my new favourite\g<kind> is \g<x>"),
     # "I'm all about oat milk these days" / "I'm hooked on padel"
     (regex.compile(r"^I(?:'m| am) (?:now |totally |really |so )*(?:all about|hooked on|obsessed with) (?P<x>.+)$"),
@@ -247,7 +261,10 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     # plans -------------------------------------------------------------------------------
     # "the Japan trip is off" / "our trip to Japan is cancelled"
     (regex.compile(rf"^(?i:the|our|my) (?:(?P<x>{_N}) (?:trip|holiday|vacation)|(?:trip|holiday|vacation) to (?P<x>{_N})) "
-                   rf"(?:is|'s) (?:off|cancelled|canceled|not happening)\b{_MORE}"), r"I cancelled the trip to \g<x>; \g<more>"),
+                   rf"(?:is|'s) (?:off|cancelled|canceled|postponed|scrapped|called off|not happening)\b{_MORE}"), r"I cancelled the trip to \g<x>; \g<more>"),
+    # "plans changed, we're off to Lisbon": the opener goes
+    (regex.compile(r"^(?i:plans? (?:have )?changed|change of plans?|(?:we|I) changed (?:our |my |the )?plans?)\s*[:,—–-]+\s*"
+                   rf"(?=(?:we|I)\b|{_N} it is)"), ""),
     # "we changed plans: Rome instead of Japan" / "change of plans, Rome instead of Japan"
     (regex.compile(rf"^(?:{_WE} changed (?:our |my |the )?plans?|(?i:change of plans?))\s*[:,—–-]*\s*(?:we're going to |we are going to |"
                    rf"I'm going to |going to |it's )?(?P<x>{_N}) instead of (?P<a>{_N})\b.*$"),
@@ -263,6 +280,12 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     # "we're planning a trip to Chile" / "we plan to visit Peru"
     (regex.compile(r"^[Ww]e(?:'re| are) (?=(?:now )?(?:planning|going|heading|flying) )"), "I'm "),
     (regex.compile(r"^[Ww]e (?=(?:plan|intend|want) to )"), "I "),
+    # "we're going to Peru instead of Chile" / "we decided on Greece instead of Turkey"
+    (regex.compile(rf"^{_WE}(?:'re| are|'m| am|'ve| have)? (?:now )?(?:going to|heading to|flying to|off to|decided on|chose|picked|booked|"
+                   rf"went with|are doing|'re doing) (?:a trip to )?(?P<x>{_N}) instead of (?P<a>{_N})\b.*$"),
+     r"I cancelled the trip to \g<a>; I'm going to \g<x> instead"),
+    # "Norway it is"
+    (regex.compile(rf"^(?:so )?(?P<x>{_N}) it is$"), r"I'm going to \g<x> instead"),
     # "we cancelled Japan" / "we're heading to Rome instead" ("we" plans are the user's plans)
     (regex.compile(rf"^{_WE}(?:'ve| have)? (?P<v>postponed|cancelled|canceled|called off|scrapped|dropped) (?:the |our )?(?:trip to )?"
                    rf"(?P<a>{_N})(?: trip)?$"), r"I \g<v> the trip to \g<a>"),

@@ -93,7 +93,9 @@ _JOBS = (
     "manager|consultant|chef|cook|baker|waiter|waitress|barista|pilot|architect|analyst|journalist|writer|"
     "editor|photographer|artist|musician|pharmacist|dentist|therapist|psychologist|electrician|plumber|"
     "carpenter|mechanic|farmer|firefighter|police officer|paramedic|professor|lecturer|librarian|"
-    "translator|salesperson|cashier|driver|veterinarian|vet|student|intern|freelancer|entrepreneur|ceo|cto"
+    "translator|salesperson|cashier|driver|veterinarian|vet|student|intern|freelancer|entrepreneur|ceo|cto|"
+    "illustrator|animator|tutor|coach|trainer|nanny|cleaner|surgeon|dietitian|midwife|optician|tailor|butcher|"
+    "hairdresser|receptionist|clerk|paralegal|copywriter|marketer|recruiter|founder"
 )
 _PETS = {"dog": "dog", "puppy": "dog", "cat": "cat", "kitten": "cat", "rabbit": "rabbit", "hamster": "hamster",
          "parrot": "bird", "bird": "bird", "fish": "fish", "horse": "horse", "turtle": "turtle", "snake": "snake",
@@ -104,7 +106,7 @@ _JOB_VAL = r"(?:a |an )?(?P<val>[\p{L} -]+?)(?= at | for | with | in |[,.;!?]|$)
 #: a like that ends ("has gone off sencha", "is over reality TV", "used to love jazz")
 _DISLIKE = (r"(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
             r"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
-            r"isn't a fan of|is tired of|is sick of|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
+            r"isn't a fan of|is tired of|is sick of|is done with|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
             r"gave up|used to (?:love|like|enjoy|adore)|switched from)")
 
 # (slot, value kind, pattern): value kinds say how the value is read
@@ -122,6 +124,9 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
         rf"{_SUBJ}\s+{_ADV}(?:got|took|started|accepted|landed|has|began) (?:a |an )?(?:new )?(?:job|position|role)"
         rf"(?: as (?:a |an )?[\p{{L}} ]+?)? (?:at|with) {_VAL}")),
     ("employer", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}joined {_NAME}")),
+    # "is a developer at Spotify": the employer (the title is read below)
+    ("employer", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:is|became) (?:now )?(?:a |an )?(?:[\p{{Ll}}-]+ ){{0,2}}(?<!student )(?:{_JOBS}) at {_NAME}")),
     ("employer", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}(?:was|got|has been|been) hired (?:by|at) {_NAME}")),
     ("employer", "left", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:quit|quits|left|handed in (?:the user's |their )?notice at) {_NAME}")),
@@ -136,6 +141,8 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
     ("job_title", "val", regex.compile(
         rf"{_SUBJ}\s+(?:is|became|has become|is now|was promoted to|got promoted to) (?:now )?(?:a |an )?"
         rf"(?P<val>(?:[\p{{Ll}}-]+ ){{0,2}}(?:{_JOBS}))\b(?! at\b)")),
+    ("job_title", "val", regex.compile(
+        rf"{_SUBJ}\s+(?:is|became|is now) (?:now )?(?:a |an )?(?P<val>(?:[\p{{Ll}}-]+ ){{0,2}}(?:{_JOBS}))(?<!student) at \p{{Lu}}")),
     ("school", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:stud(?:y|ies|ying)|enrolled|is a student|is a (?:\p{{Ll}}+ )?student)"
         rf"(?: [\p{{Ll}} ]+?)? (?:at|in) (?P<val>\p{{Lu}}[^,.;!?()]*)")),
@@ -162,7 +169,7 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
     ("favourite", "left", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
     ("opinion", "neg", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
     ("opinion", "pos", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|is into|is a (?:big |huge )?fan of|"
+        rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|(?:is )?into|is a (?:big |huge )?fan of|"
         rf"is obsessed with|is hooked on|started (?:liking|eating|drinking)|(?:has )?come around (?:on|to)|"
         rf"switched from [^,.;!?()]+? to) {_VAL}")),
     ("opinion", "pos", regex.compile(rf"(?P<val>\p{{L}}[^,.;!?()]*?) (?:grew|has grown|have grown) on {_SUBJ}")),

@@ -210,6 +210,19 @@ CHANGES: list[tuple[str, str, str]] = [
     ("I plan to visit Greece in June.", "We postponed Greece, Croatia it is.", "supersede"),
     ("I'm planning a trip to Bali.", "We cancelled Bali and we're heading to Vietnam.", "supersede"),
     ("I plan to visit Japan in May.", "We cancelled Bali.", "keep"),
+    ("I'm planning a trip to Turkey.", "We decided on Greece instead of Turkey.", "supersede"),
+    ("I plan to visit Iceland in July.", "The Iceland trip is postponed; Norway it is.", "supersede"),
+    # a second round, written after the rules
+    ("I live in Leeds.", "Bristol's home now.", "supersede"),
+    ("I work at Acme.", "I left Acme to join Globex.", "supersede"),
+    ("I work at Acme.", "I'm a developer at Spotify now.", "supersede"),
+    ("I work as a cashier.", "I'm a full-time illustrator now.", "supersede"),
+    ("My girlfriend is Sara.", "Sara and I are done; I'm dating Theo now.", "supersede"),
+    ("My boyfriend is called Jonas.", "I've got a new girlfriend, Lucia.", "supersede"),
+    ("I love running.", "I'm done with running.", "supersede"),
+    ("I hate pickleball.", "I'm really into pickleball now.", "supersede"),
+    ("I work at Acme.", "I'm at the gym now.", "keep"),
+    ("My girlfriend is Sara.", "I'm with my mum now.", "keep"),
 ]
 
 
