@@ -155,6 +155,8 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
         rf"{_SUBJ}\s+{_ADV}(?:dating|seeing|married to|engaged to|in a relationship with|going out with|"
         rf"married|started dating|started seeing|got engaged to) {_NAME}")),
     ("partner", "val", regex.compile(rf"{_NAME} (?:has )?(?:just )?moved in with (?P<subj>the user)\b")),
+    ("partner", "left", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:broke up with|split up with|divorced|separated from|is no longer with|is no longer dating) {_NAME}")),
     ("partner", "none", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:broke up with|split up with|divorced|separated from|is single|is no longer with|"
         rf"is no longer dating|ended (?:the|their|a) relationship)")),
@@ -356,6 +358,8 @@ def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
                     continue
                 if a.value == b.value or a.additive or (a.leaves and _value(b) != a.leaves):
                     continue
+                if not (a.value or a.leaves) and new.observed_at == old.observed_at:
+                    continue  # "broke up; seeing Sofia now": emptying a slot never undoes what the same turn said
                 if a.hedged or b.hedged:
                     res.uncertain.append(
                         f"{new.id} may contradict {old.id} on {a.subject}'s {a.slot}, but one of them is hedged: both kept")

@@ -70,6 +70,14 @@ ROWS: list[tuple[str, str, str]] = [
     # unrelated
     ("The user lives in Lisbon.", "The user likes green tea.", "keep"),
     ("The user speaks French.", "The user speaks German.", "keep"),
+    # leaves: "moved out of", "quit X", "broke up with X" replace only the value they name
+    ("The user lives in Lisbon.", "The user moved out of Lisbon.", "supersede"),
+    ("The user lives in Lisbon.", "The user moved out of Faro.", "keep"),
+    ("The user works at Acme.", "The user quit Acme.", "supersede"),
+    ("The user works at Acme.", "The user quit Globex.", "keep"),
+    ("The user's girlfriend is called Ana.", "The user broke up with Maria.", "keep"),
+    ("The user's favourite tea is sencha.", "The user has gone off sencha.", "supersede"),
+    ("The user's favourite tea is sencha.", "The user has gone off coffee.", "keep"),
     # a stored fact with more than the contradicted slot
     ("The user lives in Lisbon and works at Acme.", "The user moved to Berlin.", "uncertain"),
     ("The user lives in Lisbon and works at Acme.", "The user lives in Berlin and works at Zalando.", "supersede"),
@@ -88,6 +96,13 @@ def test_a_new_fact_replaces_only_what_it_contradicts(stored: str, new: str, exp
 def test_the_table_has_enough_paraphrases() -> None:
     assert len(ROWS) >= 40
     assert {e for _, _, e in ROWS} == {"supersede", "keep", "uncertain"}
+
+
+def test_emptying_a_slot_does_not_undo_what_the_same_turn_said() -> None:
+    res = resolve(FactRef("n", "The user is single now.", 1_000), [FactRef("o", "The user is seeing Sofia now.", 1_000)])
+    assert res.supersede == [] and res.superseded_by is None
+    later = resolve(FactRef("n", "The user is single now.", 2_000), [FactRef("o", "The user is seeing Sofia now.", 1_000)])
+    assert later.supersede == [("o", "partner")]
 
 
 def test_a_fact_observed_before_the_stored_one_is_itself_superseded() -> None:
@@ -247,3 +262,31 @@ def test_a_first_statement_then_a_change_in_everyday_words(first: str, then: str
 def test_every_family_has_three_changes_and_negatives() -> None:
     assert sum(1 for *_, e in CHANGES if e == "supersede") >= 3 * 7
     assert sum(1 for *_, e in CHANGES if e == "keep") >= 10
+
+
+@pytest.mark.parametrize(("first", "then", "current", "gone"), [
+    ("I've been living in Lisbon for three years.", "Porto is home now.", "Porto", "Lisbon"),
+    ("I've been with Acme for five years.", "I quit Acme and joined Globex.", "Globex", "working at Acme"),
+    ("My girlfriend is called Ana.", "Ana and I broke up; I'm seeing Sofia now.", "Sofia", "called Ana"),
+    ("My favourite tea is sencha.", "I've gone off sencha; matcha is my favourite now.", "matcha", "tea is sencha"),
+    ("I plan to visit Japan in May.", "The Japan trip is off, we're going to Rome instead.", "Rome", "visit Japan"),
+])
+def test_a_change_in_everyday_words_replaces_the_old_fact_through_the_engine(
+        first: str, then: str, current: str, gone: str) -> None:
+    from manowar_memory import MemoryEngine, Scope
+    from manowar_memory.stores.base import MemoryQuery
+
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake")
+    scope = Scope(agent_wallet="agent", user_address="ana", thread_id="t1")
+    try:
+        engine.post_turn(scope, [{"role": "user", "content": first, "timestamp": 1_772_452_800_000}])
+        engine.flush()
+        engine.post_turn(scope.with_thread("t2"), [{"role": "user", "content": then, "timestamp": 1_780_488_000_000}])
+        assert engine.flush().facts_superseded >= 1
+        rows = engine.store.list_memories(MemoryQuery(scope=scope, sources=("fact",), active_only=False))
+        active = [r.content for r in rows if r.metadata.get("status") != "superseded"]
+        superseded = [r.content for r in rows if r.metadata.get("status") == "superseded"]
+        assert any(current in text for text in active), active
+        assert any(gone in text for text in superseded) and not any(gone in text for text in active), (active, superseded)
+    finally:
+        engine.close()
