@@ -93,12 +93,12 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
     # a change of job, partner, taste or plan said in its own words (see _REWRITES), when no rule above took it
     ("identity", 0.8, regex.compile(
         r"\b(?:I (?:was hired by|quit \p{Lu}|joined \p{Lu})|I(?:'m| am) working (?:as|at|for)\b|"
-        r"I(?:'ve| have) been working (?:as|at|for)\b|"
+        r"I(?:'ve| have) been working (?:as|at|for)\b|I(?:'ve| have)? (?:quit|left|lost) my (?:job|position)\b|"
         r"I(?:'ve| have)? (?:got|landed|found|took|started|accepted|began) (?:a |an )?(?:new )?(?:job|position|role)\b|"
         r"I(?:'ve| have)? (?:retrained|became) (?:as )?(?:a|an)\b)")),  # no regex.I: \p{Lu} is a name
     ("relationship", 0.75, regex.compile(
         r"\bI(?:'m| am|'ve| have)? (?:now )?(?:seeing|started seeing|started dating|in a relationship with|"
-        r"living with my (?:new )?(?:partner|girlfriend|boyfriend|wife|husband))\b|\bI live with my partner\b", regex.I)),
+        r"living with my (?:new )?(?:partner|girlfriend|boyfriend|wife|husband)|single)\b|\bI live with my partner\b", regex.I)),
     ("preference", 0.75, regex.compile(
         r"\bI(?:'m| am|'ve| have)? (?:(?:so|really|totally|completely|kind of) )?(?:sick of|tired of|done with|over|gone off|into|come around (?:on|to)|switched from|can't stand|"
         r"cannot stand|used to (?:love|like|enjoy))\b", regex.I)),
