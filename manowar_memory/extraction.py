@@ -97,7 +97,7 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"I(?:'ve| have)? (?:got|landed|found|took|started|accepted|began) (?:a |an )?(?:new )?(?:job|position|role)\b|"
         r"I(?:'ve| have)? (?:retrained|became) (?:as )?(?:a|an)\b)")),  # no regex.I: \p{Lu} is a name
     ("relationship", 0.75, regex.compile(
-        r"\bI(?:'m| am|'ve| have)? (?:now )?(?:seeing|started seeing|started dating|in a relationship with|"
+        r"\bI(?:'m| am|'ve| have)? (?:now |been )?(?:seeing|started seeing|started dating|in a relationship with|"
         r"living with my (?:new )?(?:partner|girlfriend|boyfriend|wife|husband)|single)\b|\bI live with my partner\b", regex.I)),
     ("preference", 0.75, regex.compile(
         r"\bI(?:'m| am|'ve| have)? (?:(?:so|really|totally|completely|kind of) )?(?:sick of|tired of|done with|over|gone off|into|come around (?:on|to)|switched from|can't stand|"
@@ -168,7 +168,8 @@ _IM = r"(?:I(?:'m| am)|[Ww]e(?:'re| are))"
 _AS_I = {"are": "am", "were": "was", "'re": "am", "'ve": "have"}  # "Sam and I are" -> "I am"
 _PARTNER_WORDS = r"girlfriend|boyfriend|partner|wife|husband|fianc[eé]e?|spouse"
 _RELATIONSHIP_CONTEXT = regex.compile(
-    r"\b(?:broke up|split up|separated|dating|seeing|relationship|single|met someone|" + _PARTNER_WORDS + r")\b",
+    r"\b(?:broke up|split up|separated|dating|seeing|relationship|single|met someone|together|in love|anniversary|"
+    r"engaged|married|" + _PARTNER_WORDS + r")\b",
     regex.I)
 #: "now I work as a chef" / "these days I'm at Acme": the opener goes
 _OPENER = regex.compile(r"^(?i:now|nowadays|these days|today),? (?=I\b)")
@@ -211,8 +212,8 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     # "I handed in my notice at Acme" / "I gave notice at Acme"
     (regex.compile(rf"^I(?:'ve| have)? (?:handed in|gave|put in|turned in) (?:my )?notice (?:at|to) (?P<x>{_N})\b.*$"),
      r"I quit \g<x>"),
-    # "I've been with Acme for years" (work, when nothing in the sentence is about a relationship)
-    (regex.compile(rf"^I(?:'ve| have) been (?:with|at) (?P<x>{_N})(?P<rest>.*)$"), r"I have been working at \g<x>\g<rest>"),
+    # "I've been at Acme since 2018" ("I've been with X" is read in _rewrite: a partner or an employer)
+    (regex.compile(rf"^I(?:'ve| have) been at (?P<x>{_N})(?P<rest>.*)$"), r"I have been working at \g<x>\g<rest>"),
     # job title ---------------------------------------------------------------------------
     # "I retrained and I'm working as a nurse now": the clause splitter leaves "I'm working as a nurse"
     # "I'm not a teacher anymore, I became a nurse" -> "I became a nurse" (the "not" clause gives no fact)
@@ -300,6 +301,8 @@ _NO_SUBJECT = regex.compile(
 
 #: "I'm with X now" / "I'm now at X": a partner when the turn talks of a relationship, else an employer
 _WITH_NOW = regex.compile(rf"^I(?:'m| am) (?:now )?(?P<prep>with|at) (?P<x>{_N})(?: now)?(?P<rest>[^;]*)$")
+#: "I've been with X for years": a partner when the turn talks of a relationship, else an employer
+_BEEN_WITH = regex.compile(rf"^I(?:'ve| have) been with (?P<x>{_N})(?P<rest>[^;]*)$")
 
 
 def _rewrite(text: str, turn: str) -> str:
@@ -317,6 +320,10 @@ def _rewrite(text: str, turn: str) -> str:
             partner = m.group("prep") == "with" and _RELATIONSHIP_CONTEXT.search(turn)
             piece = (f"I'm now in a relationship with {m.group('x')}" if partner
                      else f"I now work at {m.group('x')}{m.group('rest')}")
+        m = _BEEN_WITH.match(piece)
+        if m:
+            piece = (f"I have been in a relationship with {m.group('x')}{m.group('rest')}"
+                     if _RELATIONSHIP_CONTEXT.search(turn) else f"I have been working at {m.group('x')}{m.group('rest')}")
         out.extend(_OPENER.sub("", p) for p in regex.split(r"\s*;\s*", piece) if p.strip(" ,"))
     return "; ".join(out)
 

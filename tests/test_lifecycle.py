@@ -238,6 +238,10 @@ CHANGES: list[tuple[str, str, str]] = [
     ("I hate pickleball.", "I'm really into pickleball now.", "supersede"),
     ("I work at Acme.", "I'm at the gym now.", "keep"),
     ("My girlfriend is Sara.", "I'm with my mum now.", "keep"),
+    ("I've been with Tom for six years and we're getting married.", "Tom and I split up, and I'm seeing Paul now.",
+     "supersede"),
+    ("I've been with Ericsson for six years.", "I'm with Nokia now.", "supersede"),
+    ("I've been with Ericsson for six years.", "My girlfriend is called Ana.", "keep"),
 ]
 
 
