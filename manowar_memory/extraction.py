@@ -163,6 +163,8 @@ _SUBJECT_START = regex.compile(r"^(?:I|I'm|I've|I'd|I'll|my|My|we|he|she|they)\b
 # cancelled the trip to Japan". Each rewrite is one construction family, not one sentence.
 _N = r"\p{Lu}[\p{L}\d&'.-]*(?:\s+(?:of\s+|de\s+)?\p{Lu}[\p{L}\d&'.-]*){0,3}"  # a proper name: "Porto", "New York", "Acme Labs"
 _WE = r"(?:I|[Ww]e)"
+_STAY = (r"this week|this weekend|tonight|today|for (?:a|the|two|three|a few|some) (?:days?|nights?|weeks?|weekend|"
+         r"conference|trip|holidays?)|on (?:holiday|vacation|business|a trip)|visiting|for work")  # a stay, not a home
 _MORE = r"(?:\s*[,:—–-]+\s*(?:and |so |but )?(?P<more>.+))?$"  # what follows a comma: a statement of its own
 _IM = r"(?:I(?:'m| am)|[Ww]e(?:'re| are))"
 _AS_I = {"are": "am", "were": "was", "'re": "am", "'ve": "have"}  # "Sam and I are" -> "I am"
@@ -175,8 +177,9 @@ _RELATIONSHIP_CONTEXT = regex.compile(
 _OPENER = regex.compile(r"^(?i:now|nowadays|these days|today),? (?=I\b)")
 _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str]]] = [
     # residence ---------------------------------------------------------------------------
-    # "now that I'm in Porto, ..." / "now that I live in Porto"
-    (regex.compile(rf"^(?i:now that|since) I(?:'m| am| live| now live)(?: (?:living|based|settled))? in (?P<x>{_N})\b.*$"),
+    # "now that I'm in Porto, ..." / "now that I live in Porto" (not a stay: "now that I'm in Rome for the weekend")
+    (regex.compile(rf"^(?i:now that|since) I(?:'m| am| live| now live)(?: (?:living|based|settled))? in (?P<x>{_N})\b"
+                   rf"(?!.*\b(?:{_STAY})\b).*$"),
      r"I now live in \g<x>"),
     # "Porto is home now" / "Porto is my home now" / "home is Porto now"
     (regex.compile(rf"^(?P<x>{_N})(?: is|'s) (?:now )?(?:my |our )?(?:new )?home(?: now)?{_MORE}"), r"I now live in \g<x>; \g<more>"),

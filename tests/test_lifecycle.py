@@ -174,6 +174,8 @@ CHANGES: list[tuple[str, str, str]] = [
     ("I live in Lisbon.", "I visited Paris last week.", "keep"),
     ("I live in Lisbon.", "I might move to Porto.", "keep"),
     ("I live in Lisbon.", "Should I move to Berlin?", "keep"),
+    ("I live in Lisbon.", "Now that I'm in Rome for the weekend, I'll see the Colosseum.", "keep"),
+    ("I live in Lisbon.", "Since I'm in Paris this week, let's meet.", "keep"),
     ("I live in Lisbon.", "I moved out of Faro years ago.", "keep"),
     # employer
     ("I've been with Acme for five years.", "I quit Acme and joined Globex.", "supersede"),
