@@ -45,6 +45,9 @@ class SlotFact:
     value: str
     hedged: bool = False
     additive: bool = False
+    #: the value the subject no longer has ("moved out of Lisbon", "quit Acme", "gone off sencha"):
+    #: such a fact supersedes only a stored fact with that value (``value`` is then empty)
+    leaves: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,14 @@ _FIRST_PERSON = [
 ]
 _SUBJ = r"(?P<subj>(?:[Tt]he )?[Uu]ser(?:'s (?:\p{Ll}+ ){0,2}?\p{Ll}+(?: \p{Lu}[\p{L}'-]+)?)?|[Hh]e|[Ss]he|[Tt]hey|\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
 _POSS = r"(?P<subj>(?:[Tt]he )?[Uu]ser|\p{Lu}[\p{L}'-]+)'s"
-_ADV = r"(?:(?:now|currently|still|also|recently|just|finally|actually|officially|has|have|had|is|was|will|might|may|could|would|(?:\p{Ll}+ly)|no longer|never)\s+){0,3}"
+_ADV = r"(?:(?:now|currently|still|also|recently|just|so|finally|actually|officially|has|have|had|been|is|was|will|might|may|could|would|(?:\p{Ll}+ly)|no longer|never)\s+){0,3}"
 _VAL = r"(?P<val>[^,.;!?()]+)"
 _NAME = r"(?P<val>\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _CUT = regex.compile(
     rf"\s+(?:and|but|since|because|with|for|as|last|next|this|in \d{{4}}|in (?:{_MONTHS})|on|ago|yesterday|today|"
-    r"tomorrow|now|when|where|who|which|after|before|until|from|over|than|more than|instead|anymore|any more|"
+    r"tomorrow|now|these days|nowadays|when|where|who|which|after|before|until|from|over|than|more than|instead|"
+    r"anymore|any more|"
     r"again|a few|two|three|several)\b.*$", regex.I)
 _ARTICLE = regex.compile(r"^(?:the|a|an|some|their|his|her|the user's)\s+", regex.I)
 _JOBS = (
@@ -89,36 +93,56 @@ _JOBS = (
     "manager|consultant|chef|cook|baker|waiter|waitress|barista|pilot|architect|analyst|journalist|writer|"
     "editor|photographer|artist|musician|pharmacist|dentist|therapist|psychologist|electrician|plumber|"
     "carpenter|mechanic|farmer|firefighter|police officer|paramedic|professor|lecturer|librarian|"
-    "translator|salesperson|cashier|driver|veterinarian|vet|student|intern|freelancer|entrepreneur|ceo|cto"
+    "translator|salesperson|cashier|driver|veterinarian|vet|student|intern|freelancer|entrepreneur|ceo|cto|"
+    "illustrator|animator|tutor|coach|trainer|nanny|cleaner|surgeon|dietitian|midwife|optician|tailor|butcher|"
+    "hairdresser|receptionist|clerk|paralegal|copywriter|marketer|recruiter|founder"
 )
 _PETS = {"dog": "dog", "puppy": "dog", "cat": "cat", "kitten": "cat", "rabbit": "rabbit", "hamster": "hamster",
          "parrot": "bird", "bird": "bird", "fish": "fish", "horse": "horse", "turtle": "turtle", "snake": "snake",
          "pet": "pet", "tortoise": "turtle"}
 _PET = "|".join(sorted(_PETS, key=len, reverse=True))
 _PARTNER = r"partner|wife|husband|boyfriend|girlfriend|fianc[eé]e?|spouse"
+_JOB_VAL = r"(?:a |an )?(?P<val>[\p{L} -]+?)(?= at | for | with | in |[,.;!?]|$)"  # "a pilot at KLM": "pilot"
+#: a like that ends ("has gone off sencha", "is over reality TV", "used to love jazz")
+_DISLIKE = (r"(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
+            r"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
+            r"isn't a fan of|is tired of|is sick of|is done with|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
+            r"gave up|used to (?:love|like|enjoy|adore)|switched from)")
 
 # (slot, value kind, pattern): value kinds say how the value is read
 #   "val": the captured value; "none": the slot is emptied (quit, broke up); "pos"/"neg": polarity
 _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
     ("residence", "val", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:lives?|living|resides?|based|move|moved|moves|moving|relocated|relocating|settled)"
+        rf"{_SUBJ}\s+{_ADV}(?:lives?|lived|living|resides?|based|move|moved|moves|moving|relocated|relocating|settled)"
         rf"\s+(?:in|to|back to)\s+{_VAL}")),
     ("residence", "val", regex.compile(rf"{_POSS} (?:new )?home is (?:in|now in) {_VAL}")),
+    ("residence", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}(?:is|are) (?:now )?(?:an? )?{_NAME} residents?\b")),
+    ("residence", "left", regex.compile(rf"{_SUBJ}\s+{_ADV}(?:moved|moves|moving|has moved) (?:out of|away from) {_NAME}")),
     ("employer", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working)\s+(?:at|for|by)\s+{_VAL}")),
     ("employer", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:got|took|started|accepted|landed|has|began) (?:a |an )?(?:new )?(?:job|position|role)"
         rf"(?: as (?:a |an )?[\p{{L}} ]+?)? (?:at|with) {_VAL}")),
     ("employer", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}joined {_NAME}")),
+    # "is a developer at Spotify": the employer (the title is read below)
+    ("employer", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:is|became) (?:now )?(?:a |an )?(?:[\p{{Ll}}-]+ ){{0,2}}(?<!student )(?:{_JOBS}) at {_NAME}")),
+    ("employer", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}(?:was|got|has been|been) hired (?:by|at) {_NAME}")),
+    ("employer", "left", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:quit|quits|left|handed in (?:the user's |their )?notice at) {_NAME}")),
     ("employer", "val", regex.compile(rf"{_POSS} (?:new )?(?:employer|company) is {_VAL}")),
     ("employer", "none", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:quit|left|lost) (?:the user's |their |his |her |a |the )?(?:job|position|role)\b")),
     ("job_title", "val", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working) as (?:a |an )?{_VAL}")),
+        rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working|retrained) as (?:a |an )?{_VAL}")),
+    ("job_title", "val", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:got|landed|found|took|started|accepted) (?:a |an )?(?:new )?job as {_JOB_VAL}")),
     ("job_title", "val", regex.compile(rf"{_POSS} (?:new )?(?:job|job title|role|position|profession) is (?:a |an )?{_VAL}")),
     ("job_title", "val", regex.compile(
         rf"{_SUBJ}\s+(?:is|became|has become|is now|was promoted to|got promoted to) (?:now )?(?:a |an )?"
         rf"(?P<val>(?:[\p{{Ll}}-]+ ){{0,2}}(?:{_JOBS}))\b(?! at\b)")),
+    ("job_title", "val", regex.compile(
+        rf"{_SUBJ}\s+(?:is|became|is now) (?:now )?(?:a |an )?(?P<val>(?:[\p{{Ll}}-]+ ){{0,2}}(?:{_JOBS}))(?<!student) at \p{{Lu}}")),
     ("school", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:stud(?:y|ies|ying)|enrolled|is a student|is a (?:\p{{Ll}}+ )?student)"
         rf"(?: [\p{{Ll}} ]+?)? (?:at|in) (?P<val>\p{{Lu}}[^,.;!?()]*)")),
@@ -129,7 +153,10 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
         rf"{_POSS} (?:new )?(?:{_PARTNER})(?:'s name)? (?:is )?(?:called |named )?{_NAME}")),
     ("partner", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:dating|seeing|married to|engaged to|in a relationship with|going out with|"
-        rf"married|started dating|got engaged to) {_NAME}")),
+        rf"married|started dating|started seeing|got engaged to) {_NAME}")),
+    ("partner", "val", regex.compile(rf"{_NAME} (?:has )?(?:just )?moved in with (?P<subj>the user)\b")),
+    ("partner", "left", regex.compile(
+        rf"{_SUBJ}\s+{_ADV}(?:broke up with|split up with|divorced|separated from|is no longer with|is no longer dating) {_NAME}")),
     ("partner", "none", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:broke up with|split up with|divorced|separated from|is single|is no longer with|"
         rf"is no longer dating|ended (?:the|their|a) relationship)")),
@@ -139,20 +166,22 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
         rf"{_SUBJ}\s+{_ADV}(?:has|got|adopted) (?P<extra>another |a second |also )?(?:a |an )?(?:new )?"
         rf"(?:\p{{Ll}}+ )?(?P<kind>{_PET}) (?:called|named) {_NAME}")),
     ("favourite", "val", regex.compile(
-        rf"{_POSS} (?:all-time |new )?favou?rite (?P<kind>[\p{{Ll}} -]{{2,30}}?) (?:is|are) (?:now )?{_VAL}")),
-    ("opinion", "neg", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
-        rf"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
-        rf"isn't a fan of|is tired of|is sick of|stopped (?:liking|eating|drinking)|has gone off|gave up) {_VAL}")),
+        rf"{_POSS} (?:all-time |new )?favou?rite (?:(?P<kind>[\p{{Ll}} -]{{2,30}}?) )?(?:is|are) (?:now )?{_VAL}")),
+    # "has gone off sencha": sencha is no longer a favourite of any kind (favourite:*)
+    ("favourite", "left", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
+    ("opinion", "neg", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
     ("opinion", "pos", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|is into|is a (?:big |huge )?fan of|"
-        rf"is obsessed with|started (?:liking|eating|drinking)) {_VAL}")),
+        rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|(?:is )?into|is a (?:big |huge )?fan of|"
+        rf"is obsessed with|is hooked on|started (?:liking|eating|drinking)|(?:has )?come around (?:on|to)|"
+        rf"switched from [^,.;!?()]+? to) {_VAL}")),
+    ("opinion", "pos", regex.compile(rf"(?P<val>\p{{L}}[^,.;!?()]*?) (?:grew|has grown|have grown) on {_SUBJ}")),
     ("plan", "neg", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:(?:no longer|doesn't|does not) (?:plans?|wants?|intends?|is going|going) to|"
         rf"(?:cancelled|canceled|called off|gave up on|dropped|postponed|scrapped) (?:the user's |their |the |a )?"
         rf"(?:plans? to )?){_VAL}")),
     ("plan", "pos", regex.compile(
-        rf"{_SUBJ}\s+{_ADV}(?:plans?|planning|intends?|intending|is going|is hoping|hopes?|is about) to {_VAL}")),
+        rf"{_SUBJ}\s+{_ADV}(?:plans?|planning|intends?|intending|is going|is heading|is hoping|hopes?|is about) to {_VAL}")),
+    ("plan", "pos", regex.compile(rf"{_SUBJ}\s+{_ADV}booked (?:a |the )?(?P<val>(?:trip|flights?|holiday) to [^,.;!?()]+)")),
     ("plan", "pos", regex.compile(rf"{_SUBJ}\s+{_ADV}(?:is )?planning (?:a |an )?(?P<val>(?:trip|visit|move) to [^,.;!?()]+)")),
 ]
 _HEDGE = regex.compile(
@@ -191,7 +220,8 @@ def _plan_key(action: str) -> tuple[str, str]:
     if m:
         when, action = m.group("time").lower(), action[: m.start()]
     names = regex.findall(r"\b\p{Lu}[\p{L}'-]+", action)
-    verb = "travel" if _TRAVEL.search(action) else (action.split()[0].lower() if action.split() else "")
+    first = action.split()[0] if action.split() else ""
+    verb = "travel" if _TRAVEL.search(action) or (names and first == names[0]) else (action.split()[0].lower() if action.split() else "")
     words = [n.lower() for n in names] or [w for w in _clean(action).split() if w not in _STOP][:3]
     if verb and verb != "travel" and words and words[0] == verb:
         words = words[1:]
@@ -201,6 +231,8 @@ def _plan_key(action: str) -> tuple[str, str]:
 def _opinion_object(value: str) -> str:
     v = _clean(regex.sub(r"^to\s+", "", value.strip()))
     v = regex.sub(r"\s+(?:over|to|than)\s.*$", "", v)
+    if v in ("it", "them", "that", "this", "those", "these", "him", "her"):
+        return ""  # a pronoun names no object
     return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in v.split())
 
 
@@ -251,8 +283,15 @@ def _parse(text: str) -> tuple[SlotFact, ...]:
             if slot == "pet":
                 name = f"pet:{_PETS[groups['kind'].lower()]}"
                 value = groups["val"].lower()
+            elif kind == "left":
+                gone = _opinion_object(groups["val"]) if slot == "favourite" else _clean(groups["val"])
+                if not gone:
+                    continue
+                name = "favourite:*" if slot == "favourite" else slot
+                out.setdefault((subject, name), SlotFact(subject, name, "", hedged=hedged, leaves=gone))
+                continue
             elif slot == "favourite":
-                name = f"favourite:{_clean(groups['kind'])}"
+                name = f"favourite:{_clean(groups.get('kind') or '') or '*'}"
                 value = _clean(groups["val"])
             elif slot == "opinion":
                 obj = _opinion_object(groups["val"])
@@ -280,6 +319,19 @@ def _parse(text: str) -> tuple[SlotFact, ...]:
 
 
 # ---------------------------------------------------------------- resolution
+def _same_slot(a: SlotFact, b: SlotFact) -> bool:
+    """Whether ``a`` speaks of ``b``'s slot: the same slot, or ``favourite:*`` (a favourite of
+    any kind) that leaves a value, against a favourite of some kind."""
+    if a.slot == b.slot:
+        return True
+    return a.slot == "favourite:*" and bool(a.leaves) and b.slot.startswith("favourite:")
+
+
+def _value(fact: SlotFact) -> str:
+    """The value a fact holds for comparison with a leave (an opinion's value is its object)."""
+    return fact.value
+
+
 def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
     """Which of ``existing`` the ``new`` fact supersedes (or is superseded by), and what is
     uncertain. Pure: reads text and times only."""
@@ -296,7 +348,7 @@ def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
         contradicted: list[str] = []
         for a in mine:
             for b in theirs:
-                if a.slot != b.slot:
+                if not _same_slot(a, b):
                     continue
                 if a.subject != b.subject:
                     if (a.subject in _PRONOUNS) != (b.subject in _PRONOUNS):
@@ -304,8 +356,10 @@ def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
                             f"{new.id} and {old.id} both state {a.slot}, but one names its subject only by a pronoun "
                             f"({a.subject if a.subject in _PRONOUNS else b.subject!r}): both kept")
                     continue
-                if a.value == b.value or a.additive:
+                if a.value == b.value or a.additive or (a.leaves and _value(b) != a.leaves):
                     continue
+                if not (a.value or a.leaves) and new.observed_at == old.observed_at:
+                    continue  # "broke up; seeing Sofia now": emptying a slot never undoes what the same turn said
                 if a.hedged or b.hedged:
                     res.uncertain.append(
                         f"{new.id} may contradict {old.id} on {a.subject}'s {a.slot}, but one of them is hedged: both kept")
@@ -316,7 +370,7 @@ def resolve(new: FactRef, existing: Sequence[FactRef]) -> Resolution:
         slot = ", ".join(dict.fromkeys(contradicted))
         older_is_old = old.observed_at <= new.observed_at
         loser = theirs if older_is_old else mine
-        if len(loser) > len(set(contradicted)):
+        if len([x for x in loser if not x.leaves]) > len(set(contradicted)):  # a leave restates the slot
             res.uncertain.append(
                 f"{new.id} contradicts {old.id} on {slot}, but the {'stored' if older_is_old else 'new'} fact states "
                 "more than that: both kept")
