@@ -879,8 +879,8 @@ def run_ours(users: list[User], locomo: list[Conversation], embedder: SharedEmbe
 
 def rule_coverage() -> list[dict[str, Any]]:
     """Each change paraphrase after each first-session phrasing of its kind, alone in a scope of
-    its own (``post_turn`` a month apart, ``flush``, fake embedder): how many facts the rules
-    superseded, and whether an active fact names the new value. Ranking plays no part."""
+    its own (``post_turn`` a month apart, ``flush``, fake embedder): after how many the rules
+    superseded a fact, and after how many an active fact names the new value. Ranking plays no part."""
     samples = {"residence": ("Lisbon", "Ghent"), "employer": ("Siemens", "Zalando"), "job_title": ("nurse", "architect"),
                "partner": ("Marta", "Jonas"), "favourite": ("jazz", "techno"), "opinion": ("pos:sushi", "neg:sushi"),
                "opinion+": ("neg:sushi", "pos:sushi"), "plan": ("Japan", "Peru")}
@@ -901,7 +901,7 @@ def rule_coverage() -> list[dict[str, Any]]:
                     for thread, text, at in (("s1", _fill(first, **_fields(attr, old)), said),
                                              ("s2", _fill(template, **_fields(attr, new, old)), said + 30 * 86_400_000)):
                         engine.post_turn(scope.with_thread(thread), [{"role": "user", "content": text, "timestamp": at}])
-                    superseded += engine.flush().facts_superseded
+                    superseded += engine.flush().facts_superseded > 0  # changes that superseded a fact
                     facts = [r.content for r in engine.list_items(scope, sources=["fact"])]
                     named += any(mentions(f, new) for f in facts)
                 rows.append({"paraphrase": tid, "kind": kind, "example": _fill(template, **_fields(attr, new, old)),
