@@ -152,9 +152,8 @@ class PackerConfig(_Settings):
     limit: int = Field(12, ge=1, le=100, description="Hits per layer.")
     max_items: int = Field(
         12, ge=1, le=50,
-        description="Most items packed; the budget is what binds (the reference: 6, which left a third of 900 "
-        "characters unused when memories are short: on the lifecycle benchmark, 12 packs the current value of a "
-        "changed attribute for 71 % of questions against 45 %).",
+        description="Most items packed; the budget is what binds. The reference's 6 left a third of 900 characters "
+        "unused when memories are short (a fact, a chat turn).",
     )
     max_item_chars: int = Field(120, ge=20, le=4000)
     budget_chars: int = Field(900, ge=40)
