@@ -260,8 +260,12 @@ def nearest_facts(store: Store, scope: Scope, record: MemoryRecord, k: int, *,
         return out
 
     lanes["keyword"] = keep(store.keyword_search(query, record.content, wide))
-    if record.embedding and record.embedding_model:
-        hits, _info = store.vector_search(query, record.embedding, record.embedding_model, wide)
+    embedding = record.embedding
+    if not embedding and record.embedding_model:  # a row as a write returned it: read its vector
+        full = store.get_memory(record.id)
+        embedding = full.embedding if full is not None else None
+    if embedding and record.embedding_model:
+        hits, _info = store.vector_search(query, embedding, record.embedding_model, wide)
         lanes["vector"] = keep(hits)
     return [found[i] for i, _ in rrf(lanes)[:k]]
 

@@ -265,7 +265,7 @@ def test_m010_enters_existing_turns_in_the_ledger(tmp_path, monkeypatch) -> None
     monkeypatch.undo()
     engine = MemoryEngine(store=SQLiteStore(path), embedder="fake")
     try:
-        assert engine.store.migrations()[-1] == "m010_thread_turns"
+        assert "m010_thread_turns" in engine.store.migrations()
         with engine.store._conn() as conn:  # type: ignore[attr-defined]
             ledger = conn.execute("SELECT turn_id, seq FROM thread_turns ORDER BY seq").fetchall()
         assert [tuple(r) for r in ledger] == [("old-0", 1), ("old-1", 2), ("old-2", 3)]
