@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import regex
 
 from ._util import collapse_ws, truncate
-from .errors import ExtractionError
+from .errors import ExtractionError, ManowarError
 from .records import FACT_TYPES, Message
 from .timeexpr import resolve_time
 
@@ -441,22 +441,29 @@ _SYSTEM_PROMPT = (
 )
 
 
-def parse_facts(raw: str, *, max_per_turn: int = 5, min_confidence: float = 0.6, max_chars: int = 240) -> list[ExtractedFact]:
-    """Validate a model's JSON answer into facts (rows that break a rule are skipped)."""
+def model_json(raw: object, key: str, error: type[ManowarError]) -> dict[str, Any]:
+    """A chat model's JSON answer: an object with a ``key`` list, read from the whole text or
+    from its outermost braces (models wrap JSON in prose); ``error`` says what was wrong."""
     if not isinstance(raw, str):
-        raise ExtractionError(f"the model answered with {type(raw).__name__}, not text")
+        raise error(f"the model answered with {type(raw).__name__}, not text")
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, TypeError):
         start, end = raw.find("{"), raw.rfind("}")
         if start < 0 or end <= start:
-            raise ExtractionError("the model's answer holds no JSON object") from None
+            raise error("the model's answer holds no JSON object") from None
         try:
             data = json.loads(raw[start : end + 1])
         except json.JSONDecodeError as exc:
-            raise ExtractionError(f"the model's answer is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
-        raise ExtractionError('the model\'s answer must be an object with a "facts" list')
+            raise error(f"the model's answer is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise error(f'the model\'s answer must be an object with a "{key}" list')
+    return data
+
+
+def parse_facts(raw: str, *, max_per_turn: int = 5, min_confidence: float = 0.6, max_chars: int = 240) -> list[ExtractedFact]:
+    """Validate a model's JSON answer into facts (rows that break a rule are skipped)."""
+    data = model_json(raw, "facts", ExtractionError)
     out: list[ExtractedFact] = []
     for row in data["facts"]:
         if not isinstance(row, dict):

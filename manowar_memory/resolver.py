@@ -28,7 +28,6 @@ current, so a contradiction the rules know is never lost to a model that missed 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import regex
 
 from ._util import collapse_ws, truncate
 from .errors import ResolverError
-from .extraction import ChatFunction
+from .extraction import ChatFunction, model_json
 from .lifecycle import FactRef, UpdateReport, apply_updates, parse_slots
 from .records import MemoryRecord
 from .retrieval.fusion import rrf
@@ -103,24 +102,6 @@ _SYSTEM_PROMPT = (
 )
 
 
-def _load_object(raw: object) -> dict[str, Any]:
-    if not isinstance(raw, str):
-        raise ResolverError(f"the model answered with {type(raw).__name__}, not text")
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
-        start, end = raw.find("{"), raw.rfind("}")
-        if start < 0 or end <= start:
-            raise ResolverError("the model's answer holds no JSON object") from None
-        try:
-            data = json.loads(raw[start : end + 1])
-        except json.JSONDecodeError as exc:
-            raise ResolverError(f"the model's answer is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("decisions"), list):
-        raise ResolverError('the model\'s answer must be an object with a "decisions" list')
-    return data
-
-
 def parse_decisions(
     raw: object, new_ids: Sequence[str], existing_ids: Sequence[str], *, min_confidence: float = 0.7,
 ) -> tuple[list[ResolverDecision], list[str]]:
@@ -129,7 +110,7 @@ def parse_decisions(
     for every row that was not usable: an unknown or missing id, an unknown event, a second
     decision for the same fact, a confidence under ``min_confidence``. Raises
     :class:`ResolverError` when the answer is not the JSON object asked for."""
-    data = _load_object(raw)
+    data = model_json(raw, "decisions", ResolverError)
     known_new, known_old = set(new_ids), set(existing_ids)
     out: dict[str, ResolverDecision] = {}
     notes: list[str] = []
