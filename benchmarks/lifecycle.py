@@ -50,7 +50,8 @@ every system; ``score_current`` and ``score_when``):
   opinion, when it names the object and a cue of that polarity ("love", "can't stand", ...);
 * a stale mention is *marked* when the line also mentions the current value (a change stated
   in one breath), or holds a past cue ("used to", "broke up", "no longer", "left", "quit",
-  "instead", "is off", ...), or carries a date earlier than a packed line mentioning the
+  "instead", "is off", ..., or the engine's tag ``[VECTORS 2023-01-09 superseded]`` on a turn
+  whose facts were all replaced: a mark the model reads like the others), or carries a date earlier than a packed line mentioning the
   current value (``[GRAPH 2023-05-08]``, ``(8 May 2023)``);
 * **current first**: the first line that asserts a value (mentions the current one, or a stale
   one unmarked by its own words) mentions the current one;
@@ -519,7 +520,7 @@ def _distractor_value(rng: random.Random, attr: Attribute, used: set[str]) -> st
 
 # ---------------------------------------------------------------- reading a packed context
 
-_TAG = re.compile(r"^\[(?:WORKING|SCENE|GRAPH|PATTERNS|ARCHIVES|VECTORS)(?: \d{4}-\d{2}-\d{2})?\] ")
+_TAG = re.compile(r"^\[(?:WORKING|SCENE|GRAPH|PATTERNS|ARCHIVES|VECTORS)(?: \d{4}-\d{2}-\d{2})?(?: superseded)?\] ")
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 _WRITTEN = re.compile(rf"\b(\d{{1,2}}) ({_MONTHS}),? (\d{{4}})\b")

@@ -116,6 +116,12 @@ class RetrievalConfig(_Settings):
         0.1, ge=0.0, le=1.0, description="Signal from metadata.proofCount and confidence; neutral when absent."
     )
     trust_alpha: float = Field(0.1, ge=0.0, le=1.0, description="Signal system 1.0, learned 0.5, external 0.0.")
+    outdated_factor: float = Field(
+        0.5, ge=0.0, le=1.0,
+        description="Score multiplier of a conversation turn whose every extracted fact was superseded "
+        "(metadata.outdated): 'I live in Lisbon' said before 'I moved to Berlin' still answers history "
+        "questions but ranks below what is current; 1 turns the demotion off.",
+    )
     # time in the query (manowar_memory.ranking.temporal), after the boosts and before MMR
     time_queries: bool = Field(True, description="Read time in the query: 'when' questions, windows, first/last.")
     when_boost: float = Field(

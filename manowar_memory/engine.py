@@ -32,6 +32,7 @@ from .expiry import EXPIRES_AT, check_expires_at_value, default_ttl_seconds, is_
 from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
 from .filters import FilterValue, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
+from .lifecycle import SOURCE_MEMORY_ID
 from .packing import ContextUsage, Decision, PackedItem, pack
 from .ranking.trust import content_delimiter
 from .records import FACT_TYPES, Layer, MemoryRecord, Message, Session, Transcript, WorkingMemory
@@ -905,7 +906,8 @@ class MemoryEngine:
         queued = False
         if (written.created and extract_facts and self.extractor is not None
                 and any(m.role == "user" for m in msgs)):
-            self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid, dict(metadata or {}))
+            self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid, dict(metadata or {}),
+                         written.memory_id)
             queued = True
         notes = ([] if self.embedder is not None else [NO_EMBEDDER]) + list(cache_notes)
         new = written.created
@@ -1039,7 +1041,8 @@ class MemoryEngine:
             self._pending.append(future)
 
     def _extract_and_index(
-        self, scope: Scope, msgs: list[Message], turn_id: str, metadata: dict[str, Any] | None = None
+        self, scope: Scope, msgs: list[Message], turn_id: str, metadata: dict[str, Any] | None = None,
+        source_id: str | None = None,
     ) -> dict[str, Any]:
         assert self.extractor is not None
         facts = self.extractor.extract(msgs)
@@ -1064,6 +1067,8 @@ class MemoryEngine:
                     "factHash": fact_hash, "confidence": fact.confidence, "sourceTurnId": turn_id,
                     "extractor": self.extractor.name, **fact_time_metadata(fact),
                 }
+                if source_id is not None:  # the turn row it was read from (marked outdated once it is superseded)
+                    meta[SOURCE_MEMORY_ID] = source_id
                 # observed when the user said it: the turn's time, not the time extraction ran
                 records.append(self._new_record(scope, fact.fact, source="fact", metadata=meta, created_at=said_at,
                                                 embedding=vectors[i] if vectors else None))

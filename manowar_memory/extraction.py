@@ -171,10 +171,14 @@ _AS_I = {"are": "am", "were": "was", "'re": "am", "'ve": "have"}  # "Sam and I a
 _PARTNER_WORDS = r"girlfriend|boyfriend|partner|wife|husband|fianc[eé]e?|spouse"
 _RELATIONSHIP_CONTEXT = regex.compile(
     r"\b(?:broke up|split up|separated|dating|seeing|relationship|single|met someone|together|in love|anniversary|"
-    r"engaged|married|" + _PARTNER_WORDS + r")\b",
+    r"engaged|married|didn't work out|did not work out|things ended|" + _PARTNER_WORDS + r")\b",
     regex.I)
 #: "now I work as a chef" / "these days I'm at Acme": the opener goes
-_OPENER = regex.compile(r"^(?i:now|nowadays|these days|today),? (?=I\b)")
+_OPENER = regex.compile(r"^(?i:now|nowadays|these days|today|lately|recently|funny|honestly),? (?=I\b)")
+#: a tag question after a statement ("I'm a Porto resident now, can you believe it?"): the statement stays
+_TAG_QUESTION = regex.compile(
+    r",\s*(?:can you believe (?:it|that)|right|isn't it|aren't I|don't you think|you know|who knew|huh|eh)\s*\?$",
+    regex.I)
 _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str]]] = [
     # residence ---------------------------------------------------------------------------
     # "now that I'm in Porto, ..." / "now that I live in Porto" (not a stay: "now that I'm in Rome for the weekend")
@@ -203,7 +207,9 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(rf"^I (?:just )?(?:left|quit) (?P<a>{_N}) (?:to join|for|and moved to) (?P<x>{_N})\b(?P<rest>.*)$"),
      r"I quit \g<a>; I joined \g<x>\g<rest>"),
     # "it's my first week at Acme" / "my first day at Acme was great"
-    (regex.compile(rf"^(?i:it's |this is |I'm in |I am in )?(?i:my) first (?:day|week|month|weeks|days) (?:at|with) (?P<x>{_N})\b.*$"),
+    (regex.compile(rf"^(?i:it's |this is |I'm in |I am in |(?:last|this) (?:week|month) (?:was|is) |"
+                   rf"(?:yesterday|today|monday|tuesday|wednesday|thursday|friday) (?:was|is) )?"
+                   rf"(?i:my) first (?:day|week|month|weeks|days) (?:at|with) (?P<x>{_N})\b.*$"),
      r"I now work at \g<x>"),
     # "I switched jobs, I'm at Acme now" / "I switched jobs to Acme" / "I changed jobs and joined Acme"
     (regex.compile(rf"^I(?:'ve| have)? (?:switched|changed) (?:jobs|employers|companies)(?: from {_N})?"
@@ -213,8 +219,9 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(rf"^I(?:'m| am) (?:now )?(?:on|part of) (?:the|a) (?:\p{{Ll}}+ )?team (?:at|of) (?P<x>{_N})\b(?P<rest>.*)$"),
      r"I work at \g<x>\g<rest>"),
     # "I handed in my notice at Acme" / "I gave notice at Acme"
-    (regex.compile(rf"^I(?:'ve| have)? (?:handed in|gave|put in|turned in) (?:my )?notice (?:at|to) (?P<x>{_N})\b.*$"),
-     r"I quit \g<x>"),
+    (regex.compile(rf"^I(?:'ve| have)? (?:handed in|gave|put in|turned in) (?:my )?notice (?:at|to) (?P<x>{_N})\b"
+                   rf"(?:,? (?:and |so )?(?:now )?(?P<more>I.+))?.*$"),
+     r"I quit \g<x>; \g<more>"),
     # "I've been at Acme since 2018" ("I've been with X" is read in _rewrite: a partner or an employer)
     (regex.compile(rf"^I(?:'ve| have) been at (?P<x>{_N})(?P<rest>.*)$"), r"I have been working at \g<x>\g<rest>"),
     # job title ---------------------------------------------------------------------------
@@ -232,6 +239,10 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     # "Ana and I broke up" / "Ana and I split" / "Ana and I are done"
     (regex.compile(rf"^(?P<x>{_N}) and I (?:have |just |finally )*(?:broke up|split up|split|separated|called it quits|"
                    rf"are done|are over|are through|aren't together(?: anymore)?|are no longer together)\b{_MORE}"),
+     r"I broke up with \g<x>; \g<more>"),
+    # "things with Ana didn't work out" / "things ended with Ana"
+    (regex.compile(rf"^(?i:things|it) (?:with (?P<x>{_N}) (?:didn't|did not|just didn't) work out|"
+                   rf"(?:ended|are over|is over|didn't work out|did not work out) with (?P<x>{_N}))\b{_MORE}"),
      r"I broke up with \g<x>; \g<more>"),
     # "Theo and I got engaged" / "Theo and I are dating"
     (regex.compile(rf"^(?P<x>{_N}) and I (?:have |just |finally )*(?P<v>got engaged|got married|are dating|started dating|"
@@ -256,9 +267,18 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
                    r"(?:I(?:'m| am) (?:now )?(?P<state>tired of|sick of|over|done with)|(?:I )?(?P<verb>can't stand|cannot stand|"
                    r"hate|don't like|do not like|dislike)) (?:it|them|that)\b(?P<rest>.*)$"),
      lambda m: f"I {m['verb'] or 'am ' + m['state']} {m['x']}{m['rest']}"),
+    # "I used to hate jazz but now I love it" -> "I love jazz now"
+    (regex.compile(r"^I used to (?:hate|dislike|can't stand|cannot stand|not like) (?P<x>[^,;]+?),? but (?:now )?"
+                   r"(?:I(?:'m| am) (?:now )?(?:a fan of|into)|(?:I )?(?:now )?(?P<verb>love|like|enjoy|adore)) "
+                   r"(?:it|them|that)\b(?P<rest>.*)$"),
+     lambda m: f"I {m['verb'] or 'love'} {m['x']} now{m['rest']}"),
+    # "I'm a convert when it comes to sushi" / "I'm a sushi convert now"
+    (regex.compile(r"^I(?:'m| am) (?:now )?(?:a )?(?:total |complete |full )?convert (?:when it comes to|on|to) (?P<x>.+)$"),
+     r"I love \g<x>"),
     # "Sencha is my favourite now" / "sencha is my new favourite tea"
-    (regex.compile(rf"^(?P<x>{_N}|\p{{Ll}}[\p{{L}} -]*?) (?:is|are) (?:now )?my (?:new )?(?:all-time )?(?:favou?rites?|go-to)(?P<kind> (?!now$)[\p{{Ll}} -]+?)?(?: now)?$"),
-     r"my new favourite\g<kind> is \g<x>"),
+    (regex.compile(rf"^(?P<x>{_N}|\p{{L}}[\p{{Ll}}-]*(?: [\p{{Ll}}-]+){{0,2}}?) (?:is|are) (?P<now>now )?my (?P<new>new )?"
+                   rf"(?:absolute |all-time |very |total )?(?:favou?rites?|go-to)(?P<kind> (?!now$)[\p{{Ll}} -]+?)?(?P<now2> now)?$"),
+     lambda m: f"my {'new ' if m['new'] or m['now'] or m['now2'] else ''}favourite{m['kind'] or ''} is {m['x']}"),
     # "I'm all about oat milk these days" / "I'm hooked on padel"
     (regex.compile(r"^I(?:'m| am) (?:now |totally |really |so )*(?:all about|hooked on|obsessed with) (?P<x>.+)$"),
      r"I love \g<x>"),
@@ -279,8 +299,13 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
      r"I cancelled the trip to \g<a>; I'm going to \g<x> instead"),
     # "we postponed Japan, Rome it is"
     (regex.compile(rf"^{_WE}(?:'ve| have)? (?P<v>postponed|cancelled|canceled|called off|scrapped|dropped) (?:the |our )?(?:trip to )?"
-                   rf"(?P<a>{_N})(?: trip)?\s*[,;:—–-]+\s*(?:so )?(?P<x>{_N}) it is\b.*$"),
+                   rf"(?P<a>{_N})(?: trip)?(?: indefinitely| for now| for a while| until next year)?\s*[,;:—–-]+\s*(?:so )?"
+                   rf"(?P<x>{_N}) it is\b.*$"),
      r"I \g<v> the trip to \g<a>; I'm going to \g<x> instead"),
+    # "we're saving up for our Chile trip" / "I'm saving for a trip to Chile"
+    (regex.compile(rf"^{_IM} (?:now )?saving (?:up )?for (?:our |my |a |the )?(?:(?P<x>{_N}) (?:trip|holiday|vacation)|"
+                   rf"(?:trip|holiday|vacation) to (?P<x>{_N}))\b(?P<rest>.*)$"),
+     r"I'm planning a trip to \g<x>\g<rest>"),
     # "we're planning a trip to Chile" / "we plan to visit Peru"
     (regex.compile(r"^[Ww]e(?:'re| are) (?=(?:now )?(?:planning|going|heading|flying) )"), "I'm "),
     (regex.compile(r"^[Ww]e (?=(?:plan|intend|want) to )"), "I "),
@@ -292,7 +317,8 @@ _REWRITES: list[tuple[regex.Pattern[str], str | Callable[[regex.Match[str]], str
     (regex.compile(rf"^(?:so )?(?P<x>{_N}) it is$"), r"I'm going to \g<x> instead"),
     # "we cancelled Japan" / "we're heading to Rome instead" ("we" plans are the user's plans)
     (regex.compile(rf"^{_WE}(?:'ve| have)? (?P<v>postponed|cancelled|canceled|called off|scrapped|dropped) (?:the |our )?(?:trip to )?"
-                   rf"(?P<a>{_N})(?: trip)?$"), r"I \g<v> the trip to \g<a>"),
+                   rf"(?P<a>{_N})(?: trip)?(?: indefinitely| for now| for a while| until next year)?$"),
+     r"I \g<v> the trip to \g<a>"),
     (regex.compile(rf"^{_IM} (?:now )?(?:heading|going|flying|off) to (?P<x>{_N})(?P<rest>.*)$"), r"I'm going to \g<x>\g<rest>"),
     (regex.compile(rf"^{_WE}(?:'ve| have)? booked (?:a trip to |flights to |a holiday in |a trip in )?(?P<x>{_N})(?P<rest>.*)$"),
      r"I'm going to \g<x>\g<rest>"),
@@ -394,7 +420,7 @@ class RuleBasedExtractor:
             if msg.role != "user":
                 continue
             for raw in _SENTENCE.findall(msg.content):
-                whole = collapse_ws(raw)
+                whole = _TAG_QUESTION.sub("", collapse_ws(raw))
                 if len(whole) < 8 or whole.endswith("?"):
                     continue
                 said = _rewrite(_DISCOURSE.sub("", whole.rstrip(".!")).strip(), msg.content)

@@ -18,6 +18,10 @@ Slots: ``residence``, ``employer``, ``job_title``, ``school``, ``partner``, ``pe
 flip) and ``plan:<what>``. :func:`apply_updates` writes the outcome to a store, with
 provenance on the superseded row (``supersededBy``, ``supersededAt``, ``supersededReason``,
 ``slot``); superseded rows stay readable (``active_only=False``) and leave retrieval.
+:func:`mark_outdated_sources` then marks the conversation turns whose every extracted fact is
+superseded (``metadata.outdated``): the turn stays searchable (it is what was said), but ranks
+lower and is packed tagged ``superseded``, so "I live in Lisbon" said a year ago does not read
+as current beside "The user moved to Berlin".
 """
 
 from __future__ import annotations
@@ -33,7 +37,16 @@ from .records import MemoryRecord
 from .scope import Scope
 from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store
 
-__all__ = ["FactRef", "Resolution", "SlotFact", "UpdateReport", "apply_updates", "parse_slots", "resolve"]
+__all__ = [
+    "OUTDATED", "SOURCE_MEMORY_ID", "FactRef", "Resolution", "SlotFact", "UpdateReport", "apply_updates",
+    "mark_outdated_sources", "parse_slots", "resolve",
+]
+
+#: Metadata key of an extracted fact: the id of the conversation turn row it was read from.
+SOURCE_MEMORY_ID = "sourceMemoryId"
+#: Metadata key of a turn row whose every extracted fact was superseded (with ``outdatedAt``,
+#: ``outdatedBy``: the facts that replaced them).
+OUTDATED = "outdated"
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,7 @@ _MONTHS = "january|february|march|april|may|june|july|august|september|october|n
 _CUT = regex.compile(
     rf"\s+(?:and|but|since|because|with|for|as|last|next|this|in \d{{4}}|in (?:{_MONTHS})|on|ago|yesterday|today|"
     r"tomorrow|now|these days|nowadays|when|where|who|which|after|before|until|from|over|than|more than|instead|"
-    r"anymore|any more|"
+    r"anymore|any more|lately|completely|entirely|totally|altogether|at all|indefinitely|"
     r"again|a few|two|three|several)\b.*$", regex.I)
 _ARTICLE = regex.compile(r"^(?:the|a|an|some|their|his|her|the user's)\s+", regex.I)
 _JOBS = (
@@ -106,8 +119,10 @@ _JOB_VAL = r"(?:a |an )?(?P<val>[\p{L} -]+?)(?= at | for | with | in |[,.;!?]|$)
 #: a like that ends ("has gone off sencha", "is over reality TV", "used to love jazz")
 _DISLIKE = (r"(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
             r"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
-            r"isn't a fan of|is tired of|is sick of|is done with|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
+            r"isn't a fan of|is tired of|is sick of|is done with|(?:so |really )?(?:tired|sick) of|done with|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
             r"gave up|used to (?:love|like|enjoy|adore)|switched from)")
+
+_BORING = r"(?P<val>\p{L}[\p{L} -]*?) (?:got|gets|has gotten|is getting|became|has become) (?:boring|old|stale|dull)\b"
 
 # (slot, value kind, pattern): value kinds say how the value is read
 #   "val": the captured value; "none": the slot is emptied (quit, broke up); "pos"/"neg": polarity
@@ -170,6 +185,9 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
     # "has gone off sencha": sencha is no longer a favourite of any kind (favourite:*)
     ("favourite", "left", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
     ("opinion", "neg", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
+    # "the user loves mate these days, hot chocolate got boring": hot chocolate is no longer liked
+    ("favourite", "left", regex.compile(rf"{_SUBJ}\s.*?,\s*{_BORING}")),
+    ("opinion", "neg", regex.compile(rf"{_SUBJ}\s.*?,\s*{_BORING}")),
     ("opinion", "pos", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|(?:is )?into|is a (?:big |huge )?fan of|"
         rf"is obsessed with|is hooked on|started (?:liking|eating|drinking)|(?:has )?come around (?:on|to)|"
@@ -435,3 +453,39 @@ def apply_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord], n
     if changes:
         store.update_memories(changes)
     return report
+
+
+def mark_outdated_sources(store: Store, scope: Scope, superseded: Sequence[str], now: int, *,
+                          limit: int = 500) -> list[str]:
+    """Mark the turn rows that stated the ``superseded`` facts when none of the facts read from
+    them is still active: ``metadata.outdated`` (True), ``outdatedAt`` and ``outdatedBy`` (the
+    ids that replaced them). A turn that still backs an active fact is left alone (it says
+    something current too), and nothing is marked when the scope holds more than ``limit``
+    facts (the check could not see them all). Returns the ids of the turns marked."""
+    losers: dict[str, list[MemoryRecord]] = {}
+    for row_id in dict.fromkeys(superseded):
+        row = store.get_memory(row_id)
+        source = row.metadata.get(SOURCE_MEMORY_ID) if row is not None else None
+        if row is not None and isinstance(source, str):
+            losers.setdefault(source, []).append(row)
+    if not losers:
+        return []
+    facts = store.list_memories(MemoryQuery(scope=scope, sources=("fact",)), limit + 1)
+    if len(facts) > limit:
+        return []
+    key = (scope.agent_wallet, scope.user_address, scope.mode, scope.hai_id)
+    backing = {f.metadata.get(SOURCE_MEMORY_ID) for f in facts
+               if f.status not in INACTIVE_STATUSES and (f.agent_wallet, f.user_address, f.mode, f.hai_id) == key}
+    changes: list[tuple[str, dict[str, Any]]] = []
+    for source, rows in losers.items():
+        turn = None if source in backing else store.get_memory(source)
+        if turn is None or turn.source != "session" or (
+                turn.agent_wallet, turn.user_address, turn.mode, turn.hai_id) != key:
+            continue
+        by = sorted({str(r.metadata["supersededBy"]) for r in rows if r.metadata.get("supersededBy")}
+                    | set(turn.metadata.get("outdatedBy") or []))
+        meta = {**turn.metadata, OUTDATED: True, "outdatedAt": now, "outdatedBy": by}
+        changes.append((turn.id, {"metadata": meta}))
+    if changes:
+        store.update_memories(changes)
+    return [row_id for row_id, _ in changes]

@@ -250,6 +250,8 @@ def pack(
     (:func:`~manowar_memory.ranking.trust.capped_trust_level`).
     ``dates`` tags each line with the day its memory was observed (UTC), ``[GRAPH 2026-06-03]``,
     so the model can tell a newer statement from an older one; the tag counts against the budget.
+    A conversation turn whose every extracted fact was superseded (``metadata.outdated``) is
+    tagged ``superseded``, ``[VECTORS 2026-01-09 superseded]``, dates or not.
     """
     if max_items < 1:
         raise ValueError("max_items must be at least 1")
@@ -274,7 +276,7 @@ def pack(
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
                                           characters=0, reason="no text left after sanitising"))
                 continue
-            line = f"{_tag(layer, cand.created_at if dates else None)} {text}"
+            line = f"{_tag(layer, cand.created_at if dates else None, _outdated(cand))} {text}"
             score, extra = score_candidate(cand, terms, text, now, semantic_weight)
             trust = (trust_level(cand.metadata, default_trust) if trust_ceiling is None
                      else capped_trust_level(cand.metadata, trust_ceiling))
@@ -305,7 +307,7 @@ def pack(
     chosen = _select(ranked, available, max_items, reserve)
     if not chosen and ranked:
         first = ranked[0]
-        prefix = f"{_tag(first.cand.layer, first.cand.created_at if dates else None)} "
+        prefix = f"{_tag(first.cand.layer, first.cand.created_at if dates else None, _outdated(first.cand))} "
         room = available - 1 - len(prefix) - (reserve if first.wrapped else 0)
         if room >= 8:
             first.text = truncate(first.text, room)
@@ -349,12 +351,20 @@ def pack(
     return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
 
 
-def _tag(layer: str, observed_at: int | None) -> str:
-    """A line's tag: ``[LAYER]``, or ``[LAYER YYYY-MM-DD]`` with the observation day (UTC)."""
-    if observed_at is None:
-        return f"[{layer.upper()}]"
-    day = datetime.datetime.fromtimestamp(observed_at / 1000, tz=datetime.UTC).date().isoformat()
-    return f"[{layer.upper()} {day}]"
+def _outdated(cand: Candidate) -> bool:
+    """Whether the candidate is a turn whose every extracted fact was superseded."""
+    return bool(cand.metadata) and cand.metadata.get("outdated") is True
+
+
+def _tag(layer: str, observed_at: int | None, outdated: bool = False) -> str:
+    """A line's tag: ``[LAYER]``, ``[LAYER YYYY-MM-DD]`` with the observation day (UTC), and
+    `` superseded`` last on a turn whose every extracted fact was replaced by a newer one."""
+    parts = [layer.upper()]
+    if observed_at is not None:
+        parts.append(datetime.datetime.fromtimestamp(observed_at / 1000, tz=datetime.UTC).date().isoformat())
+    if outdated:
+        parts.append("superseded")
+    return f"[{' '.join(parts)}]"
 
 
 def _replaces(new: _Entry, held: _Entry) -> bool:

@@ -38,7 +38,7 @@ import regex
 from ._util import collapse_ws, truncate
 from .errors import ResolverError
 from .extraction import ChatFunction, model_json
-from .lifecycle import FactRef, UpdateReport, apply_updates, parse_slots
+from .lifecycle import FactRef, UpdateReport, apply_updates, mark_outdated_sources, parse_slots
 from .records import MemoryRecord
 from .retrieval.fusion import rrf
 from .scope import Scope
@@ -263,8 +263,18 @@ def resolve_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord],
     :func:`~manowar_memory.lifecycle.apply_updates` (the slot rules); with one, the resolver's
     decisions against the nearest stored facts of exactly the scope first (see the module
     docstring), then the slot rules on the new facts still current. Model failures and
-    answers that cannot be used are reported in ``UpdateReport.uncertain``, never guessed at."""
+    answers that cannot be used are reported in ``UpdateReport.uncertain``, never guessed at.
+    Turns whose every extracted fact is now superseded are marked outdated
+    (:func:`~manowar_memory.lifecycle.mark_outdated_sources`)."""
     facts = [r for r in records if r.source == "fact"]
+    report = _resolve(store, scope, facts, now, resolver)
+    if report.superseded:  # the turns that said only what is now superseded read as earlier
+        mark_outdated_sources(store, scope, report.superseded, now)
+    return report
+
+
+def _resolve(store: Store, scope: Scope, facts: list[MemoryRecord], now: int,
+             resolver: FactResolver | None) -> UpdateReport:
     if resolver is None or not facts:
         return apply_updates(store, scope, facts, now)
     report = UpdateReport()

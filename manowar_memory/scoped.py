@@ -62,6 +62,7 @@ RESERVED_METADATA_KEYS: frozenset[str] = frozenset({
     "trust", "trustLevel", "trust_level", "taintLevel", "status", "factHash", "pinned", "supersededBy",
     "supersededAt", "deletedAt", "winningMemoryId", "conflictResolution", "conflictResolvedAt", "conflictReason",
     "decayScore", "duplicateFingerprint", "docKey", "expiresAt", "forgottenAt", "forgottenReason",
+    "sourceMemoryId", "outdated", "outdatedAt", "outdatedBy",
 })
 #: The metadata key of a keyed row's identity (a LangChain document id, a LlamaIndex node id, a LangGraph key).
 DOC_KEY = "docKey"

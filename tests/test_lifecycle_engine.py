@@ -65,6 +65,41 @@ def test_lisbon_then_berlin_packs_berlin_as_current_with_its_date(engine_on_each
     assert not any("Lisbon" in line for line in _graph_lines(context))  # the old turn itself may be recalled
 
 
+def _turn(engine: MemoryEngine, text: str):  # type: ignore[no-untyped-def]
+    (row,) = [r for r in engine.store.list_memories(MemoryQuery(scope=SCOPE, sources=("session",)))
+              if text in r.content]
+    return row
+
+
+def test_a_turn_whose_facts_were_all_replaced_is_packed_as_superseded(engine_on_each_store: MemoryEngine) -> None:
+    """The turn that said the old value stays searchable (history), but once every fact read from
+    it is superseded it is marked outdated, ranks lower and is tagged ``superseded`` when packed;
+    a turn that still backs a current fact is left as it was."""
+    engine = engine_on_each_store
+    _say(engine, "s1", "I live in Lisbon.", MARCH)
+    _say(engine, "s1", "I work at Acme and I love jazz.", MARCH + DAY)
+    engine.flush()
+    _say(engine, "s2", "I moved to Berlin and I quit Acme.", JUNE)
+    assert engine.flush().facts_superseded == 2
+
+    lisbon, acme = _turn(engine, "I live in Lisbon."), _turn(engine, "I work at Acme")
+    berlin_fact = next(r for r in _history(engine) if r.content == "The user moved to Berlin.")
+    assert lisbon.metadata["outdated"] is True and lisbon.metadata["outdatedBy"] == [berlin_fact.id]
+    assert "outdated" not in acme.metadata  # it still says the user loves jazz
+    assert next(r for r in _history(engine) if r.content == "The user lives in Lisbon.").metadata[
+        "sourceMemoryId"] == lisbon.id
+
+    result = engine.pre_turn("Where does the user live? Lisbon or Berlin?", SCOPE.with_thread("s3"))
+    lines = result.prompt.split("\n")
+    old = [line for line in lines if "I live in Lisbon" in line]
+    assert old == ["[VECTORS 2026-03-02 superseded] user: I live in Lisbon. | assistant: Noted."] or old == []
+    first_city = next(line for line in lines if "Lisbon" in line or "Berlin" in line)
+    assert "Berlin" in first_city
+    hits, _ = engine.search("Lisbon", SCOPE, layers=["vectors"])
+    (hit,) = [h for h in hits if h.id == lisbon.id]
+    assert hit.trace["boost_outdated"] == MemoryConfig().retrieval.outdated_factor  # demoted, and says so
+
+
 # one change per attribute kind, shared with the LangChain and LlamaIndex lifecycle tests
 KINDS = [(k["first"], k["update"], k["question"], k["current"], k["stale"]) for k in json.loads(
     (Path(__file__).parent / "data" / "lifecycle_kinds.json").read_text())["kinds"]]

@@ -11,9 +11,12 @@ so an absent signal (or alpha 0) multiplies by exactly 1 and never reorders anyt
   when absent; a future time counts as now;
 * proof: ``0.5 + ln(proofCount) / 10`` clamped to 0–1, with the part above neutral decayed by
   ``confidence × 0.5 ** (event age / 30 days)``; neutral without ``metadata.proofCount``;
-* trust: system 1.0, learned 0.5, external 0.0.
+* trust: system 1.0, learned 0.5, external 0.0;
+* outdated: ``outdated_factor`` (not centred: a demotion) on a conversation turn whose every
+  extracted fact was superseded (``metadata.outdated``, see
+  :func:`~manowar_memory.lifecycle.mark_outdated_sources`), 1 on anything else.
 
-``boosted = score × recency × temporal × proof × trust``; candidates are sorted by the
+``boosted = score × recency × temporal × proof × trust × outdated``; candidates are sorted by the
 boosted score, and scores within 1e-9 of each other go to the more trusted memory.
 """
 
@@ -57,14 +60,15 @@ def _occurred_at(meta: Mapping[str, Any]) -> Any:
 def boost_factors(
     cand: Candidate, *, now: int, recency_alpha: float = 0.2, temporal_alpha: float = 0.2,
     proof_alpha: float = 0.1, trust_alpha: float = 0.1, default_trust: str = "learned",
+    outdated_factor: float = 1.0,
 ) -> dict[str, float]:
-    """The four factors for one candidate."""
+    """The five factors for one candidate."""
     return _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha,
-                    trust_level(cand.metadata or {}, default_trust))
+                    trust_level(cand.metadata or {}, default_trust), outdated_factor)
 
 
 def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: float, proof_alpha: float,
-             trust_alpha: float, level: str) -> dict[str, float]:
+             trust_alpha: float, level: str, outdated_factor: float = 1.0) -> dict[str, float]:
     meta = cand.metadata or {}
     recency = factor(recency_alpha, _age_signal(cand.created_at, now))
     occurred = _occurred_at(meta)
@@ -79,22 +83,24 @@ def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: fl
         conf_factor = (confidence if confidence is not None else 1.0) * 0.5 ** (age / 30.0)
         proof = factor(proof_alpha, 0.5 + (norm - 0.5) * conf_factor)
     trust = factor(trust_alpha, TRUST_WEIGHT[level])
-    return {"recency": recency, "temporal": temporal, "proof": proof, "trust": trust}
+    outdated = outdated_factor if meta.get("outdated") is True else 1.0
+    return {"recency": recency, "temporal": temporal, "proof": proof, "trust": trust, "outdated": outdated}
 
 
 def apply_boosts(
     candidates: Sequence[Candidate], *, now: int | None = None, recency_alpha: float = 0.2,
     temporal_alpha: float = 0.2, proof_alpha: float = 0.1, trust_alpha: float = 0.1,
-    default_trust: str = "learned",
+    default_trust: str = "learned", outdated_factor: float = 1.0,
 ) -> list[Candidate]:
     """Multiply each score by its factors (recorded in ``trace``) and sort: boosted score
     descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
     now = now_ms() if now is None else now
     weights: dict[int, float] = {}
-    names = ("recency", "temporal", "proof", "trust")
+    names = ("recency", "temporal", "proof", "trust", "outdated")
     for cand in candidates:
         level = trust_level(cand.metadata, default_trust)
-        factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha, level)
+        factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha, level,
+                           outdated_factor)
         trace = cand.trace
         total = 1.0
         for name in names:

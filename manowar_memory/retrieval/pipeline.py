@@ -180,7 +180,8 @@ class RerankStage:
 
 @dataclass(frozen=True)
 class BoostStage:
-    """Recency, temporal, proof and trust factors (centred on 1); re-sorts by score."""
+    """Recency, temporal, proof and trust factors (centred on 1) and the outdated-turn demotion;
+    re-sorts by score."""
 
     name: str = "boosts"
 
@@ -189,6 +190,7 @@ class BoostStage:
         boost = {
             "now": ctx.now, "recency_alpha": c.recency_alpha, "temporal_alpha": c.temporal_alpha,
             "proof_alpha": c.proof_alpha, "trust_alpha": c.trust_alpha, "default_trust": c.default_trust,
+            "outdated_factor": c.outdated_factor,
         }
         if ctx.pool is None:
             return apply_boosts(candidates, **boost)  # type: ignore[arg-type]
