@@ -82,8 +82,14 @@ def test_every_page_has_examples_and_few_are_skipped() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("page", _params())
 def test_page_examples_run(page: str, eval_example: EvalExample, tmp_path: Path,
-                           monkeypatch: pytest.MonkeyPatch) -> None:
+                           monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     monkeypatch.chdir(tmp_path)
+    # the examples read the servers' addresses from the environment, as a deployment does:
+    # the addresses the suite's fixtures checked (the environment's, else the defaults)
+    for marker, (variable, fixture) in {"mongo": ("MONGODB_URI", "mongo_uri"), "redis": ("REDIS_URL", "redis_url"),
+                                        "temporal": ("TEMPORAL_ADDRESS", "temporal_address")}.items():
+        if request.node.get_closest_marker(marker) is not None:
+            monkeypatch.setenv(variable, request.getfixturevalue(fixture))
     monkeypatch.setenv("MANOWAR_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
