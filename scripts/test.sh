@@ -157,4 +157,5 @@ for i in "${!static_pids[@]}"; do
     rc=1
   fi
 done
+static_pids=()  # reaped: the cleanup must not signal their ids again
 exit "$rc"
