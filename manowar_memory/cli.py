@@ -35,6 +35,14 @@ def _scope(agent: str, user: str | None, thread: str | None) -> Scope:
     return Scope(agent_wallet=agent, user_address=user, thread_id=thread)
 
 
+def _versus_raw(packed: int, raw: int) -> str:
+    """The packed prompt's length against the raw texts it holds, as the true difference: the
+    wrapper and the layer headers can make a prompt of a few short items longer than they are."""
+    if packed > raw:
+        return f"raw {raw}, packed is {packed - raw} chars longer: the wrapper and headers"
+    return f"raw {raw}, saved {raw - packed}"
+
+
 def _print_result(result: Any, explain: bool) -> None:
     click.echo(result.prompt or "(no memory matched)")
     u = result.context_usage
@@ -42,7 +50,7 @@ def _print_result(result: Any, explain: bool) -> None:
     click.echo(
         click.style(
             f"  {u.items} items, {u.characters}/{u.budget_characters} chars "
-            f"(raw {u.raw_characters}, saved {u.saved_characters_vs_raw}); "
+            f"({_versus_raw(u.characters, u.raw_characters)}); "
             f"totals {totals}; "
             f"{result.timings_ms.get('total', 0):.1f} ms",
             dim=True,

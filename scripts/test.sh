@@ -11,7 +11,10 @@
 #    clone: pip runs only when that list (or the torch pin) changed. The code under test is this
 #    checkout's, put first on PYTHONPATH, so two clones never see each other's code.
 # 2. Installs Debian's chromium when missing (the docs browser check), then starts MongoDB,
-#    Redis and the Temporal dev server (scripts/services.sh start).
+#    Redis and the Temporal dev server (scripts/services.sh start; $MANOWAR_TEST_SERVICES, default
+#    "redis mongo temporal", names fewer). When the script exits, however it exits (done, failed,
+#    Ctrl-C, SIGTERM), it stops the servers it started itself and only those: a server that
+#    already answered on its port before the run is reused and left running.
 # 3. Runs pytest with the servers required (MANOWAR_REQUIRE_SERVICES=1) and no model downloads.
 #    A whole run spreads the tests over $MANOWAR_TEST_WORKERS pytest-xdist workers (default 3:
 #    most tests wait on a server or a subprocess, so a third worker keeps two cores busy),
@@ -29,6 +32,35 @@ TORCH="torch==2.13.0"   # CPU wheel from pip's find-links; never let pip pick an
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[test %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+# ---------------------------------------------------------------- cleanup
+
+# Whatever the way out, stop the pytest run still going, the servers this run started, and remove
+# its temporary files. services.sh lists the services it launched in $started_file.
+work_dir=$(mktemp -d)
+started_file="$work_dir/started-services"
+pytest_pid=""
+static_pids=()
+cleanup() {
+  local rc=$? pid
+  trap - EXIT INT TERM
+  for pid in $pytest_pid "${static_pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  if [[ -s "$started_file" ]]; then
+    # shellcheck disable=SC2046 # one service name a line
+    bash "$SERVICES_SH" stop $(sort -u "$started_file") || log "could not stop every server this run started"
+  fi
+  rm -rf "$work_dir"
+  exit "$rc"
+}
+SERVICES_SH="$REPO/scripts/services.sh"
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- install
 
@@ -75,7 +107,8 @@ fi
 
 # ---------------------------------------------------------------- servers
 
-bash scripts/services.sh start
+# shellcheck disable=SC2086 # a list of service names
+MANOWAR_SERVICES_STARTED="$started_file" bash "$SERVICES_SH" start ${MANOWAR_TEST_SERVICES:-redis mongo temporal}
 ENV_FILE="${MANOWAR_SERVICES_ROOT:-$HOME/.cache/manowar-services}/services.env"
 set -a
 # shellcheck disable=SC1090
@@ -89,12 +122,11 @@ unset PYTHONDONTWRITEBYTECODE
 
 # ---------------------------------------------------------------- tests
 
-static_pids=()
 static_logs=()
 if [[ $# -eq 0 ]]; then
   # The whole suite: static checks beside pytest, pytest on several workers.
-  static_dir=$(mktemp -d)
-  trap 'rm -rf "$static_dir"' EXIT
+  static_dir="$work_dir/static"
+  mkdir -p "$static_dir"
   "$VENV/bin/python" -m ruff check --no-cache --output-format concise . >"$static_dir/ruff.log" 2>&1 &
   static_pids+=($!); static_logs+=("$static_dir/ruff.log")
   nice -n 5 "$VENV/bin/python" -m mypy --cache-dir "$CACHE/mypy" >"$static_dir/mypy.log" 2>&1 &
@@ -105,9 +137,14 @@ elif [[ "$1" == "--fast" ]]; then
   set -- -q -n "${MANOWAR_TEST_WORKERS:-3}" --dist loadgroup -m "not slow and not cluster and not temporal" "$@"
 fi
 
+# In the background and waited for, so a SIGTERM to this script runs its trap at once (bash runs
+# a trap only after the foreground command ends) and the trap stops pytest.
 set +e
-"$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
+"$VENV/bin/python" -m pytest -p no:cacheprovider "$@" &
+pytest_pid=$!
+wait "$pytest_pid"
 rc=$?
+pytest_pid=""
 set -e
 if [[ $rc -eq 5 ]]; then
   log "FAIL: pytest collected no tests (exit code 5)"
@@ -124,4 +161,5 @@ for i in "${!static_pids[@]}"; do
     rc=1
   fi
 done
+static_pids=()  # reaped: the cleanup must not signal their ids again
 exit "$rc"

@@ -157,3 +157,56 @@ def test_main_succeeds_with_exit_code_zero_or_none(monkeypatch, capsys, store_ur
 def test_version_option(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["--version"])
     assert result.exit_code == 0 and "0.1.0" in result.output
+
+
+# what each sample question of the demo asks for: text that must be in its packed context
+DEMO_ANSWERS = {
+    "Which programming language does Maya prefer for backend work?": ["Python"],
+    "What kind of code examples does the user like?": ["short code examples with type hints"],
+    "Where does Maya live and who lives nearby?": ["Lisbon", "Ada lives nearby in Sintra"],
+    "Is there any food allergy I should know about?": ["allergic to peanuts"],
+    "What happened with Redis during the outage?": ["evicted the session keys"],
+    "What is Maya's upcoming talk about?": ["PyCon Lisbon", "event sourcing"],
+}
+
+
+def _demo_sections(output: str) -> dict[str, str]:
+    """Question -> the packed context the demo printed for it."""
+    sections = {}
+    for part in output.split("\n? ")[1:]:
+        question, _, rest = part.partition("\n")
+        sections[question] = rest.split("<<<END_UNTRUSTED_")[0]
+    return sections
+
+
+@pytest.mark.local_model
+@pytest.mark.parametrize("embedder", ["local", "fake"])
+@pytest.mark.parametrize("explain", [[], ["--explain"]], ids=["plain", "explain"])
+def test_demo_answers_each_of_its_questions(runner: CliRunner, embedder: str, explain: list[str]) -> None:
+    result = runner.invoke(cli, ["demo", "--embedder", embedder, *explain])
+    assert result.exit_code == 0, result.output
+    sections = _demo_sections(result.output)
+    assert sorted(sections) == sorted(DEMO_ANSWERS)
+    for question, answers in DEMO_ANSWERS.items():
+        for answer in answers:
+            assert answer in sections[question], f"{question!r}: {answer!r} is not in its packed context"
+    # the talk is a fact of its own, in the third person
+    assert "[event] The user is speaking at PyCon Lisbon in March about event sourcing." in result.output
+
+
+def test_recall_reports_the_true_difference_with_the_raw_texts(runner: CliRunner, store_url: str) -> None:
+    """A short memory packs longer than it is (the wrapper and headers): the line says by how much,
+    never "saved 0"; a long one packed under a small budget saves characters, and says how many."""
+    pattern = r"(\d+)/\d+ chars \(raw (\d+), (?:saved (\d+)|packed is (\d+) chars longer)"
+    args = ["--agent", "a1", "--user", "u1", "--store", store_url]
+    assert runner.invoke(cli, ["remember", "User likes oolong tea", *args]).exit_code == 0
+    short = runner.invoke(cli, ["recall", "which tea?", *args])
+    assert short.exit_code == 0, short.output
+    packed, raw, saved, longer = re.search(pattern, short.output).groups()  # type: ignore[union-attr]
+    assert saved is None and "saved 0" not in short.output
+    assert int(longer) == int(packed) - int(raw) > 0
+    assert runner.invoke(cli, ["remember", "User likes oolong tea " + "and green tea " * 40, *args]).exit_code == 0
+    cut = runner.invoke(cli, ["recall", "which tea?", "--budget", "300", *args])
+    assert cut.exit_code == 0, cut.output
+    packed, raw, saved, longer = re.search(pattern, cut.output).groups()  # type: ignore[union-attr]
+    assert longer is None and int(saved) == int(raw) - int(packed) > 0

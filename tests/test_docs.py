@@ -13,8 +13,12 @@ can say more (``{.python ...}`` in docs/, ``python ...`` in the README, which Gi
 from __future__ import annotations
 
 import functools
+import html as html_lib
 import http.server
+import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +26,7 @@ import threading
 import traceback
 from collections import defaultdict
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 import pytest
 
@@ -78,8 +82,14 @@ def test_every_page_has_examples_and_few_are_skipped() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("page", _params())
 def test_page_examples_run(page: str, eval_example: EvalExample, tmp_path: Path,
-                           monkeypatch: pytest.MonkeyPatch) -> None:
+                           monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     monkeypatch.chdir(tmp_path)
+    # the examples read the servers' addresses from the environment, as a deployment does:
+    # the addresses the suite's fixtures checked (the environment's, else the defaults)
+    for marker, (variable, fixture) in {"mongo": ("MONGODB_URI", "mongo_uri"), "redis": ("REDIS_URL", "redis_url"),
+                                        "temporal": ("TEMPORAL_ADDRESS", "temporal_address")}.items():
+        if request.node.get_closest_marker(marker) is not None:
+            monkeypatch.setenv(variable, request.getfixturevalue(fixture))
     monkeypatch.setenv("MANOWAR_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
@@ -131,15 +141,58 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _text(html: str) -> str:
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", html))
+
+
 @pytest.mark.slow
 def test_mkdocs_build_strict(site: Path) -> None:
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "manowar serve" in cli and "--budget" in cli  # generated from the click commands
     api = (site / "reference" / "api" / "index.html").read_text()
     assert "pre_turn" in api and "ScopedMemory" in api
+    for page in ("api", "langchain", "llamaindex", "tools", "internals"):
+        html = (site / "reference" / page / "index.html").read_text()
+        # doctest examples render as code, not as nested block quotes
+        assert not re.search(r"<blockquote>(?:(?!</blockquote>).)*&gt;&gt;&gt;", html, re.S), page
+        text = _text(html)
+        # a default that names a constant shows its value (k: int = 4), not the name
+        assert not re.search(r"= ?DEFAULT_[A-Z_]+\b", text), (page, re.findall(r".{40}= ?DEFAULT_[A-Z_]+", text))
+        # the pydantic and LlamaIndex plumbing every model inherits is not part of the reference
+        assert "model_post_init" not in text and "class_name" not in text, page
+    assert ">>> engine = MemoryEngine(" in _text(api)  # the engine's example, shown as code
+    home = (site / "index.html").read_text()
+    assert 'href="install/"' in home and "pip install -e" in _text(home)  # an install line, and the page
+    assert "Building these docs" not in home and 'href="contributing/"' in home
     for notebook in ("quickstart", "langchain_quickstart", "llamaindex_quickstart"):
         page = (site / "notebooks" / notebook / "index.html").read_text()
         assert "data:image/png;base64" in page, f"{notebook}: the rendered notebook shows no plot"
+
+
+# Injected into every page the browser loads: once the theme's scripts have run, the page's body
+# gets a data-layout attribute listing the tables that run past the content column (unless a
+# scrolling box within the column holds them) and the block quotes that hold code.
+_LAYOUT_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const content = document.querySelector(".md-content__inner");
+  const box = content.getBoundingClientRect();
+  const wide = [];
+  for (const table of content.querySelectorAll("table")) {
+    const r = table.getBoundingClientRect();
+    if (r.left >= box.left - 1 && r.right <= box.right + 1) continue;
+    let held = false;
+    for (let el = table.parentElement; el && el !== content && !held; el = el.parentElement) {
+      const overflow = getComputedStyle(el).overflowX, e = el.getBoundingClientRect();
+      held = (overflow === "auto" || overflow === "scroll") && e.left >= box.left - 1 && e.right <= box.right + 1;
+    }
+    if (!held) wide.push(`${Math.round(r.width)} px > ${Math.round(box.width)} px: ${table.innerText.slice(0, 60)}`);
+  }
+  const quoted = [...content.querySelectorAll("blockquote")]
+    .filter(q => q.querySelector("code, pre") || q.textContent.includes(">>>"))
+    .map(q => q.textContent.slice(0, 80));
+  document.body.dataset.layout = JSON.stringify({width: window.innerWidth, wide, quoted});
+}, 300));
+</script>"""
 
 
 class _Recorder(http.server.SimpleHTTPRequestHandler):
@@ -147,6 +200,18 @@ class _Recorder(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
         pass
+
+    def send_head(self) -> io.BytesIO | BinaryIO | None:
+        path = Path(self.translate_path(self.path))
+        page = path / "index.html" if path.is_dir() else path
+        if not self.path.split("?")[0].endswith(("/", ".html")) or not page.is_file():
+            return super().send_head()
+        body = page.read_bytes().replace(b"</body>", _LAYOUT_PROBE.encode() + b"</body>", 1)
+        self.send_response(200)
+        self.send_header("Content-type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         self.failed.append(f"{code} {self.path}")
@@ -165,11 +230,16 @@ def _chromium() -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page, heading", [("", "manowar-memory"), ("guides/langchain/", "LangChain and LangGraph"),
-                                           ("reference/api/", "Engine and scoped surface")])
+@pytest.mark.parametrize("page, heading", [
+    ("", "manowar-memory"), ("guides/langchain/", "LangChain and LangGraph"),
+    ("reference/api/", "Engine and scoped surface"), ("reference/langchain/", "LangChain adapter reference"),
+    ("reference/llamaindex/", "LlamaIndex adapter reference"), ("benchmarks/", "Benchmarks"),
+    ("notebooks/quickstart/", "manowar-memory quickstart"), ("install/", "Install"),
+])
 def test_site_renders_in_a_browser(site: Path, page: str, heading: str) -> None:
-    """Headless Chromium loads the page from a local server: the page renders, no console message
-    (error or otherwise: the theme logs none) and no failed request to the server."""
+    """Headless Chromium loads the page from a local server at 1280 px: the page renders, no console
+    message (error or otherwise: the theme logs none), no failed request to the server, no table
+    wider than the content column (a wide one scrolls inside it) and no code in a block quote."""
     chromium = _chromium()
     _Recorder.failed = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Recorder, directory=str(site)))
@@ -178,7 +248,7 @@ def test_site_renders_in_a_browser(site: Path, page: str, heading: str) -> None:
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
         run = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                              "--v=0", "--virtual-time-budget=3000", "--dump-dom", url],
+                              "--v=0", "--window-size=1280,900", "--virtual-time-budget=3000", "--dump-dom", url],
                              capture_output=True, text=True, timeout=120)
     finally:
         server.shutdown()
@@ -188,3 +258,9 @@ def test_site_renders_in_a_browser(site: Path, page: str, heading: str) -> None:
     console = [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
     assert not console, "\n".join(console)
     assert not _Recorder.failed, _Recorder.failed
+    found = re.search(r'data-layout="([^"]*)"', run.stdout)
+    assert found, "the layout probe did not run"
+    layout = json.loads(html_lib.unescape(found.group(1)))
+    assert layout["width"] == 1280, layout
+    assert not layout["wide"], f"tables wider than the content column: {layout['wide']}"
+    assert not layout["quoted"], f"code rendered as block quotes: {layout['quoted']}"

@@ -40,7 +40,7 @@ class ManowarRetriever(BaseRetriever):
     ``decisions=True``, the ranking ``decisions``. That metadata is hidden from the LLM, so
     prompts hold only memory text.
 
-    Options: ``similarity_top_k`` (results; default :data:`~manowar_memory.scoped.DEFAULT_K`),
+    Options: ``similarity_top_k`` (results; default :data:`~manowar_memory.scoped.DEFAULT_K`, 4),
     ``layers`` (default graph and vectors; any of the six), ``filters`` (the engine's
     allowlisted filters as a mapping, or LlamaIndex ``MetadataFilters`` on row metadata,
     translated by :func:`~llama_index_manowar.filters.translate_filters`), and the engine's
