@@ -76,6 +76,7 @@ from manowar_memory import MemoryEngine, Scope
 from manowar_memory.embeddings import BaseEmbedder, Embedder, InputType, resolve_embedder
 
 from locomo import CATEGORY_ORDER, KS, Conversation, ingest_items, load_conversations, memory_texts
+from record import write_record  # type: ignore[import-not-found]
 
 K = max(KS)
 BENCH = 'pip install "manowar-memory[bench]"'
@@ -741,10 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n" + text, flush=True)
         payload["query_embedding"] = text
     if args.json:
-        import json
-
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+        write_record(args.json, "peers", payload, None if argv is None else list(argv))
     return 0
 
 
