@@ -50,9 +50,9 @@ def _command(argv: list[str] | None) -> str:
 
 
 def machine() -> dict[str, Any]:
-    """The commit (with a dirty flag: uncommitted changes outside the docs, which cannot change a
-    measurement), core count, date, Python and platform of this run."""
-    status = _git("status", "--porcelain", "--", ".", ":(exclude)docs", ":(exclude)README.md")
+    """The commit (with a dirty flag: uncommitted changes outside the docs and the tests, which
+    cannot change a measurement), core count, date, Python and platform of this run."""
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)docs", ":(exclude)tests", ":(exclude)README.md")
     return {
         "commit": _git("rev-parse", "HEAD") or "unknown",
         "dirty": bool(status),
