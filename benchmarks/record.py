@@ -57,6 +57,7 @@ def machine() -> dict[str, Any]:
         "commit": _git("rev-parse", "HEAD") or "unknown",
         "dirty": bool(status),
         "cores": os.cpu_count() or 0,
+        "load_average": round(os.getloadavg()[0], 1),  # other jobs on the machine when the run ended
         "date": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
