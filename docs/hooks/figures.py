@@ -15,8 +15,8 @@ first, "Header=key:spec", ...)`` renders a Markdown table with one row per key o
 it is a number), and one column per ``Header=key:spec`` (``key`` a dotted path inside the row). A key the file does not
 hold, a value that is not a number, a bad format spec or a name that is not a benchmark of
 ``benchmarks/suite.py`` fails the build: a page never shows a figure the data does not hold. A
-benchmark of the suite whose data file is not written yet shows "not measured yet" and the
-command that writes it, never a number.
+benchmark of the suite whose data file is not written yet shows "(not measured yet)" for its
+figures and tables, and its ``run()`` line gives the command that writes it: never a number.
 
 The same functions (:func:`render`, :func:`figure`) are what ``tests/test_docs_figures.py``
 checks pages with, and ``benchmarks/plots.py`` draws its plots from the same files.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ def suite() -> Any:
     spec = importlib.util.spec_from_file_location("manowar_bench_suite", ROOT / "benchmarks" / "suite.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
     return module
 
@@ -149,7 +151,8 @@ def run_line(name: str, data_dir: Path = DATA) -> str:
     """How the figures of ``name`` were measured: date, cores and the exact command."""
     record = load(name, data_dir)
     dirty = " with uncommitted changes" if record.get("dirty") else ""
-    return (f"Measured on {record['date'][:10]} on a {record['cores']}-core machine{dirty}: "
+    busy = f" (load average {record['load_average']:g})" if "load_average" in record else ""
+    return (f"Measured on {record['date'][:10]} on a {record['cores']}-core machine{busy}{dirty}: "
             f"`{record['command']}`.")
 
 
@@ -161,11 +164,10 @@ def render(markdown: str, data_dir: Path = DATA) -> str:
         try:
             return macro(match.group(0), match.group(1), args)
         except NotMeasured:
-            command = regenerate(args[0])
-            if match.group(1) == "fig":
-                return "(not measured yet)"
-            return (f"\n\n!!! note \"Not measured yet\"\n    `{command}` writes this benchmark's data file "
-                    f"(`docs/data/{args[0]}.json`); its figures appear here then.\n\n")
+            if match.group(1) == "run":
+                return (f"Not measured yet: `{regenerate(args[0])}` writes this benchmark's data file, and its "
+                        "figures appear here then.")
+            return "(not measured yet)"
 
     def macro(text: str, kind: str, args: list[str]) -> str:
         match_text = text
