@@ -39,14 +39,22 @@ def _git(*args: str) -> str:
     return run.stdout.strip() if run.returncode == 0 else ""
 
 
-def _command(argv: list[str] | None) -> str:
-    script = Path(sys.argv[0])
+def _arg(arg: str) -> str:
+    """An argument as the command line shows it: a path inside the checkout relative to it, an
+    absolute path elsewhere (a data set, a cache) as ``PATH/<its name>``, which says what to pass
+    without recording one machine's folders."""
+    if not arg.startswith("/"):
+        return arg
+    path = Path(arg)
     try:
-        script = script.resolve().relative_to(ROOT)
+        return str(path.resolve().relative_to(ROOT))
     except ValueError:
-        pass
+        return f"PATH/{path.name}"
+
+
+def _command(argv: list[str] | None) -> str:
     args = sys.argv[1:] if argv is None else list(argv)
-    return shlex.join(["python", str(script), *args])
+    return shlex.join(["python", _arg(str(Path(sys.argv[0]).resolve())), *map(_arg, args)])
 
 
 def machine() -> dict[str, Any]:
