@@ -259,3 +259,46 @@ def test_each_data_file_is_a_record_of_its_command(name: str) -> None:
     assert path.stat().st_size < 64_000, f"{path}: a summary, not a dump"
     long = [s for s in _strings(record["results"]) if len(s) > 400]
     assert not long, f"{path}: holds long text (no copies of a data set): {long[0][:80]!r}"
+
+
+def test_the_benchmarks_page_is_not_a_commit_log() -> None:
+    """Method, command and figures: the history (commits, issues) is the changelog's."""
+    text = PAGES["docs/benchmarks.md"]
+    assert not re.findall(r"`[0-9a-f]{7,40}`", text), "commit hashes belong in docs/changelog.md"
+    assert not re.findall(r"\bissue #?\d+|#\d{1,4}\b", text, re.I), "issue numbers belong in docs/changelog.md"
+
+
+def test_the_benchmarks_readme_lists_every_command_of_the_suite() -> None:
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    for name in suite.COMMANDS:
+        assert " ".join(suite.command(name)) in readme, f"benchmarks/README.md does not give the command for {name}"
+    assert "bash scripts/bench_all.sh PATH/locomo-dev.json" in readme and (ROOT / "scripts" / "bench_all.sh").is_file()
+
+
+record = _module("manowar_bench_record_test", ROOT / "benchmarks" / "record.py")
+
+
+def test_a_record_holds_the_command_and_the_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "latency.py"), "--data", "/somewhere/else/locomo.json",
+                                      "--json", str(ROOT / "docs" / "data" / "latency.json")])
+    out = tmp_path / "latency.json"
+    record.write_record(out, "latency", {"sizes": {"1000": {"p50_ms": 1.5}}})
+    written = json.loads(out.read_text())
+    assert written["command"] == ("python benchmarks/latency.py --data PATH/locomo.json "
+                                  "--json docs/data/latency.json")     # no machine's folders
+    assert re.fullmatch(r"[0-9a-f]{40}", written["commit"]) and isinstance(written["dirty"], bool)
+    assert written["cores"] >= 1 and written["date"].endswith("+00:00") and written["results"]["sizes"]
+
+
+@pytest.mark.skipif(plots is None, reason="matplotlib is not installed")
+def test_a_plot_records_the_data_file_it_was_drawn_from(tmp_path: Path) -> None:
+    assert plots is not None
+    data, out = tmp_path / "data", tmp_path / "assets"
+    data.mkdir()
+    for name in ("locomo", "latency"):
+        (data / f"{name}.json").write_text((DATA / f"{name}.json").read_text())
+    plots.main(["--data", str(data), "--out", str(out)])
+    tag = _png_text(out / "latency_vs_size.png")[plots.SOURCE_KEY]
+    assert tag == plots.source_tag(data / "latency.json")
+    (data / "latency.json").write_text((data / "latency.json").read_text().replace('"p50_ms": ', '"p50_ms": 1'))
+    assert tag != plots.source_tag(data / "latency.json"), "a changed data file must not match the old plot"
