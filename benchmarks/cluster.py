@@ -38,6 +38,9 @@ from typing import Any
 from manowar_memory import MemoryConfig, MemoryEngine
 from manowar_memory.testing.cluster import EngineProcess, ReplicaSet, bench_turns
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import write_record  # type: ignore[import-not-found]
+
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -110,7 +113,7 @@ def on_replica_set(uri: str, procs: int, turns: int, redis_url: str | None) -> d
                      results)
 
 
-def failover(election_timeout_ms: int) -> None:
+def failover(election_timeout_ms: int) -> dict[str, Any]:
     settings = {"electionTimeoutMillis": election_timeout_ms, "heartbeatIntervalMillis": min(2000, election_timeout_ms // 4)}
     with ReplicaSet(3, settings=settings) as rs:
         database = f"manowar_failover_{uuid.uuid4().hex[:8]}"
@@ -130,6 +133,7 @@ def failover(election_timeout_ms: int) -> None:
             for engine in engines:
                 engine.close()
     print(f"\nfailover (electionTimeoutMillis={election_timeout_ms}): new primary {elected:.1f} s after SIGKILL")
+    out: dict[str, Any] = {"election_timeout_ms": election_timeout_ms, "new_primary_s": elected, "engines": []}
     for n, result in enumerate(results):
         reads = result["reads"]
         gap = max(b - a for a, b in itertools.pairwise(reads))
@@ -138,6 +142,12 @@ def failover(election_timeout_ms: int) -> None:
         writes = sum(len(v) for v in result["acked"].values())
         print(f"  engine {n}: {writes} writes acknowledged, first read {resumed:.1f} s after the kill, "
               f"longest pause between reads {gap:.1f} s, errors raised: {errors or 'none'}")
+        out["engines"].append({"writes_acknowledged": writes, "reads_resumed_s": resumed, "longest_pause_s": gap,
+                               "errors": errors})
+    out["reads_resumed_min_s"] = min(e["reads_resumed_s"] for e in out["engines"])
+    out["reads_resumed_max_s"] = max(e["reads_resumed_s"] for e in out["engines"])
+    out["errors_raised"] = sorted({t for e in out["engines"] for t in e["errors"]})
+    return out
 
 
 def main() -> None:
@@ -147,18 +157,25 @@ def main() -> None:
     parser.add_argument("--uri", help="an existing replica set (default: start a local 3-member one)")
     parser.add_argument("--redis", nargs="?", const=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--failover", action="store_true")
-    parser.add_argument("--election-timeout-ms", type=int, default=2000)
+    parser.add_argument("--election-timeout-ms", type=int, nargs="+", default=[2000],
+                        help="with --failover: one failover per value (MongoDB's default is 10000)")
+    parser.add_argument("--failover-only", action="store_true", help="skip the throughput runs")
+    parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args()
+    results: dict[str, Any] = {"turns": args.turns, "load_average_start": round(os.getloadavg()[0], 2)}
+    if args.failover_only:
+        args.procs = []
 
     print(f"{args.turns} post_turns then {args.turns} pre_turns per process; os.cpu_count()={os.cpu_count()}, "
           f"load average before: {os.getloadavg()[0]:.1f}")
     print("| configuration                      | post/s  | p50 ms | p95 ms | pre/s   | p50 ms | p95 ms |")
     print("|------------------------------------|---------|--------|--------|---------|--------|--------|")
-    rows = [embedded(args.turns)]
-    print_row(rows[0])
-    rs = None if args.uri else ReplicaSet(3).start()
+    rows = [] if args.failover_only else [embedded(args.turns)]
+    for row in rows:
+        print_row(row)
+    rs = None if args.uri or args.failover_only else ReplicaSet(3).start()
     try:
-        uri = args.uri or rs.uri
+        uri = args.uri or (rs.uri if rs is not None else "")
         for redis_url in [None] + ([args.redis] if args.redis else []):
             for procs in args.procs:
                 rows.append(on_replica_set(uri, procs, args.turns, redis_url))
@@ -167,8 +184,11 @@ def main() -> None:
         if rs is not None:
             rs.stop()
     print_stages(rows)
+    results["configs"] = {row["config"]: row for row in rows}
     if args.failover:
-        failover(args.election_timeout_ms)
+        results["failover"] = {str(ms): failover(ms) for ms in args.election_timeout_ms}
+    if args.json:
+        write_record(args.json, "cluster", results)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from manowar_memory import InMemoryCache, MemoryConfig, MemoryEngine, Pattern, Scope
 from manowar_memory._util import STOPWORDS
 from manowar_memory.records import Archive, PatternStep, PatternTrigger
 from manowar_memory.stores.base import MemoryQuery
+
+from record import write_record  # type: ignore[import-not-found]
 
 TOPICAL = (
     "project deadline meeting python rust database cache redis mongo lisbon hiking dog sister coffee tea "
@@ -212,12 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mongo", default=os.environ.get("MONGODB_URI", "mongodb://127.0.0.1:27017/?replicaSet=rs0"))
     parser.add_argument("--redis", nargs="?", const=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
                         help="with --store mongo: also time the Redis caches (optional URL)")
+    parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args(argv)
     mongo = args.store == "mongo"
     sizes = args.sizes or ([10_000] if mongo else [1_000, 10_000, 100_000])
     rng = random.Random(11)
     n_queries = args.queries or (100 if mongo else 200)
     queries = [_sentence(rng, rng.randint(4, 10)).rstrip(".") + "?" for _ in range(n_queries)]
+    results: dict[str, Any] = {"store": args.store, "queries": n_queries, "dims": args.dims, "sizes": {}}
     if mongo:
         for size in sizes:
             rows = run_mongo(args.mongo, args.redis, size, queries, args.dims)
@@ -225,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'configuration':<44}  {'p50 ms':>8}  {'p95 ms':>8}  {'mean ms':>8}")
             for name, (p50, p95, mean) in rows:
                 print(f"{name:<44}  {p50:>8.2f}  {p95:>8.2f}  {mean:>8.2f}", flush=True)
+            results["sizes"][str(size)] = {name.strip(): {"p50_ms": p50, "p95_ms": p95, "mean_ms": mean}
+                                           for name, (p50, p95, mean) in rows}
+        if args.json:
+            write_record(args.json, "latency", results, argv)
         return 0
     print(f"{'memories':>9}  {'p50 ms':>8}  {'p95 ms':>8}  {'mean ms':>8}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -233,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             engine.config.concurrent_layers = not args.sequential_layers
             p50, p95, mean = measure(engine, scope, queries)
             print(f"{size:>9}  {p50:>8.2f}  {p95:>8.2f}  {mean:>8.2f}", flush=True)
+            results["sizes"][str(size)] = {"p50_ms": p50, "p95_ms": p95, "mean_ms": mean}
             engine.close()
+    if args.json:
+        write_record(args.json, "latency", results, argv)
     return 0
 
 

@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import random
 import re
@@ -98,6 +97,7 @@ from manowar_memory import MemoryConfig, MemoryEngine, PackerConfig, Scope
 from locomo import Conversation, Turn, ingest_items, load_conversations, memory_texts
 from peers import BENCH, NEEDS, K, SharedEmbedder, System, _missing, _table
 from peers import SYSTEMS as PEER_SYSTEMS
+from record import write_record  # type: ignore[import-not-found]
 
 BUDGET = 900
 HEADER = "Memory context:"
@@ -994,8 +994,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = rule_coverage()
         print(coverage_report(rows), flush=True)
         if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps({"coverage": rows}, indent=2) + "\n")
+            write_record(args.json, "lifecycle-coverage", {"coverage": rows}, None if argv is None else list(argv))
         return 0
     if args.users < 1:
         parser.error("--users must be at least 1")
@@ -1045,11 +1044,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = report(tallies, f"{data_line}\n{embed_line}")
     print("\n" + text, flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"data": data_line, "embedder": embed_line, "users": args.users, "seed": args.seed,
                    "budget_chars": BUDGET, "systems": {t.name: t.as_json() for t in tallies}}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+        write_record(args.json, "lifecycle", payload, None if argv is None else list(argv))
     return 0
 
 

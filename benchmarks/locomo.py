@@ -66,6 +66,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from manowar_memory import MemoryConfig, MemoryEngine, Scope
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import write_record  # type: ignore[import-not-found]
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 CATEGORY_ORDER = ["ALL", "single-hop", "multi-hop", "temporal", "open-domain", "adversarial"]
 RETRIEVERS = ["manowar", "pre_turn", "bm25", "dense", "rrf"]
@@ -403,7 +406,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 table.add_survival(budget, q.category, {to_dia.get(i.id, "?") for i in packed.items}, q.evidence)
     engine.close()
     return {"table": table, "times": times, "pre_turn_ms": pre_turn_ms, "ingest_s": ingest_s,
-            "questions": n_questions, "model": engine.model_id, "engine_only": engine_only}
+            "questions": n_questions, "model": engine.model_id, "engine_only": engine_only,
+            "conversations": len(convs), "turns": sum(len(c.turns) for c in convs)}
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The data file's ``results``: recall@k per retriever and category, R@10 per conversation,
+    packed evidence per budget and category, and p50 timings. Summaries only: no question,
+    turn or text of the data set."""
+    table: Table = result["table"]
+    def r2(value: float) -> float:
+        return round(value, 2)
+
+    return {
+        "conversations": result["conversations"], "turns": result["turns"], "questions": result["questions"],
+        "model": result["model"], "budgets": list(BUDGETS), "ks": list(KS),
+        "recall": table.as_json(),
+        "recall_at_10_per_conversation": {c: {r: r2(v) for r, v in row.items()}
+                                          for c, row in table.per_conversation.items()},
+        "packed": {str(budget): {c: r2(100 * statistics.fmean(per[c])) for c in CATEGORY_ORDER if per.get(c)}
+                   for budget, per in table.survival.items()},
+        "p50_ms": {
+            **{r: r2(1000 * statistics.median(ts)) for r, ts in result["times"].items() if ts},
+            "engine_search_cached": r2(1000 * statistics.median(result["engine_only"])) if result["engine_only"] else None,
+            "pre_turn_cached": r2(statistics.median(result["pre_turn_ms"])) if result["pre_turn_ms"] else None,
+        },
+    }
 
 
 def report(result: dict[str, Any]) -> str:
@@ -453,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (locomo10.json or a subset)")
     parser.add_argument("--corrected-evidence", type=Path, help="audit JSON with correct_evidence per question")
-    parser.add_argument("--json", type=Path, help="also write the recall table as JSON here")
+    parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file, e.g. docs/data/locomo.json)")
     parser.add_argument("--embedder", default="local", help="engine embedder spec (default: local MiniLM)")
     parser.add_argument("--no-thread-context", action="store_true",
                         help="turn the engine's thread context off (ablation: each turn indexed alone)")
@@ -470,10 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(args)
     print(report(result), flush=True)
     if args.json:
-        payload = result["table"].as_json()
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+        write_record(args.json, "locomo", summary(result), None if argv is None else list(argv))
     return 0
 
 

@@ -32,6 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from manowar_memory import MemoryEngine
 from manowar_memory.notes import ProjectIdentity, ProjectNotes
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import write_record  # type: ignore[import-not-found]
+
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = [
     "scoped surface ownership trust reserved metadata",
@@ -136,7 +139,7 @@ def main() -> None:
     print("reference (Turbo Quant Memory v0.7.1, MiniLM-L6 on a Mac, 18 files / 384 blocks): search only 83.79 %, "
           "search + hydrate 74.5 %, search ~401 ms, hydrate ~368 ms")
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "queries": rows}, indent=2))
+        write_record(args.json, "notes", {"summary": summary, "queries": len(rows)})
     engine.close()
     scratch.cleanup()
 

@@ -48,6 +48,7 @@ from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.cache.base import InMemoryCache
 
 from locomo import Conversation, ingest_items, load_conversations, memory_texts  # type: ignore[import-not-found]
+from record import write_record  # type: ignore[import-not-found]
 
 
 def _ingest(engine: MemoryEngine, conv: Conversation) -> Scope:
@@ -126,11 +127,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(profiler.output_text(unicode=True, color=False, show_all=False))
     engine.close()
     out: dict[str, Any] = {
+        "conversation": target.sample_id, "turns": len(target.turns), "other_scopes": len(others),
+        "embedder": engine.model_id, "layers": list(layers), "cold_queries": bool(args.cold_queries),
         "calls": len(wall),
         "wall_p50": statistics.median(wall), "wall_p95": _pct(wall, 0.95),
         "overhead_p50": statistics.median(overhead), "overhead_p95": _pct(overhead, 0.95),
         "cpu_p50": statistics.median(cpu), "cpu_mean": statistics.fmean(cpu),
         "timings_p50": {k: round(statistics.median(v), 3) for k, v in parts.items()},
+        **({"embed_p50": statistics.median(embed)} if embed else {}),
     }
     print(f"pre_turn over {', '.join(layers)}: {out['calls']} calls")
     print(f"  wall (query embedding {'embedded per call' if args.cold_queries else 'cached'}): p50 {out['wall_p50']:.2f} ms, p95 {out['wall_p95']:.2f} ms")
@@ -157,7 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "recreated each run: its reader and writer connections are separate, as in production)")
     parser.add_argument("--config", help='MemoryConfig overrides as JSON, e.g. \'{"thread_context_messages": 1}\'')
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile of the timed calls")
-    run(parser.parse_args(argv))
+    parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
+    args = parser.parse_args(argv)
+    out = run(args)
+    if args.json:
+        write_record(args.json, "overhead", out, None if argv is None else list(argv))
     return 0
 
 

@@ -76,6 +76,7 @@ from manowar_memory import MemoryEngine, Scope
 from manowar_memory.embeddings import BaseEmbedder, Embedder, InputType, resolve_embedder
 
 from locomo import CATEGORY_ORDER, KS, Conversation, ingest_items, load_conversations, memory_texts
+from record import write_record  # type: ignore[import-not-found]
 
 K = max(KS)
 BENCH = 'pip install "manowar-memory[bench]"'
@@ -624,8 +625,9 @@ def report(results: list[Result], header: str) -> str:
     return "\n".join(lines)
 
 
-def compare_embedders(specs: Sequence[str], questions: list[str]) -> str:
-    """Single-query embedding latency per embedder, measured in turn on each question."""
+def compare_embedders(specs: Sequence[str], questions: list[str]) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Single-query embedding latency per embedder, measured in turn on each question: the report
+    and, per embedder, its model id and p50/p95 in milliseconds."""
     embedders = {spec: resolve_embedder(spec) for spec in specs}
     for e in embedders.values():
         assert e is not None
@@ -639,11 +641,14 @@ def compare_embedders(specs: Sequence[str], questions: list[str]) -> str:
     base = statistics.median(times[specs[0]])
     lines = [f"Query embedding alone, one question per call ({len(questions)} questions)",
              f"{'embedder':<12}{'model id':<28}{'p50 ms':>9}{'p95 ms':>9}{'speed-up vs ' + specs[0]:>22}"]
+    figures: dict[str, dict[str, Any]] = {}
     for spec, ts in times.items():
         ts = sorted(ts)
         lines.append(f"{spec:<12}{embedders[spec].model_id:<28}{1000 * statistics.median(ts):>9.2f}"  # type: ignore[union-attr]
                      f"{1000 * ts[int(0.95 * len(ts))]:>9.2f}{base / statistics.median(ts):>22.2f}")
-    return "\n".join(lines)
+        figures[spec] = {"model_id": embedders[spec].model_id, "p50_ms": 1000 * statistics.median(ts),  # type: ignore[union-attr]
+                         "p95_ms": 1000 * ts[int(0.95 * len(ts))], "questions": len(ts)}
+    return "\n".join(lines), figures
 
 
 def _table(spec: str, texts: list[str], label: str) -> tuple[SharedEmbedder, float]:
@@ -735,16 +740,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload[mode] = {"embedders": embed_line, "systems": {
             r.name: {"status": r.status, "embedder": r.embedder, "ingest_s": r.ingest_s, "p50_ms": r.p(0.5),
                      "p95_ms": r.p(0.95), "n": len(r.latencies),
-                     "recall": {c: {f"R@{k}": r.r(c, k) for k in KS} for c in r.recall}} for r in results}}
+                     "recall": {c: {f"R@{k}": r.r(c, k) for k in KS} for c in r.recall}}
+            for r in results if r.status == "ok"},
+            "skipped": {r.name: r.status for r in results if r.status != "ok"}}
     if args.compare_embedders:
-        text = compare_embedders(args.compare_embedders, [q.text for c in convs for q in c.questions])
+        text, figures = compare_embedders(args.compare_embedders, [q.text for c in convs for q in c.questions])
         print("\n" + text, flush=True)
-        payload["query_embedding"] = text
+        payload["query_embedding"] = figures
     if args.json:
-        import json
-
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+        write_record(args.json, "peers", payload, None if argv is None else list(argv))
     return 0
 
 

@@ -59,6 +59,7 @@ from manowar_memory.stores._vectors import VectorIndex
 from manowar_memory.stores.base import MemoryQuery
 
 from latency import _sentence  # type: ignore[import-not-found]
+from record import write_record  # type: ignore[import-not-found]
 
 AGENT, USER = "scale-agent", "scale-user"
 MODEL = "fake:384"
@@ -168,6 +169,10 @@ def lane(args: argparse.Namespace) -> None:
             note = (f"build {build_s:.1f}s, recall@10 vs exact {recall:.3f}, "
                     f"{'no ANN index (below threshold)' if not groups else f'{groups[0].nlist} lists'}")
             print(f"{size:>9} {'ann':<7} {a50:>8.2f} {a95:>8.2f}  {note}", flush=True)
+            args.results[str(size)] = {"exact_p50_ms": e50, "exact_p95_ms": e95, "ann_p50_ms": a50, "ann_p95_ms": a95,
+                                       "recall_at_10": recall, "build_s": build_s,
+                                       "ann_bytes_per_row": ann_bytes / size if groups else None,
+                                       "row_bytes": VectorIndex.row_bytes(gen.dims)}
             if groups:
                 t0 = time.perf_counter()
                 store.close()
@@ -219,6 +224,11 @@ def index_only(args: argparse.Namespace) -> None:
         note = (f"build {build_s:.1f}s, recall@10 vs exact {rec:.3f}, "
                 + (f"{groups[0].nlist} lists, {groups[0].nbytes / size:.0f} B/vector" if groups else "no ANN index"))
         print(f"{size:>9} {'ann':<7} {a50:>8.2f} {a95:>8.2f}  {note}; ratio exact/ann p50 {e50 / a50:.1f}x", flush=True)
+        ann_bytes = groups[0].nbytes / size if groups else 0.0
+        args.results[str(size)] = {"exact_p50_ms": e50, "exact_p95_ms": e95, "ann_p50_ms": a50, "ann_p95_ms": a95,
+                                   "recall_at_10": rec, "build_s": build_s, "fill_s": fill_s,
+                                   "float32_bytes_per_row": 4 * gen.dims, "ann_bytes_per_row": ann_bytes,
+                                   "row_bytes": VectorIndex.row_bytes(gen.dims)}
         del index
 
 
@@ -297,6 +307,10 @@ def pre_turn(args: argparse.Namespace) -> None:
                 print(f"{size:>9} {name:<26} {p50:>8.2f} {p95:>8.2f} {statistics.median(cpu[name]):>8.2f} "
                       f"{statistics.median(lanes[name]['keyword']):>8.2f} {statistics.median(lanes[name]['vector']):>8.2f}"
                       f"   ({len(wall[name])} queries)", flush=True)
+                args.results.setdefault(str(size), {})[name] = {
+                    "p50_ms": p50, "p95_ms": p95, "cpu_p50_ms": statistics.median(cpu[name]), "queries": len(wall[name]),
+                    "keyword_p50_ms": statistics.median(lanes[name]["keyword"]),
+                    "vector_p50_ms": statistics.median(lanes[name]["vector"])}
             for engine in by_setup.values():
                 engine.close()
     _exact(False)
@@ -376,6 +390,12 @@ def recall(args: argparse.Namespace) -> None:
         print(f"    all conversations in one group ({n_pooled} turns):  "
               f"exact {100 * statistics.fmean(pooled['exact']):.2f}  ann {100 * statistics.fmean(pooled['ann']):.2f}",
               flush=True)
+        args.results[f"{fraction:g}"] = {
+            "per_conversation_exact": 100 * statistics.fmean(found["exact"]),
+            "per_conversation_ann": 100 * statistics.fmean(found["ann"]),
+            "one_group_exact": 100 * statistics.fmean(pooled["exact"]),
+            "one_group_ann": 100 * statistics.fmean(pooled["ann"]),
+            "turns_per_conversation": statistics.fmean(len(c.turns) for c in convs), "turns_one_group": n_pooled}
     engine.close()
 
 
@@ -396,10 +416,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eight-bit", action="store_true",
                         help="recall: the former approximate path (8-bit scalar codes, 4 candidates per result)")
     parser.add_argument("--workdir", default=None, help="where the scratch SQLite files go (default: the temp dir)")
+    parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args(argv)
+    args.results = {}
     if args.what == "recall" and args.locomo is None:
         parser.error(f"{args.what} needs --locomo PATH")
+    default_fraction = AnnGroup.scan_fraction
     {"index": index_only, "lane": lane, "pre-turn": pre_turn, "recall": recall}[args.what](args)
+    if args.json:
+        key = "sizes" if args.what != "recall" else "scan_fractions"
+        write_record(args.json, f"scale-{args.what}", {"what": args.what, key: args.results,
+                                                        "default_scan_fraction": default_fraction,
+                                                        "ann_threshold": DEFAULT_THRESHOLD}, argv)
     return 0
 
 

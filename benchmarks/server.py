@@ -50,6 +50,9 @@ from typing import Any
 from manowar_memory import MemoryEngine, PreTurnResult, Scope
 from manowar_memory.server import hash_key
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import write_record  # type: ignore[import-not-found]
+
 WORDS = ("trip lisbon tea garden python concert sister budget marathon piano recipe flight hotel museum "
          "project deadline review bicycle coffee novel painting hiking camera birthday").split()
 KEY = "bench-key"
@@ -252,7 +255,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--client", choices=("http.client", "httpx", "httptools"), default="http.client")
     ap.add_argument("--embedder", default="fake")
+    ap.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = ap.parse_args()
+    results: dict[str, Any] = {"memories": args.memories, "requests": args.requests, "rounds": args.rounds,
+                               "client": args.client, "embedder": args.embedder,
+                               "load_average_start": round(os.getloadavg()[0], 2), "clients": {}}
 
     tmp = tempfile.TemporaryDirectory()
     store = f"sqlite:///{Path(tmp.name) / 'bench.db'}"
@@ -290,6 +297,15 @@ def main() -> None:
             print(f"  outside the engine {statistics.median(outside):.2f} ms (the same, the engine's own time taken out "
                   f"of both sides; per round: {', '.join(f'{d:.2f}' for d in outside)}); "
                   f"load average now {os.getloadavg()[0]:.1f}")
+            results["clients"][str(clients)] = {
+                **{f"{name}_p50_ms": statistics.median(x[f"{name} p50"] for x in paired) for name in paths},
+                **{f"{name}_p95_ms": statistics.median(x[f"{name} p95"] for x in paired) for name in paths},
+                **{f"{name}_rps": statistics.median(rps[name]) for name in paths},
+                "http_adds_ms": statistics.median(diffs), "http_adds_rounds_ms": diffs,
+                "outside_engine_ms": statistics.median(outside),
+            }
+        if args.json:
+            write_record(args.json, "server", results)
     finally:
         server.terminate()
         server.wait(10)

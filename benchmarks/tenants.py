@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from manowar_memory import MemoryEngine, Scope
 
 from locomo import Conversation, ingest_items, load_conversations, memory_texts  # type: ignore[import-not-found]
+from record import write_record  # type: ignore[import-not-found]
 
 AGENT = "tenants-agent"
 
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=100, help="user-0's questions timed in each store")
     parser.add_argument("--rounds", type=int, default=2, help="timed passes over the questions")
     parser.add_argument("--workdir", type=Path, default=None, help="where the SQLite file goes")
+    parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args(argv)
     rows = run(args)
     print(f"{'store':<8} {'others':>6} {'rows':>7} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'ratio':>6}")
@@ -156,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         lane_text = ", ".join(f"{k} {v:.2f}" for k, v in sorted(row["lanes"].items(), key=lambda kv: -kv[1]))
         print(f"{args.store:<8} {row['others']:>6} {row['rows']:>7} {row['p50']:>8.2f} {row['p95']:>8.2f} "
               f"{row['cpu_p50']:>8.2f} {row['ratio']:>6.2f}   lanes p50 ms: {lane_text}")
+    if args.json:
+        write_record(args.json, f"tenants-{args.store}", {"store": args.store, "embedder": args.embedder,
+                                                          "queries": args.queries, "rounds": args.rounds,
+                                                          "others": {str(r["others"]): r for r in rows}}, argv)
     return 0
 
 

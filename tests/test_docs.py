@@ -79,6 +79,23 @@ def test_every_page_has_examples_and_few_are_skipped() -> None:
     assert not unknown, f"requires= names unknown servers {unknown}; use {sorted(SERVERS)}"
 
 
+def test_readme_introduces_in_under_150_lines() -> None:
+    """The README introduces (what it is, install, tests, a first use per framework, the surfaces,
+    links into the site) and leaves the rest to the docs: under 150 lines."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 150, f"README.md has {len(text.splitlines())} lines: move detail into docs/"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash scripts/test.sh" in ci and "bash scripts/test.sh" in text, "the README names what CI runs"
+    for needed in ("root", "apt-get", "chromium", "27017", "6379", "7233", "MANOWAR_MONGO_PORT",
+                   "MANOWAR_REDIS_PORT", "MANOWAR_TEMPORAL_PORT", "stops the servers it started"):
+        assert needed in text, f"the README's test section does not say {needed!r}"
+    for needed in ("from manowar_memory import", "langchain_manowar", "llama_index", "manowar serve", "manowar mcp",
+                   "Jupyter"):
+        assert needed in text, f"the README does not show {needed!r}"
+    links = set(re.findall(r"\]\((docs/[^)#]+)", text))
+    assert links and all((ROOT / link).is_file() for link in links), sorted(x for x in links if not (ROOT / x).is_file())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", _params())
 def test_page_examples_run(page: str, eval_example: EvalExample, tmp_path: Path,
