@@ -27,7 +27,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -698,10 +697,11 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
                   "problem details; every malformed request is a 400.")
     _serve_docs(app)
 
+    default_openapi = app.openapi
+
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = _one_validation_status(get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes))
+        if app.openapi_schema is None:  # FastAPI's document, built once, without its 422 responses
+            app.openapi_schema = _one_validation_status(default_openapi())
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
