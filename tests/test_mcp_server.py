@@ -321,7 +321,9 @@ def test_print_config_gives_each_client_a_working_configuration(tmp_path: Path, 
     args = entry["args"]
     assert args[args.index("mcp") + 1:args.index("mcp") + 5] == ["--agent", "agent-a", "--user", "ana"]
     assert args[args.index("--store") + 1] == f"sqlite:///{(tmp_path / 'rel.db').resolve()}"
-    assert entry["env"] == {"MANOWAR_EMBEDDER": "fake"} and args[args.index("--embedder") + 1] == "fake"
+    source = {"PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in os.environ["PYTHONPATH"].split(os.pathsep)
+                                            if p)} if os.environ.get("PYTHONPATH") else {}
+    assert entry["env"] == {"MANOWAR_EMBEDDER": "fake", **source} and args[args.index("--embedder") + 1] == "fake"
 
 
 def _print_config(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
@@ -342,8 +344,9 @@ async def test_a_printed_configuration_starts_the_server_from_elsewhere(tmp_path
                                   "--embedder", "fake", cwd=tmp_path / "project")
     assert run.returncode == 0, run.stderr
     entry = json.loads(run.stdout)["mcpServers"]["manowar-memory"]
+    # the client's environment: the SDK's minimal default one plus the config's env block, nothing of ours
     params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=tmp_path / "elsewhere",
-                                   env={**os.environ, **entry["env"]})
+                                   env=entry["env"])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         assert {t.name for t in (await session.list_tools()).tools} == {d.name for d in catalog()}
@@ -354,6 +357,6 @@ async def test_a_printed_configuration_starts_the_server_from_elsewhere(tmp_path
     engine.close()
     run = await asyncio.to_thread(_print_config, "cursor", "--agent", "agent-a", env={"MANOWAR_HOME": str(tmp_path / "home")})
     entry = json.loads(run.stdout)["mcpServers"]["manowar-memory"]
-    assert entry["env"] == {"MANOWAR_HOME": str(tmp_path / "home")} and "--store" not in entry["args"]
+    assert entry["env"]["MANOWAR_HOME"] == str(tmp_path / "home") and "--store" not in entry["args"]
     run = await asyncio.to_thread(_print_config, "claude", env={"MANOWAR_AGENT": ""})
     assert run.returncode != 0 and "--agent" in run.stderr

@@ -63,9 +63,10 @@ def client_config(client: str, *, agent: str, user: str | None = None, thread: s
     """The configuration that makes ``client`` (``claude``, ``vscode`` or ``cursor``) start
     ``manowar mcp`` over stdio for ``agent`` (and ``user``, ``thread``): the command by its
     absolute path (``command``, default :func:`server_command`), the arguments, and an ``env``
-    block naming ``MANOWAR_EMBEDDER`` (when ``embedder`` is given) and ``MANOWAR_HOME``, the
-    directory of the default store (when ``store`` is not given). A relative SQLite ``store``
-    is made absolute."""
+    block naming ``MANOWAR_EMBEDDER`` (when ``embedder`` is given), ``MANOWAR_HOME``, the
+    directory of the default store (when ``store`` is not given), and ``PYTHONPATH`` made
+    absolute when it is set (a checkout run from source). A relative SQLite ``store`` is made
+    absolute."""
     if client not in CLIENTS:
         raise InvalidInputError(f"unknown MCP client {client!r}: use one of {sorted(CLIENTS)}")
     if not agent or not agent.strip():
@@ -85,6 +86,8 @@ def client_config(client: str, *, agent: str, user: str | None = None, thread: s
     if embedder:
         args += ["--embedder", embedder]
         env["MANOWAR_EMBEDDER"] = embedder
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p)
     entry: dict[str, Any] = {"command": cmd[0], "args": args, "env": env}
     if client == "vscode":
         return {"servers": {SERVER_NAME: {"type": "stdio", **entry}}}
