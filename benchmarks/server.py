@@ -75,7 +75,7 @@ def engine_ms(result: object) -> float:
     """The engine's own time of a call (``timings_ms["total"]``), read after the clock stopped."""
     if isinstance(result, PreTurnResult):
         return result.timings_ms["total"]
-    return float(json.loads(result)["timings_ms"]["total"])  # type: ignore[arg-type]
+    return float(json.loads(result)["timingsMs"]["total"])  # type: ignore[arg-type]
 
 
 def measure(call: Call, queries: list[str], clients: int, requests: int) -> dict[str, float]:

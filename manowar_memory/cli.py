@@ -345,12 +345,19 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
               "agent and manage its schedules; without it every job acts on the caller's own rows.")
 @click.option("--allow-pin", is_flag=True,
               help="Let callers publish archives to IPFS (pin): a public pin cannot be taken back.")
+@click.option("--print-config", "print_config", type=click.Choice(["claude", "vscode", "cursor"]), default=None,
+              help="Print the client's configuration that starts this stdio server (absolute paths), then exit.")
 def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str | None, thread: str | None,
                 mode: str | None, hai: str | None, groups: str, store: str | None, embedder: str,
                 redis_url: str | None, keys_file: Path | None, trust: str | None, agent_jobs: bool,
-                allow_pin: bool) -> None:
+                allow_pin: bool,
+                print_config: str | None) -> None:
     """Serve the memory tools over MCP: stdio for one configured scope, or --http with API keys."""
     import asyncio
+
+    if print_config:
+        _print_client_config(print_config, agent, user, thread, groups, store, embedder)
+        return
 
     keys = _server_keys(keys_file) if http else None
     from .server.mcp import build_mcp_server, mcp_http_app, run_stdio
@@ -377,6 +384,24 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
 
         click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store.name} keys={len(keys)}", err=True)
         uvicorn.run(mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
+
+
+def _print_client_config(client: str, agent: str | None, user: str | None, thread: str | None, groups: str,
+                         store: str | None, embedder: str) -> None:
+    from click.core import ParameterSource
+
+    from .server.client_config import CLIENTS, client_config
+
+    if not agent:
+        raise click.UsageError("the client starts a stdio server for one scope: pass --agent (or set MANOWAR_AGENT)")
+    ctx = click.get_current_context()
+    given = {name for name in ("groups", "embedder")
+             if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)}
+    config = client_config(client, agent=agent, user=user, thread=thread, store=store,
+                           groups=[g.strip() for g in groups.split(",") if g.strip()] if "groups" in given else None,
+                           embedder=embedder if "embedder" in given else None)
+    click.echo(json.dumps(config, indent=2))
+    click.echo(f"# paste into {CLIENTS[client]}", err=True)
 
 
 @cli.command()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from ._access import AccessBumps
 from ._notes import collect, degrade
@@ -74,6 +75,8 @@ _SCOPE_FILTER_KEYS = {"agentWallet": "agent_wallet", "userAddress": "user_addres
 class RememberResult(BaseModel):
     """What ``remember`` stored."""
 
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
+
     id: str
     fact_type: str
     fact_hash: str
@@ -88,6 +91,8 @@ class RememberResult(BaseModel):
 
 class PostTurnResult(BaseModel):
     """What ``post_turn`` stored in-band and what it queued."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
 
     session_id: str
     thread_id: str
@@ -106,6 +111,8 @@ class ForgetReport(BaseModel):
     """What ``forget`` erased: rows of each kind the scope owned, its rows cut out of the agent's
     shared archives, and the pinned copies of those archives (public IPFS copies that still hold
     the rows until the application unpins them at its provider)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
 
     memories: int = Field(description="memory rows (facts, knowledge, session rows, archive rows) deleted")
     transcripts: int = Field(description="transcripts deleted, with their chunks")
@@ -129,6 +136,8 @@ class ForgetReport(BaseModel):
 
 class PreTurnResult(BaseModel):
     """The packed memory context of a turn, with full accounting."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
 
     prompt: str
     items: list[PackedItem]

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import regex
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from ._util import DAY_MS, now_ms, query_terms, term_overlap, truncate
 from .candidates import Candidate
@@ -72,6 +73,8 @@ DropReason = Literal["duplicate", "below_threshold", "over_budget", "max_items"]
 class PackedItem(BaseModel):
     """One line of the packed prompt."""
 
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
+
     layer: Layer
     id: str
     text: str
@@ -86,6 +89,8 @@ class PackedItem(BaseModel):
 class Decision(BaseModel):
     """What the packer did with one candidate, and why."""
 
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
+
     layer: Layer
     id: str
     status: Literal["kept", "duplicate", "below_threshold", "over_budget", "max_items"]
@@ -96,6 +101,8 @@ class Decision(BaseModel):
 
 class ContextUsage(BaseModel):
     """Character accounting of a packed prompt."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
 
     characters: int
     raw_characters: int

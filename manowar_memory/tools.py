@@ -1,7 +1,8 @@
 """One tool catalog: every memory tool defined once, bound to a scope, for every framework.
 
 Each :class:`ToolDefinition` has a name, a description, a pydantic arguments model (its JSON
-schema is what a model fills in), a result shape and a handler over a
+schema is what a model fills in), a pydantic result model (its JSON schema is the tool's output
+schema, :mod:`manowar_memory.tool_results`) and a handler over a
 :class:`~manowar_memory.scoped.ScopedMemory`. No argument names an agent, user, mode, HAI
 or thread: the scope is bound when the tools are built, by the application.
 
@@ -9,7 +10,7 @@ or thread: the scope is bound when the tools are built, by the application.
 LangChain toolkit, LlamaIndex ``FunctionTool``\\ s and ``ToolSpec``, and the MCP server
 are all generated from the :class:`BoundTool`\\ s it returns.
 
-Results are JSON-ready dicts. A failed call raises :class:`ToolCallError`, whose
+Results are JSON-ready dicts, validated against the tool's result model. A failed call raises :class:`ToolCallError`, whose
 ``payload`` is the same structured error in every framework::
 
     {"error": {"type": "NotFoundError", "message": "...", "tool": "memory_get"}}
@@ -26,9 +27,27 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .candidates import Candidate
 from .errors import ManowarError, ToolCallError
-from .notes.tools import NOTES_TOOL_SPECS
+from .notes.tools import NOTES_TOOL_RESULTS, NOTES_TOOL_SPECS
 from .records import MemoryRecord
 from .scoped import ScopedMemory
+from .tool_results import (
+    ArchivePinResult,
+    ArchiveRestoreResult,
+    ContextResult,
+    DeleteResult,
+    ForgetResult,
+    JobResult,
+    MemoryListResult,
+    MemoryResult,
+    PatternPromotionResult,
+    PatternValidationResult,
+    RememberToolResult,
+    ResolveResult,
+    SearchResult,
+    SkillListResult,
+    SkillResult,
+    UpdateResult,
+)
 
 __all__ = [
     "TOOL_GROUPS",
@@ -343,6 +362,7 @@ def _get_skill(m: ScopedMemory, a: SkillIdArgs) -> dict[str, Any]:
 class ToolDefinition:
     """One tool, defined once: what every framework's tool is generated from.
 
+    ``result_model``: what a call returns (its JSON schema is :meth:`output_schema`).
     ``title``: a human-readable name for tool pickers. The hints follow MCP's tool annotations:
     ``writes`` False means read-only; ``destructive`` that a write may change or remove what
     is stored (False: it only adds); ``idempotent`` that calling it again with the same
@@ -354,6 +374,7 @@ class ToolDefinition:
     group: ToolGroup
     args_model: type[BaseModel]
     handler: Callable[[ScopedMemory, Any], dict[str, Any]]
+    result_model: type[BaseModel]
     writes: bool = False
     title: str = ""
     destructive: bool = False
@@ -363,6 +384,14 @@ class ToolDefinition:
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments."""
         return self.args_model.model_json_schema()
+
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of a call's result (MCP ``outputSchema``)."""
+        return self.result_model.model_json_schema(by_alias=False, mode="serialization")
+
+    def result(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """``raw``, a handler's answer, checked against :attr:`result_model` and made JSON-ready."""
+        return self.result_model.model_validate(raw).model_dump(mode="json", by_alias=False, exclude_unset=True)
 
 
 # name: (title, destructive, idempotent, open world); a read-only tool is neither destructive nor
@@ -405,10 +434,23 @@ _HINTS: dict[str, tuple[str, bool, bool, bool]] = {
 }
 
 
+_RESULTS: dict[str, type[BaseModel]] = {
+    "memory_remember": RememberToolResult, "memory_search": SearchResult, "memory_context": ContextResult,
+    "memory_list": MemoryListResult, "memory_get": MemoryResult, "memory_update": UpdateResult,
+    "memory_delete": DeleteResult, "memory_resolve_conflict": ResolveResult, "memory_consolidate": JobResult,
+    "memory_patterns_extract": JobResult, "memory_archive_create": JobResult, "memory_decay_update": JobResult,
+    "memory_archive_restore": ArchiveRestoreResult, "memory_archive_pin": ArchivePinResult,
+    "memory_validate_pattern": PatternValidationResult, "memory_promote_pattern": PatternPromotionResult,
+    "memory_list_skills": SkillListResult, "memory_get_skill": SkillResult, "memory_forget": ForgetResult,
+    **NOTES_TOOL_RESULTS,
+}
+
+
 def _d(name: str, group: ToolGroup, args: type[BaseModel], handler: Callable[..., dict[str, Any]], writes: bool,
        description: str) -> ToolDefinition:
     title, destructive, idempotent, open_world = _HINTS[name]
     return ToolDefinition(name=name, description=description, group=group, args_model=args, handler=handler,
+                          result_model=_RESULTS[name],
                           writes=writes, title=title, destructive=destructive and writes,
                           idempotent=idempotent or not writes, open_world=open_world)
 
@@ -503,15 +545,20 @@ class BoundTool:
         """The JSON schema of the arguments."""
         return self.definition.json_schema()
 
+    def output_schema(self) -> dict[str, Any]:
+        """The JSON schema of the result."""
+        return self.definition.output_schema()
+
     def call(self, **arguments: Any) -> dict[str, Any]:
         """Validate the arguments and run the tool in its scope."""
         try:
             args = self.definition.args_model.model_validate(arguments)
-            return self.definition.handler(self.memory, args)
+            raw = self.definition.handler(self.memory, args)
         except (ManowarError, ValidationError, ValueError) as exc:
             if isinstance(exc, ToolCallError):
                 raise
             raise ToolCallError(tool_error_payload(self.name, exc)) from exc
+        return self.definition.result(raw)  # a result off its model is a bug here, not the caller's error
 
     async def acall(self, **arguments: Any) -> dict[str, Any]:
         """Async twin of :meth:`call`."""

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 pytest.importorskip("mcp")
@@ -207,6 +208,9 @@ async def test_stdio_calls_every_tool_of_every_group(tmp_path: Path) -> None:
             data = _data(result)
             if result.is_error:
                 assert set(data["error"]) == {"type", "message", "tool"} and data["error"]["tool"] == tool.name, data
+            else:  # the structured result is the text's JSON and conforms to the declared output schema
+                assert result.structured_content == data, tool.name
+                jsonschema.validate(result.structured_content, tool.output_schema)
             outcomes[tool.name] = data["error"]["type"] if result.is_error else "ok"
         assert outcomes["notes_self_test"] == outcomes["notes_health"] == outcomes["notes_lint"] == "ok"
         assert outcomes["memory_get"] == "NotFoundError"  # a tool error, reported as one
@@ -244,3 +248,115 @@ def test_every_catalog_tool_has_a_title_and_only_pinning_reaches_outside() -> No
     assert all(d.title for d in tools)
     assert [d.name for d in tools if d.open_world] == ["memory_archive_pin"]
     assert all(not d.destructive and d.idempotent for d in tools if not d.writes)
+
+
+async def test_the_default_tools_declare_output_schemas_and_answer_conforming_structured_content(tmp_path: Path) -> None:
+    """Every tool of the default server has a title, MCP's three behaviour hints and an output
+    schema; none is a job tool; each call's structuredContent validates against its schema."""
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    args = ["-m", "manowar_memory.cli", "mcp", "--agent", "agent-a", "--store", store, "--embedder", "fake"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert not set(tools) & {d.name for d in catalog(["jobs"])}
+        for name, tool in tools.items():
+            hints = tool.annotations
+            assert tool.title and hints is not None, name
+            assert None not in (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint), name
+            assert tool.output_schema is not None and tool.output_schema["type"] == "object", name
+            jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+
+        results = {}
+
+        async def call(name: str, arguments: dict) -> dict:
+            r = await session.call_tool(name, arguments)
+            assert not r.is_error and r.structured_content == _data(r), (name, r.content)
+            jsonschema.validate(r.structured_content, tools[name].output_schema)
+            results[name] = r.structured_content
+            return r.structured_content
+
+        mid = (await call("memory_remember", {"content": "The user's favourite colour is teal"}))["id"]
+        await call("memory_search", {"query": "favourite colour"})
+        await call("memory_context", {"query": "favourite colour"})
+        await call("memory_list", {})
+        await call("memory_get", {"memory_id": mid})
+        await call("memory_update", {"memory_id": mid, "confidence": 0.5})
+        await call("memory_resolve_conflict", {"memory_id": mid, "resolution": "keep"})
+        await call("memory_delete", {"memory_id": mid})
+    assert set(results) == set(tools)
+    assert results["memory_search"]["memories"][0]["id"] == mid and results["memory_delete"]["deleted"] is True
+    # a result off its declared shape is refused by the schema (the check can fail)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**results["memory_get"], "memory": {"id": mid}}, tools["memory_get"].output_schema)
+
+
+def test_every_catalog_tool_result_is_checked_against_its_model() -> None:
+    from pydantic import ValidationError
+
+    for d in catalog(["memory", "items", "jobs", "notes", "erasure"]):
+        schema = d.output_schema()
+        assert schema["type"] == "object" and schema["properties"], d.name
+    get = {d.name: d for d in catalog()}["memory_get"]
+    with pytest.raises(ValidationError):
+        get.result({"memory": {"id": "m1"}})  # a handler answering off its model is a bug, caught here
+
+
+@pytest.mark.parametrize("client", ["claude", "vscode", "cursor"])
+def test_print_config_gives_each_client_a_working_configuration(tmp_path: Path, client: str) -> None:
+    """`manowar mcp --print-config CLIENT` prints the client's own format with an absolute
+    command, the scope and store in the arguments (a relative SQLite path made absolute) and the
+    embedder in the env block."""
+    run = _print_config(client, "--agent", "agent-a", "--user", "ana", "--store", "sqlite:///rel.db",
+                        "--embedder", "fake", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    config = json.loads(run.stdout)
+    if client == "vscode":
+        entry = config["servers"]["manowar-memory"]
+        assert entry["type"] == "stdio"
+    else:
+        entry = config["mcpServers"]["manowar-memory"]
+        assert "type" not in entry
+    assert Path(entry["command"]).is_absolute() and Path(entry["command"]).is_file()
+    args = entry["args"]
+    assert args[args.index("mcp") + 1:args.index("mcp") + 5] == ["--agent", "agent-a", "--user", "ana"]
+    assert args[args.index("--store") + 1] == f"sqlite:///{(tmp_path / 'rel.db').resolve()}"
+    source = {"PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in os.environ["PYTHONPATH"].split(os.pathsep)
+                                            if p)} if os.environ.get("PYTHONPATH") else {}
+    assert entry["env"] == {"MANOWAR_EMBEDDER": "fake", **source} and args[args.index("--embedder") + 1] == "fake"
+
+
+def _print_config(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "manowar_memory.cli", "mcp", "--print-config", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=60, env={**os.environ, **(env or {})})
+
+
+async def test_a_printed_configuration_starts_the_server_from_elsewhere(tmp_path: Path) -> None:
+    """The Claude Desktop configuration, started as a client would (another working directory),
+    serves the default tools on the printed store; without --store the env names MANOWAR_HOME."""
+    import asyncio
+
+    (tmp_path / "project").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    run = await asyncio.to_thread(_print_config, "claude", "--agent", "agent-a", "--store", "sqlite:///m.db",
+                                  "--embedder", "fake", cwd=tmp_path / "project")
+    assert run.returncode == 0, run.stderr
+    entry = json.loads(run.stdout)["mcpServers"]["manowar-memory"]
+    # the client's environment: the SDK's minimal default one plus the config's env block, nothing of ours
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=tmp_path / "elsewhere",
+                                   env=entry["env"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        assert {t.name for t in (await session.list_tools()).tools} == {d.name for d in catalog()}
+        r = await session.call_tool("memory_remember", {"content": "The user lives in Porto"})
+        assert not r.is_error
+    engine = MemoryEngine(store=f"sqlite:///{tmp_path / 'project' / 'm.db'}", embedder="fake")
+    assert engine.get_item(Scope(agent_wallet="agent-a"), _data(r)["id"]).content == "The user lives in Porto"
+    engine.close()
+    run = await asyncio.to_thread(_print_config, "cursor", "--agent", "agent-a", env={"MANOWAR_HOME": str(tmp_path / "home")})
+    entry = json.loads(run.stdout)["mcpServers"]["manowar-memory"]
+    assert entry["env"]["MANOWAR_HOME"] == str(tmp_path / "home") and "--store" not in entry["args"]
+    run = await asyncio.to_thread(_print_config, "claude", env={"MANOWAR_AGENT": ""})
+    assert run.returncode != 0 and "--agent" in run.stderr

@@ -78,7 +78,7 @@ def test_transcripts_working_sessions_and_compress(base_url: str) -> None:
     assert r.status_code == 400 and "reserved" in r.json()["detail"]
     r = a.patch(f"/api/memory/sessions/{thread}/working", json={"threadId": "other", "context": ["x"]})
     assert r.status_code == 400
-    assert a.patch(f"/api/memory/sessions/{thread}/working", json={"context": "not a list"}).status_code == 422
+    assert a.patch(f"/api/memory/sessions/{thread}/working", json={"context": "not a list"}).status_code == 400
 
     # compress: an archive row of the scope, found by the scope's search
     r = a.post(f"/api/memory/sessions/{thread}/compress", json={})
@@ -125,16 +125,16 @@ def test_schedules_are_the_keys_agents_only(base_url: str) -> None:
     a, b = client(base_url, KEY_A), client(base_url, KEY_B)
     r = a.post("/api/memory/schedules", json={})
     assert r.status_code == 200, r.text
-    ids = sorted(s["schedule"]["schedule_id"] for s in r.json()["schedules"])
+    ids = sorted(s["schedule"]["scheduleId"] for s in r.json()["schedules"])
     assert ids == ["memory-daily-consolidation:agent-a", "memory-daily-patterns:agent-a",
                    "memory-hourly-decay:agent-a", "memory-weekly-archive:agent-a"]
-    assert all(s["next_fire_at"] and not s["paused"] for s in r.json()["schedules"])
+    assert all(s["nextFireAt"] and not s["paused"] for s in r.json()["schedules"])
     r = b.post("/api/memory/schedules", json={"jobTypes": ["decay_update"]})
-    assert [s["schedule"]["schedule_id"] for s in r.json()["schedules"]] == ["memory-hourly-decay:agent-b"]
-    assert sorted(s["schedule"]["schedule_id"] for s in a.get("/api/memory/schedules").json()["schedules"]) == ids
-    assert [s["schedule"]["schedule_id"] for s in b.get("/api/memory/schedules").json()["schedules"]] == [
+    assert [s["schedule"]["scheduleId"] for s in r.json()["schedules"]] == ["memory-hourly-decay:agent-b"]
+    assert sorted(s["schedule"]["scheduleId"] for s in a.get("/api/memory/schedules").json()["schedules"]) == ids
+    assert [s["schedule"]["scheduleId"] for s in b.get("/api/memory/schedules").json()["schedules"]] == [
         "memory-hourly-decay:agent-b"]
-    assert a.post("/api/memory/schedules", json={"jobTypes": ["cleanup"]}).status_code == 422
+    assert a.post("/api/memory/schedules", json={"jobTypes": ["cleanup"]}).status_code == 400
 
     sid = "memory-hourly-decay:agent-a"
     r = a.post(f"/api/memory/schedules/{sid}/pause", json={"note": "maintenance window"})
@@ -155,7 +155,7 @@ def test_schedules_are_the_keys_agents_only(base_url: str) -> None:
     assert b.get("/api/memory/schedules", params={"agentWallet": "agent-a"}).status_code == 403
     assert a.post("/api/memory/schedules/memory-daily-cleanup/pause", json={}).status_code == 404
     assert b.delete("/api/memory/schedules").json() == {"deleted": ["memory-hourly-decay:agent-b"]}
-    assert sorted(s["schedule"]["schedule_id"] for s in a.get("/api/memory/schedules").json()["schedules"]) == ids
+    assert sorted(s["schedule"]["scheduleId"] for s in a.get("/api/memory/schedules").json()["schedules"]) == ids
     assert sorted(a.delete("/api/memory/schedules").json()["deleted"]) == ids
     assert a.get("/api/memory/schedules").json() == {"schedules": []}
     assert a.post(f"/api/memory/schedules/{sid}/trigger", json={}).status_code == 404
@@ -187,7 +187,7 @@ def test_temporal_jobs_run_on_a_worker(temporal_address: str, tmp_path: Path) ->
             time.sleep(0.3)
             job = a.get(f"/api/memory/jobs/{job['jobId']}").json()
         assert job["status"] == "completed", job
-        assert job["data"]["input"]["agent_wallet"] == "agent-a" and job["data"]["updated"] >= 1
+        assert job["data"]["input"]["agentWallet"] == "agent-a" and job["data"]["updated"] >= 1
         r = a.post("/api/memory/jobs", json={"type": "decay_update", "execution": "temporal",
                                              "params": {"agentWallet": "agent-b"}})
         assert r.status_code == 400

@@ -55,6 +55,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 from .._util import DAY_MS, now_ms
 from ..errors import ConfigurationError, InvalidInputError, ManowarError, NotFoundError, StoreError
@@ -250,7 +251,7 @@ class MaintenanceSchedule(BaseModel):
     many days ending at the run's fire time.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
 
     schedule_id: str = Field(min_length=1, max_length=400)
     job_type: JobType
@@ -300,7 +301,7 @@ class MaintenanceSchedule(BaseModel):
 class ScheduleInfo(BaseModel):
     """A schedule as a backend reports it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
     schedule: MaintenanceSchedule
     backend: Literal["inline", "temporal"]

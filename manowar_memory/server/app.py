@@ -5,6 +5,15 @@ Each request's scope is its scope fields (``agentWallet``, ``userAddress``, ``th
 :meth:`Scope.from_dict`, with the API key's agent (and user) filled in: a key can never name
 another agent. Errors are RFC 9457 problem details (``application/problem+json``) carrying
 the engine error's message, never a stack trace.
+
+One convention: request and response bodies are camelCase (``factType``, ``contextUsage``,
+``jobId``; requests also take the snake_case names); keys inside user data (``metadata``) and
+maps keyed by data (layer names, lanes, reasons) are left as they are. Every malformed request
+is a 400 problem: malformed JSON, a body of the wrong shape or type, a missing field and a value
+the engine refuses (empty content, a bad filter) alike. 400 rather than 422 because malformed
+JSON is not "well-formed content" (RFC 9110, 15.5.21) and a client has nothing to do differently
+between a field of the wrong type and an empty one: the problem's ``detail`` says what was wrong.
+``/docs`` (Swagger UI) and ``/redoc`` load their scripts from the app itself, so they work offline.
 """
 
 
@@ -12,6 +21,7 @@ import email.message
 import ipaddress
 import json
 import logging
+import re
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -36,7 +46,8 @@ from ..scoped import ScopedMemory
 from ..tools import memory_tools
 from .auth import ApiKeys, KeyBinding, presented_key, scope_for
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Problem", "check_bind", "create_app", "is_loopback", "uvicorn_options"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DOCS_ASSETS_PATH", "Problem", "camel_keys", "check_bind", "create_app", "is_loopback",
+           "uvicorn_options"]
 
 log = logging.getLogger("manowar_memory.server")
 
@@ -67,7 +78,7 @@ _PROBLEM_SCHEMA = Problem.model_json_schema()
 _TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
            409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
            502: "Bad Gateway", 503: "Service Unavailable"}
-_DOCUMENTED = (400, 401, 403, 404, 413, 422)
+_DOCUMENTED = (400, 401, 403, 404, 413)
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": _TITLES[code], "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}}}
     for code in _DOCUMENTED
@@ -88,6 +99,36 @@ def _problem(status: int, detail: str, request: Request | None, kind: str | None
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body.model_dump(), status_code=status, media_type="application/problem+json",
                         headers=headers)
+
+
+_SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
+_CAMEL_PART = re.compile(r"_([a-z0-9])")
+#: keys whose value is user data (kept as the user wrote it)
+_USER_DATA = frozenset({"metadata", "userMetadata", "user_metadata"})
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` (JSON data) with every snake_case key camelCased, except inside user metadata."""
+    if isinstance(value, dict):
+        return {(_CAMEL_PART.sub(lambda m: m.group(1).upper(), k) if isinstance(k, str) and _SNAKE.match(k) else k):
+                (v if k in _USER_DATA else camel_keys(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+def _one_validation_status(schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document without FastAPI's 422 responses: a malformed request is a 400 problem."""
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            if isinstance(operation, dict):
+                operation.get("responses", {}).pop("422", None)
+    components = schema.get("components", {}).get("schemas", {})
+    text = json.dumps(schema.get("paths", {}))
+    for name in ("HTTPValidationError", "ValidationError"):
+        if f"#/components/schemas/{name}" not in text:
+            components.pop(name, None)
+    return schema
 
 
 def _status_of(exc: BaseException) -> tuple[int, str, str]:
@@ -225,7 +266,7 @@ class BodyLimit:
 def _json_body(raw: bytes, content_type: str | None) -> Any:
     """A JSON body as FastAPI reads one for a body model: parsed when the content type is
     ``application/json`` or ``application/*+json``, the raw bytes under another type (which then
-    fail validation), ``_MISSING`` when empty; malformed JSON is a 422."""
+    fail validation), ``_MISSING`` when empty; malformed JSON is a 400 (as every malformed request)."""
     if not raw:
         return _MISSING
     if content_type != "application/json":
@@ -258,7 +299,7 @@ def _validate_body(model: type[_M], data: Any) -> _M:
 
 def _served_by(handler: Callable[[Request], Coroutine[Any, Any, Response]]) -> type[APIRoute]:
     """A route class documented from its endpoint's signature like any route (OpenAPI, security
-    schemes, 422 response) whose requests go straight to ``handler``, skipping FastAPI's
+    schemes, 400 response) whose requests go straight to ``handler``, skipping FastAPI's
     per-request dependency solving and body re-validation (FastAPI's custom-route hook)."""
 
     class ServedRoute(APIRoute):
@@ -650,9 +691,20 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
 
 
     keys = keys if keys is not None else ApiKeys()
-    app = FastAPI(title=title, version=__version__,
+    app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None,
                   description="Layered long-term memory for LLM agents. Every request acts in one scope; an API "
-                  "key acts for one agent (and optionally one user). Errors are RFC 9457 problem details.")
+                  "key acts for one agent (and optionally one user). Bodies are camelCase. Errors are RFC 9457 "
+                  "problem details; every malformed request is a 400.")
+    _serve_docs(app)
+
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:  # FastAPI's document, built once, without its 422 responses
+            app.openapi_schema = _one_validation_status(default_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.state.engine = engine
     app.state.keys = keys
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
@@ -668,7 +720,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()[:10])
-        return _problem(422, f"invalid request: {problems}", request, "InvalidInputError")
+        return _problem(400, f"invalid request: {problems}", request, "InvalidInputError")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -698,7 +750,8 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         return engine.scoped(scope_for(data, binding), trust=trust, agent_jobs=agent_jobs, allow_pin=allow_pin)
 
     def tool(memory: ScopedMemory, name: str, **arguments: Any) -> dict[str, Any]:
-        return memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
+        result = memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
+        return camel_keys(result)  # type: ignore[no-any-return]
 
     temporal: dict[str, Any] = {}  # the client, connected on first use in the server's event loop
 
@@ -715,6 +768,13 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
                 raise errors.MissingDependencyError("temporalio", "temporal", "Temporal jobs") from exc
             temporal["client"] = await connect_temporal(temporal_address, temporal_namespace)
         return temporal["client"]
+
+    def job_view(job: Job) -> Job:
+        return job.model_copy(update={"data": camel_keys(job.data)})  # the report's keys camelCase too
+
+    def schedule_view(info: ScheduleInfo) -> ScheduleInfo:
+        params = camel_keys(info.schedule.params)
+        return info.model_copy(update={"schedule": info.schedule.model_copy(update={"params": params})})
 
     def thread_of(path_id: str, body_thread: str | None) -> str:
         if body_thread is not None and body_thread != path_id:
@@ -738,7 +798,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
             body.query, layers=body.layers, limit=body.limit, max_items=body.max_items,
             max_item_chars=body.max_item_chars, budget_chars=body.budget_chars, rerank=body.rerank, mmr=body.mmr,
             explain=body.explain)
-        return result.model_dump_json()  # serialised once, straight from the engine's model (the response_model)
+        return result.model_dump_json(by_alias=True)  # serialised once, from the engine's model (the response_model)
 
     async def assemble_served(request: Request) -> Response:
         # the hot path, as FastAPI would serve `assemble` but without its per-request dependency solving:
@@ -808,9 +868,9 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         m = mem(key, body.scope_data())
         if body.execution == "temporal":
             client = await temporal_client()
-            return await m.astart_temporal_job(client, body.type, body.params, dry_run=body.dry_run,
-                                               task_queue=temporal_task_queue)
-        return await asyncio.to_thread(m.run_job, body.type, body.params, dry_run=body.dry_run)
+            return job_view(await m.astart_temporal_job(client, body.type, body.params, dry_run=body.dry_run,
+                                                        task_queue=temporal_task_queue))
+        return job_view(await asyncio.to_thread(m.run_job, body.type, body.params, dry_run=body.dry_run))
 
     @r.post("/forget", response_model=ForgetReport, tags=["items"],
             summary="Erase everything a scope owns (a user: every layer, archives, indexes)")
@@ -823,17 +883,18 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         job = await asyncio.to_thread(m.job, jobId)
         if job.execution == "temporal" and job.status == "running" and temporal_address:
             job = await m.arefresh_job(await temporal_client(), job)
-        return job
+        return job_view(job)
 
     # ------------------------------------------------------------ schedules (inline, the key's agent only)
     @r.get("/schedules", response_model=ScheduleList, tags=["schedules"], summary="The agent's schedules")
     def schedules_list(q: Q, key: Tenant) -> Any:
-        return ScheduleList(schedules=mem(key, q.scope_data()).agent_schedules())
+        return ScheduleList(schedules=[schedule_view(s) for s in mem(key, q.scope_data()).agent_schedules()])
 
     @r.post("/schedules", response_model=ScheduleList, tags=["schedules"],
             summary="Create (or replace) the agent's schedules")
     def schedules_create(body: ScheduleCreateBody, key: Tenant) -> Any:
-        return ScheduleList(schedules=mem(key, body.scope_data()).create_agent_schedules(body.job_types))
+        created = mem(key, body.scope_data()).create_agent_schedules(body.job_types)
+        return ScheduleList(schedules=[schedule_view(s) for s in created])
 
     @r.delete("/schedules", response_model=ScheduleDeleted, tags=["schedules"], summary="Delete the agent's schedules")
     def schedules_delete(q: Q, key: Tenant) -> Any:
@@ -843,18 +904,19 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
 
     @r.post("/schedules/{scheduleId}/pause", response_model=ScheduleInfo, tags=["schedules"], summary="Pause a schedule")
     def schedule_pause(scheduleId: SchedId, body: ScheduleNoteBody, key: Tenant) -> Any:  # noqa: N803
-        return mem(key, body.scope_data()).pause_agent_schedule(scheduleId, body.note)
+        return schedule_view(mem(key, body.scope_data()).pause_agent_schedule(scheduleId, body.note))
 
     @r.post("/schedules/{scheduleId}/resume", response_model=ScheduleInfo, tags=["schedules"],
             summary="Resume a schedule")
     def schedule_resume(scheduleId: SchedId, body: ScheduleNoteBody, key: Tenant) -> Any:  # noqa: N803
-        return mem(key, body.scope_data()).resume_agent_schedule(scheduleId, body.note)
+        return schedule_view(mem(key, body.scope_data()).resume_agent_schedule(scheduleId, body.note))
 
     @r.post("/schedules/{scheduleId}/trigger", response_model=ScheduleTriggered, tags=["schedules"],
             summary="Run a schedule's job now")
     def schedule_trigger(scheduleId: SchedId, body: ScopeFields, key: Tenant) -> Any:  # noqa: N803
         job = mem(key, body.scope_data()).trigger_agent_schedule(scheduleId)
-        return ScheduleTriggered(scheduleId=scheduleId, started=job is not None, job=job)
+        return ScheduleTriggered(scheduleId=scheduleId, started=job is not None,
+                                 job=job_view(job) if job is not None else None)
 
     # ------------------------------------------------------------ sessions and archives
     @r.post("/transcripts/index", response_model=TranscriptIndexResult, tags=["sessions"],
@@ -895,7 +957,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         messages = mem(key, {**q.scope_data(), "threadId": sessionId}).messages()
         if not messages:
             raise errors.NotFoundError(f"session {sessionId!r} has no messages in this scope")
-        return {"sessionId": sessionId, "messages": [m.model_dump(mode="json") for m in messages]}
+        return {"sessionId": sessionId, "messages": [m.model_dump(mode="json", by_alias=True) for m in messages]}
 
     @r.post("/evals/runs", tags=["evals"], summary="Evaluate retrieval on a labelled set")
     def eval_run(body: EvalBody, key: Tenant) -> dict[str, Any]:
@@ -989,7 +1051,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         hits = m.search(body.query, k=body.limit, layers=("vectors",), mmr=True, rerank=m.reranker is not None)
         from ..tools import memory_view
 
-        return {"results": [{"text": v["text"], **v["metadata"]}
+        return {"results": [camel_keys({"text": v["text"], **v["metadata"]})
                             for v in (memory_view(c, default_trust=m.default_trust) for c in hits)],
                 "degradations": hits.degradations}
 
@@ -1008,7 +1070,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         messages = mem(key, data).messages()
         if not messages:
             raise errors.NotFoundError(f"thread {threadId!r} has no transcript in this scope")
-        return {"threadId": threadId, "messages": [m.model_dump(mode="json") for m in messages]}
+        return {"threadId": threadId, "messages": [m.model_dump(mode="json", by_alias=True) for m in messages]}
 
     @r.post("/rerank", tags=["compatibility"], summary="Rerank documents")
     def rerank(body: RerankBody, key: Tenant) -> dict[str, Any]:
@@ -1064,6 +1126,57 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
 
     return app
+
+
+#: where the Swagger UI and ReDoc assets are served from (the ``fastapi-offline`` package's files)
+DOCS_ASSETS_PATH = "/docs-assets"
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts and styles served by the app from the
+    ``fastapi-offline`` package (a ``server`` extra), so the pages work without a network. Without
+    that package the pages load them from a CDN, and the app says so in its log."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+
+    try:
+        from importlib.resources import files
+
+        assets = files("fastapi_offline") / "static"
+        from starlette.staticfiles import StaticFiles
+
+        app.mount(DOCS_ASSETS_PATH, StaticFiles(directory=str(assets)), name="docs-assets")
+        local = True
+    except ImportError:
+        log.warning("fastapi-offline is not installed: /docs and /redoc load their scripts from a CDN "
+                    "(pip install \"manowar-memory[server]\" serves them locally)")
+        local = False
+
+    def urls(request: Request) -> tuple[str, str]:
+        root = request.scope.get("root_path", "").rstrip("/")
+        return root, f"{root}{DOCS_ASSETS_PATH}"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger(request: Request) -> Response:
+        root, base = urls(request)
+        title, openapi_url, redirect = f"{app.title} - Swagger UI", f"{root}{app.openapi_url}", f"{root}/docs/oauth2-redirect"
+        if not local:
+            return get_swagger_ui_html(openapi_url=openapi_url, title=title, oauth2_redirect_url=redirect)
+        return get_swagger_ui_html(openapi_url=openapi_url, title=title, oauth2_redirect_url=redirect,
+                                   swagger_js_url=f"{base}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{base}/swagger-ui.css", swagger_favicon_url=f"{base}/favicon.png")
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    async def swagger_redirect() -> Response:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> Response:
+        root, base = urls(request)
+        title, openapi_url = f"{app.title} - ReDoc", f"{root}{app.openapi_url}"
+        if not local:
+            return get_redoc_html(openapi_url=openapi_url, title=title)
+        return get_redoc_html(openapi_url=openapi_url, title=title, redoc_js_url=f"{base}/redoc.standalone.js",
+                              redoc_favicon_url=f"{base}/favicon.png", with_google_fonts=False)
 
 
 def uvicorn_options() -> dict[str, str]:

@@ -2,8 +2,11 @@
 
 The scope comes from the server's configuration, never from the model: over stdio it is the
 scope given on the command line (or ``MANOWAR_AGENT``, ``MANOWAR_USER``, ...); over streamable
-HTTP each request's API key names the agent (and user), as for the REST API. A failing tool
-call comes back as an MCP tool error (``isError``) carrying the catalog's structured error.
+HTTP each request's API key names the agent (and user), as for the REST API. Every tool declares
+its result's JSON schema (``outputSchema``, from the catalog's result models) and a call answers
+with ``structuredContent`` conforming to it, and the same JSON as text for clients that read only
+text. A failing tool call comes back as an MCP tool error (``isError``) carrying the catalog's
+structured error.
 
 Resources: ``memory://context`` (the scope's packed context for a general question) and the
 template ``memory://context/{query}`` (the packed context for ``query``).
@@ -82,6 +85,7 @@ def build_mcp_server(engine: MemoryEngine, *, scope: Scope | Mapping[str, Any] |
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=[
             types.Tool(name=d.name, title=d.title, description=d.description, input_schema=d.json_schema(),
+                       output_schema=d.output_schema(),
                        annotations=types.ToolAnnotations(
                            title=d.title, read_only_hint=not d.writes, destructive_hint=d.destructive,
                            idempotent_hint=d.idempotent, open_world_hint=d.open_world))
