@@ -22,6 +22,7 @@ from .engine import (
     MemoryEngine,
     PostTurnResult,
     PreTurnResult,
+    ReembedReport,
     RememberResult,
 )
 from .errors import (
@@ -119,6 +120,7 @@ __all__ = [
     "PreTurnResult",
     "RankContext",
     "RankingStage",
+    "ReembedReport",
     "RememberResult",
     "RerankError",
     "RerankResult",

@@ -1,4 +1,4 @@
-"""The ``manowar`` command: demo, remember, recall, ingest, stats, worker, serve, mcp, api-key."""
+"""The ``manowar`` command: demo, remember, recall, ingest, reembed, stats, worker, serve, mcp, api-key."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import click
 
 from ._version import __version__
 from .cli_schedules import schedules
-from .engine import MemoryEngine
-from .errors import ManowarError
+from .engine import NO_EMBEDDER, MemoryEngine
+from .errors import InvalidInputError, ManowarError
 from .notes.cli import notes as notes_cli
 from .scope import Scope
 from .stores.base import MemoryQuery
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_EMBEDDER_HELP = "Embedder: 'local' (MiniLM, offline), 'voyage[:model]', 'fake', or 'none' for keyword-only."
+_EMBEDDER_HELP = ("Embedder: 'auto' ($MANOWAR_EMBEDDER, else the best one installed: 'onnx', then 'local'; "
+                  "keyword-only with a warning when none is), 'onnx', 'onnx-int8', 'local' (MiniLM, offline), "
+                  "'voyage[:model]', 'fake', or 'none' for keyword-only.")
 
 
 def _engine(store: str | None, embedder: str) -> MemoryEngine:
@@ -70,7 +72,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--embedder", default="local", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--store", default="sqlite:///:memory:", show_default=True, help="Store URL.")
 @click.option("--budget", default=900, show_default=True, type=click.IntRange(min=40), help="Character budget.")
 @click.option("--explain", is_flag=True, help="Show the packer's decision for every candidate.")
@@ -117,7 +119,7 @@ def demo(embedder: str, store: str, budget: int, explain: bool) -> None:
 @click.option("--ttl", type=click.FloatRange(0, min_open=True), default=None,
               help="Time to live in seconds: the fact is no longer recalled after it (default: none, or the config's).")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
-@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 def remember(content: str, agent: str, user: str | None, fact_type: str | None, confidence: float | None,
              ttl: float | None, store: str | None, embedder: str) -> None:
     """Store an explicit fact."""
@@ -136,7 +138,7 @@ def remember(content: str, agent: str, user: str | None, fact_type: str | None, 
 @click.option("--budget", default=900, show_default=True, type=click.IntRange(min=40))
 @click.option("--max-items", default=6, show_default=True, type=click.IntRange(min=1))
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
-@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--explain", is_flag=True, help="Show the packer's decision for every candidate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 def recall(query: str, agent: str, user: str | None, thread: str | None, layers: str | None, budget: int,
@@ -158,33 +160,104 @@ def recall(query: str, agent: str, user: str | None, thread: str | None, layers:
 @click.option("--agent", required=True, help="Agent id (agentWallet).")
 @click.option("--user", default=None, help="User id.")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
-@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 def ingest(path: Path, agent: str, user: str | None, store: str | None, embedder: str) -> None:
     """Load memories from a JSON-lines file (one {"content": ...} object or string per line).
 
-    Each line is stored once: its key is the line's own "key" (or "id"), else one derived
-    from the file's path, the line number and the line's text. Running the command again
-    (after an interruption or an embedder failure) stores only what is missing."""
-    from ._util import content_hash
+    A line's other fields are those of IngestItem: key (or id), source, created_at, thread_id,
+    metadata, context, ttl, expires_at. Each item is stored once per scope: its key is the
+    line's own "key" (or "id"), else one made from what it holds (its content, source, thread,
+    creation time, context and metadata), so the same lines ingested again, from this file or
+    a copy of it, store nothing new. Running the command again (after an interruption or an
+    embedder failure) stores only what is missing."""
+    items = [_ingest_line(item, n, path) for n, item in _json_lines(path)]
+    with _engine(store, embedder) as engine:
+        report = engine.ingest_report(_scope(agent, user, None), items, progress=True)
+    new = report.inserted
+    click.echo(f"ingested {len(report.ids)} memories ({new} new, {len(report.ids) - new} already stored)")
 
-    items = []
-    where = str(path.resolve())
+
+def _json_lines(path: Path) -> list[tuple[int, Any]]:
+    """The JSON value of every non-blank line of ``path`` with its 1-based line number."""
+    out = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            out.append((n, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise click.BadParameter(f"line {n} of {path} is not JSON: {exc}", param_hint="PATH") from exc
-        if isinstance(item, str):
-            item = {"content": item}
-        if isinstance(item, dict) and item.get("key") is None and item.get("id") is None:
-            item = {**item, "key": f"{where}:{n}:{content_hash(line.strip(), 16)}"}
-        items.append(item)
+    return out
+
+
+#: fields other tools name the text by, and what to write instead
+_TEXT_FIELDS = ("text", "page_content", "pageContent", "document", "memory")
+
+
+def _ingest_line(item: Any, n: int, path: Path) -> dict[str, Any]:
+    """One line as an ingest item, or an :class:`InvalidInputError` naming the line, the field
+    that is wrong and what to write instead."""
+    from pydantic import ValidationError
+
+    from .engine import IngestItem
+
+    where = f"line {n} of {path}"
+    if isinstance(item, str):
+        return {"content": item}
+    if not isinstance(item, dict):
+        raise InvalidInputError(f'{where} is a JSON {type(item).__name__}: write a string or an object such as '
+                                '{"content": "..."}')
+    if "content" not in item:
+        named = [f for f in _TEXT_FIELDS if f in item]
+        if named:
+            raise InvalidInputError(f'{where} has "{named[0]}" but no "content": the text of a memory goes in '
+                                    f'"content", e.g. {{"content": {json.dumps(item[named[0]])[:60]}}}')
+        raise InvalidInputError(f'{where} has no "content" (the memory\'s text): write {{"content": "..."}}')
+    allowed = {*IngestItem.model_fields, "id"}
+    unknown = sorted(str(k) for k in item if k not in allowed)
+    if unknown:
+        raise InvalidInputError(f"{where} has unknown field(s) {unknown}: the fields are {sorted(allowed)} "
+                                '(put anything else under "metadata")')
+    if isinstance(item["content"], str) and not item["content"].strip():
+        raise InvalidInputError(f'{where} has an empty "content": give the memory\'s text, or remove the line')
+    try:
+        IngestItem.model_validate(item)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or "the line"
+        raise InvalidInputError(f'{where}: field "{field}" is invalid ({first.get("msg")}); see `manowar ingest '
+                                "--help` for the fields and their types") from None
+    return item
+
+
+@cli.command()
+@click.option("--agent", default=None, help="Only this agent's rows (default: every row of the store).")
+@click.option("--user", default=None, help="Only this user's rows of the agent (needs --agent).")
+@click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1, max=10_000),
+              help="Rows embedded and written at a time.")
+@click.option("--dry-run", is_flag=True, help="Count the rows to embed; write nothing.")
+def reembed(agent: str | None, user: str | None, store: str | None, embedder: str, batch_size: int,
+            dry_run: bool) -> None:
+    """Embed the rows that have no vector of the embedder's model: rows written keyword-only
+    (--embedder none, or before an embedder was installed) or by another model.
+
+    Resumable: rows are written a batch at a time, and running the command again skips the
+    rows this model has embedded."""
+    if user is not None and agent is None:
+        raise click.UsageError("--user needs --agent: a user's rows are those of one agent")
+    if embedder == "none":
+        raise click.BadParameter("reembed embeds: name an embedder (or leave --embedder out for the best one "
+                                 "installed)", param_hint="--embedder")
     with _engine(store, embedder) as engine:
-        report = engine.ingest_report(_scope(agent, user, None), items, progress=True)
-    new, old = report.inserted, len(report.already_stored)
-    click.echo(f"ingested {len(report.ids)} memories ({new} new, {old} already stored)")
+        if engine.embedder is None:
+            raise click.ClickException(f"nothing to embed with: {engine.keyword_only_note}")
+        owner = _scope(agent, user, None) if user is not None and agent is not None else None
+        report = engine.reembed(agent, owner=owner, batch_size=batch_size, progress=True, dry_run=dry_run)
+    verb = "would embed" if dry_run else "embedded"
+    click.echo(f"{verb} {report.embedded} rows with {report.model_id} ({report.already_embedded} already embedded, "
+               f"{report.skipped_inactive} inactive skipped, {report.scanned} scanned)")
 
 
 @cli.command()
@@ -268,6 +341,16 @@ def _server_engine(store: str | None, embedder: str, redis_url: str | None) -> M
     return MemoryEngine(store=store, embedder=None if embedder == "none" else embedder, cache=cache)
 
 
+def _announce_embedder(engine: MemoryEngine) -> None:
+    """Say on stderr which embedder a server runs with, or why it is keyword-only."""
+    if engine.embedder is not None:
+        click.echo(f"embedder: {engine.embedder.model_id} (loading)", err=True)
+    elif engine.keyword_only_note == NO_EMBEDDER:
+        click.echo("embedder: none (keyword-only, as chosen)", err=True)
+    else:
+        click.echo(click.style(f"warning: {engine.keyword_only_note}", fg="yellow"), err=True)
+
+
 def _server_keys(keys_file: Path | None) -> ApiKeys:
     try:
         from .server.auth import ApiKeys
@@ -283,7 +366,7 @@ _KEYS_HELP = "JSON file of API keys (sha256 hash, agentWallet, optional userAddr
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
-@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None, help="Redis URL for the caches.")
 @click.option("--keys", "keys_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help=_KEYS_HELP)
@@ -312,6 +395,7 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
     import uvicorn
 
     with _server_engine(store, embedder, redis_url) as engine:
+        _announce_embedder(engine)
         app = create_app(engine, keys=keys, trust=trust, max_body_bytes=max_body, temporal_address=temporal_address,
                          temporal_namespace=temporal_namespace, temporal_task_queue=temporal_task_queue,
                          agent_jobs=agent_jobs, allow_pin=allow_pin)
@@ -334,7 +418,7 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
 @click.option("--hai", envvar="MANOWAR_HAI", default=None, help="HAI id (env MANOWAR_HAI).")
 @click.option("--groups", default="memory,items", show_default=True, help="Tool groups of the catalog (memory, items, jobs, notes, erasure; notes act in the server's project).")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
-@click.option("--embedder", default="none", show_default=True, help=_EMBEDDER_HELP)
+@click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--redis", "redis_url", envvar="MANOWAR_REDIS_URL", default=None, help="Redis URL for the caches.")
 @click.option("--keys", "keys_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help=_KEYS_HELP + " (--http)")
@@ -373,6 +457,8 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
         if not keys and not agent:
             raise click.UsageError("without API keys the HTTP server serves one scope: pass --agent")
     with _server_engine(store, embedder, redis_url) as engine:
+        _announce_embedder(engine)
+        engine.warm_up()  # the model loads now, not in the first tool call
         scope = fields if (http and keys) else Scope.from_dict(fields)
         server = build_mcp_server(engine, scope=scope, keys=keys if http else None,
                                   groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust,

@@ -27,7 +27,7 @@ from .cache.base import Cache, InMemoryCache
 from .cache.namespace import QueryCache, cached_search, scope_of
 from .candidates import Candidate
 from .config import MemoryConfig
-from .embeddings import CachedEmbedder, EmbedderSpec, resolve_embedder
+from .embeddings import AUTO, CachedEmbedder, EmbedderSpec, choose_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
 from .expiry import EXPIRES_AT, check_expires_at_value, default_ttl_seconds, is_expired, resolve_expiry, ttl_to_ms
 from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
@@ -59,6 +59,7 @@ __all__ = [
     "MemoryEngine",
     "PostTurnResult",
     "PreTurnResult",
+    "ReembedReport",
     "RememberResult",
     "SearchOptions",
     "SearchOutcome",
@@ -239,6 +240,21 @@ class IngestReport(BaseModel):
         "found already known or could not decide (see manowar_memory.resolver)."))
 
 
+@dataclasses.dataclass(frozen=True)
+class ReembedReport:
+    """What :meth:`MemoryEngine.reembed` did: the rows it read (``scanned``), gave a vector of
+    ``model_id`` (``embedded``; in a dry run, would give), found embedded by that model already
+    (``already_embedded``) and left alone as superseded, deleted or archived (``skipped_inactive``)."""
+
+    model_id: str
+    scanned: int
+    embedded: int
+    already_embedded: int
+    skipped_inactive: int
+    batches: int
+    dry_run: bool = False
+
+
 def _default_home() -> Path:
     return Path(os.environ.get("MANOWAR_HOME", "~/.manowar")).expanduser()
 
@@ -303,8 +319,11 @@ class MemoryEngine:
     'Memory context:'
 
     ``store``: a Store or URL (default: an SQLite file under ``$MANOWAR_HOME``, ``~/.manowar``).
-    ``embedder``: a provider string (``"local"``, ``"voyage:voyage-4-large"``, ``"fake"``), an
-    Embedder, or None for keyword-only memory (every result then says so).
+    ``embedder``: a provider string (``"onnx"``, ``"local"``, ``"voyage:voyage-4-large"``, ``"fake"``),
+    an Embedder, or None for keyword-only memory (every result then says so). The default,
+    ``"auto"``, is ``$MANOWAR_EMBEDDER`` when set, else the best local embedder installed (``onnx``,
+    then ``local``), else keyword-only with a warning (:mod:`manowar_memory.embeddings.choice`);
+    a named embedder that cannot load is an error, never replaced by another.
     ``reranker``: optional; used when a search asks for ``rerank=True``.
     ``extractor``: fact extractor for ``post_turn`` (default: offline rules; None disables).
     ``resolver``: optional :class:`~manowar_memory.resolver.FactResolver` (``LLMResolver(chat)``)
@@ -316,7 +335,7 @@ class MemoryEngine:
     def __init__(
         self,
         store: Store | str | None = None,
-        embedder: EmbedderSpec = None,
+        embedder: EmbedderSpec = AUTO,
         *,
         reranker: Reranker | str | None = None,
         extractor: FactExtractor | str | None = "rules",
@@ -327,10 +346,12 @@ class MemoryEngine:
         self.config = config or MemoryConfig()
         self.store = open_store(store)
         self.cache: Cache = cache if cache is not None else InMemoryCache()
-        raw_embedder = resolve_embedder(embedder)
+        choice = choose_embedder(embedder)
         self.embedder: CachedEmbedder | None = (
-            CachedEmbedder(raw_embedder, self.cache) if raw_embedder is not None else None
+            CachedEmbedder(choice.embedder, self.cache) if choice.embedder is not None else None
         )
+        #: why the vector lane is off (reported in every result's degradations), or None when it is on
+        self.keyword_only_note: str | None = (choice.note or NO_EMBEDDER) if self.embedder is None else None
         if isinstance(reranker, str):
             from .rerankers import resolve_reranker
 
@@ -918,7 +939,7 @@ class MemoryEngine:
             self._submit(self._extract_and_index, scope.with_thread(thread_id), msgs, tid, dict(metadata or {}),
                          written.memory_id)
             queued = True
-        notes = ([] if self.embedder is not None else [NO_EMBEDDER]) + list(cache_notes)
+        notes = ([self.keyword_only_note] if self.keyword_only_note else []) + list(cache_notes)
         new = written.created
         return PostTurnResult(
             session_id=sid, thread_id=thread_id, turn_id=tid, vector_id=written.memory_id, created=new,
@@ -1227,7 +1248,7 @@ class MemoryEngine:
         vector_future: concurrent.futures.Future[list[float]] | None = None
         embed_job: concurrent.futures.Future[tuple[list[str], float]] | None = None
         if self.embedder is None:
-            notes.append(NO_EMBEDDER)
+            notes.append(self.keyword_only_note or NO_EMBEDDER)
         elif any(name in ("graph", "vectors") for name in selected):
             # the query is embedded on a lane thread while the layers start: keyword lanes and the
             # other layers need no vector (ONNX Runtime and torch release the GIL); with no lane
@@ -1616,6 +1637,73 @@ class MemoryEngine:
         from .notes import DEFAULT_AGENT, ProjectNotes
 
         return ProjectNotes(self, project=project, agent=agent or DEFAULT_AGENT, user=user)
+
+    def warm_up(self) -> bool:
+        """Load the embedder now (model files, ONNX session) and embed one text, so the first
+        call does not wait for it; the servers call this at startup. A model that cannot load
+        raises here (:class:`EmbeddingError`, :class:`MissingDependencyError`). False when the
+        engine is keyword-only."""
+        if self.embedder is None:
+            return False
+        load = getattr(self.embedder.inner, "load", None)
+        if callable(load):
+            load()
+        self.embedder.inner.embed(["warm up"], input_type="query")
+        return True
+
+    def reembed(self, agent_wallet: str | None = None, *, owner: ScopeLike | None = None,
+                batch_size: int = 64, progress: bool = False, dry_run: bool = False) -> ReembedReport:
+        """Give a vector of this engine's model to every active row that has none: rows written
+        keyword-only or embedded by another model (vectors of different models never mix). Rows
+        are embedded ``batch_size`` at a time and each batch is written at once, so a run that
+        stops keeps what it wrote and running it again continues (rows this model embedded are
+        skipped). ``agent_wallet``: only that agent (default: every row of the store);
+        ``owner``: only the rows this scope owns (its agent, user, mode and HAI). ``progress``
+        shows a tqdm bar. Raises :class:`ConfigurationError` on a keyword-only engine and
+        :class:`EmbeddingError` when the embedder fails (saying how far it got)."""
+        from .jobs._store import ChangedScopes, job_store
+        from .jobs.core import Owner
+        from .jobs.reembed import ReembedParams, count_reembed, reembed
+        from .jobs.runner import invalidate_changes
+
+        if self.embedder is None:
+            raise ConfigurationError(
+                f"reembed needs an embedder and this engine is keyword-only ({self.keyword_only_note}); name one "
+                "(MemoryEngine(embedder='onnx'), `manowar reembed --embedder onnx`)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size must be a positive integer (rows embedded per batch), got {batch_size!r}")
+        wallet = agent_wallet
+        owned: Owner | None = None
+        if owner is not None:
+            sc = Scope.coerce(owner)
+            if wallet is not None and wallet != sc.agent_wallet:
+                raise InvalidInputError(f"owner belongs to agent {sc.agent_wallet!r}, not {wallet!r}: pass one agent")
+            wallet = sc.agent_wallet
+            owned = Owner(user_address=sc.user_address, mode=sc.mode, hai_id=sc.hai_id)
+        params = ReembedParams(agent_wallet=wallet, owner=owned, batch_size=batch_size)
+        store = job_store(self)
+        embedder = self.embedder.inner  # bulk document vectors would only crowd the query cache
+        changes = ChangedScopes()
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=count_reembed(store, params, embedder.model_id), unit="row",
+                       desc=f"reembed {embedder.model_id}{' (dry run)' if dry_run else ''}")
+
+        def tick(rows: int) -> None:
+            if bar is not None:
+                bar.update(rows)
+
+        try:
+            report = reembed(store, params, embedder=embedder, dry_run=dry_run, changes=changes, progress=tick)
+        finally:
+            invalidate_changes(self.query_cache, changes)
+            if bar is not None:
+                bar.close()
+        return ReembedReport(model_id=report["modelId"], scanned=report["scanned"], embedded=report["embedded"],
+                             already_embedded=report["alreadyEmbedded"], skipped_inactive=report["skippedInactive"],
+                             batches=report["batches"], dry_run=dry_run)
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:
         """Counts and ages of what is stored (optionally for one agent)."""

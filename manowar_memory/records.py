@@ -42,7 +42,8 @@ LAYERS: tuple[Layer, ...] = ("working", "scene", "graph", "patterns", "archives"
 MemorySource = Literal["session", "knowledge", "pattern", "archive", "fact"]
 FactType = Literal["preference", "identity", "context", "skill", "relationship", "event"]
 FACT_TYPES: tuple[str, ...] = ("preference", "identity", "context", "skill", "relationship", "event")
-JobType = Literal["consolidate", "patterns_extract", "archive_create", "decay_update", "cleanup", "forget", "expire"]
+JobType = Literal["consolidate", "patterns_extract", "archive_create", "decay_update", "cleanup", "forget", "expire",
+                  "reembed"]
 JobStatus = Literal["running", "completed", "failed"]
 Role = Literal["user", "assistant", "system", "tool"]
 

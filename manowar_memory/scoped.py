@@ -552,6 +552,13 @@ class ScopedMemory:
 
         return run_job(self._engine, job_type, self._job_params(job_type, params), dry_run=dry_run)
 
+    def reembed(self, *, batch_size: int = 64, dry_run: bool = False) -> Any:
+        """Give a vector of the engine's model to this scope's own rows that have none (every row
+        of the agent for an agent-level scope with ``agent_jobs``); see :meth:`MemoryEngine.reembed`.
+        Returns its :class:`~manowar_memory.engine.ReembedReport`."""
+        return self._engine.reembed(self._scope.agent_wallet, owner=None if self.agent_wide_jobs else self._scope,
+                                    batch_size=batch_size, dry_run=dry_run)
+
     @property
     def agent_wide_jobs(self) -> bool:
         """Whether jobs here act on every row of the agent (an agent-level scope the application

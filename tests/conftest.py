@@ -14,6 +14,12 @@ import uuid
 
 import pytest
 
+# Engines built without an embedder argument (and the `manowar` commands without --embedder) pick
+# $MANOWAR_EMBEDDER, else the best local model installed: hundreds of engines loading a model
+# would make the suite crawl, so the suite chooses keyword-only explicitly. The tests of that
+# default choice remove the variable with monkeypatch (tests/test_embedder_choice.py).
+os.environ["MANOWAR_EMBEDDER"] = "none"
+
 DEFAULT_MONGODB_URI = "mongodb://127.0.0.1:27017/?replicaSet=rs0"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"

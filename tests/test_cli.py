@@ -210,3 +210,66 @@ def test_recall_reports_the_true_difference_with_the_raw_texts(runner: CliRunner
     assert cut.exit_code == 0, cut.output
     packed, raw, saved, longer = re.search(pattern, cut.output).groups()  # type: ignore[union-attr]
     assert longer is None and int(saved) == int(raw) - int(packed) > 0
+
+
+def test_the_same_lines_from_another_file_are_not_stored_again(runner: CliRunner, store_url: str, tmp_path) -> None:
+    lines = '"Standup is at 9:30"\n{"content": "The wiki lives at wiki.internal"}\n"Deploys happen on Thursdays"\n'
+    for name in ("notes.jsonl", "copy.jsonl"):
+        (tmp_path / name).write_text(lines)
+    first = runner.invoke(cli, ["ingest", str(tmp_path / "notes.jsonl"), "--agent", "a1", "--store", store_url])
+    assert first.exit_code == 0, first.output
+    assert "ingested 3 memories (3 new, 0 already stored)" in first.output
+    (tmp_path / "more.jsonl").write_text(lines + '"The office is in Lyon"\n')
+    for name in ("copy.jsonl", "more.jsonl"):
+        again = runner.invoke(cli, ["ingest", str(tmp_path / name), "--agent", "a1", "--store", store_url])
+        assert again.exit_code == 0, again.output
+    assert "ingested 4 memories (1 new, 3 already stored)" in again.output
+    assert json.loads(runner.invoke(cli, ["stats", "--store", store_url]).output)["totalVectors"] == 4
+    other = runner.invoke(cli, ["ingest", str(tmp_path / "copy.jsonl"), "--agent", "a1", "--user", "u2",
+                                "--store", store_url])
+    assert "(3 new, 0 already stored)" in other.output  # keys are per scope: another user's copy is stored
+
+
+@pytest.mark.parametrize(("line", "fragments"), [
+    ('{"text": "Standup is at 9:30"}', ['has "text" but no "content"', '{"content": "Standup is at 9:30"}']),
+    ('{"page_content": "Standup", "metadata": {}}', ['has "page_content" but no "content"']),
+    ('{"metadata": {"a": 1}}', ['has no "content"', '{"content": "..."}']),
+    ('{"content": "x", "tags": ["a"]}', ["unknown field(s) ['tags']", 'under "metadata"']),
+    ('{"content": "x", "created_at": "yesterday"}', ['field "created_at" is invalid']),
+    ('{"content": "   "}', ['has an empty "content"']),
+    ("[1, 2]", ["is a JSON list"]),
+])
+def test_a_bad_line_names_its_line_number_and_what_to_write(
+        monkeypatch, capsys, store_url: str, tmp_path, line: str, fragments: list[str]) -> None:
+    path = tmp_path / "memories.jsonl"
+    path.write_text(f'"A good first line"\n\n{line}\n')
+    code, _, err = _run_main(monkeypatch, capsys, "ingest", str(path), "--agent", "a1", "--store", store_url)
+    assert code == 2 and err.startswith(f"error: line 3 of {path}"), err
+    for fragment in fragments:
+        assert fragment in err, err
+    assert "validation error" not in err and "item 2" not in err  # no raw pydantic text, no 0-based item number
+    assert json.loads(runner_stats(store_url))["totalVectors"] == 0  # a bad line stores nothing
+
+
+def runner_stats(store_url: str) -> str:
+    return CliRunner().invoke(cli, ["stats", "--store", store_url]).output
+
+
+def test_the_commands_default_to_the_environment_s_embedder(runner: CliRunner, store_url: str, monkeypatch) -> None:
+    from manowar_memory import MemoryEngine, Scope
+
+    monkeypatch.setenv("MANOWAR_EMBEDDER", "fake:16")
+    assert runner.invoke(cli, ["remember", "User likes oolong tea", "--agent", "a1", "--store", store_url]).exit_code == 0
+    assert runner.invoke(cli, ["remember", "User plays oboe", "--agent", "a1", "--store", store_url,
+                               "--embedder", "none"]).exit_code == 0
+    with MemoryEngine(store=store_url, embedder=None) as engine:
+        rows = {r.content: r.embedding_model for r in engine.scoped(Scope(agent_wallet="a1")).owned()}
+    assert rows == {"User likes oolong tea": "fake:16", "User plays oboe": None}
+
+
+def test_notes_index_without_paths_says_what_to_pass(tmp_path) -> None:
+    base = ["notes", "--project", str(tmp_path), "--store", f"sqlite:///{tmp_path / 'm.db'}", "--embedder", "none"]
+    result = CliRunner().invoke(cli, [*base, "index"], env={"MANOWAR_PROJECT_ID": "cli-index"})
+    assert result.exit_code == 2, result.output
+    assert "pass the Markdown files or directories to index" in result.output
+    assert "manowar notes index docs README.md" in result.output and "index_paths" not in result.output

@@ -2,8 +2,10 @@
 
 ``resolve_embedder("voyage:voyage-4-large")``, ``"local"`` / ``"local:/path/to/model"``,
 ``"onnx"`` / ``"onnx:all-MiniLM-L6-v2"`` (the local model on ONNX Runtime; ``"onnx-int8"`` for
-its int8 graph), ``"fake"`` / ``"fake:384"``, an :class:`Embedder` instance, or None (keyword-only).
-Providers are imported lazily and say which extra to install when missing.
+its int8 graph), ``"fake"`` / ``"fake:384"``, an :class:`Embedder` instance, or None / ``"none"``
+(keyword-only). ``"auto"`` is ``$MANOWAR_EMBEDDER``, else the best local embedder installed
+(:mod:`manowar_memory.embeddings.choice`). Providers are imported lazily and say which extra to
+install when missing.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from typing import Any
 from ..errors import ConfigurationError
 from .base import BaseEmbedder, Embedder, InputType
 from .cached import CachedEmbedder
+from .choice import AUTO, EMBEDDER_ENV, EmbedderChoice, choose_embedder, installed_local_embedder
 from .fake import FakeEmbedder
 
-__all__ = ["BaseEmbedder", "CachedEmbedder", "Embedder", "EmbedderSpec", "FakeEmbedder", "InputType", "resolve_embedder"]
+__all__ = [
+    "AUTO", "EMBEDDER_ENV", "BaseEmbedder", "CachedEmbedder", "Embedder", "EmbedderChoice", "EmbedderSpec",
+    "FakeEmbedder", "InputType", "choose_embedder", "installed_local_embedder", "resolve_embedder",
+]
 
 EmbedderSpec = Embedder | str | None
 
@@ -37,6 +43,10 @@ def resolve_embedder(spec: EmbedderSpec, **options: Any) -> Embedder | None:
     provider, _, model = spec.partition(":")
     provider = provider.strip().lower()
     model = model.strip()
+    if provider == "none" and not model:
+        return None
+    if provider == "auto" and not model:
+        return choose_embedder(spec, **options).embedder
     if provider == "fake":
         return FakeEmbedder(int(model) if model else options.pop("dimensions", 64), **options)
     if provider == "voyage":
@@ -56,5 +66,5 @@ def resolve_embedder(spec: EmbedderSpec, **options: Any) -> Embedder | None:
     raise ConfigurationError(
         f"unknown embedder {spec!r}; use 'voyage[:model]', 'local[:model or path]', 'onnx[:model or path]', "
         "'onnx-int8[:model or path]', 'fake[:dimensions]', "
-        "an Embedder instance, or None for keyword-only memory"
+        "'auto' (the best one installed), an Embedder instance, or 'none' / None for keyword-only memory"
     )

@@ -44,7 +44,9 @@ from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
 from .base import BaseEmbedder, InputType
 from .local import BUNDLED_MODEL, _has_module, bundled_model_path, is_bundled_name
 
-__all__ = ["EXPORTER_VERSION", "INT8_MODEL_PREFIX", "OnnxEmbedder", "OnnxModelFiles", "cache_root", "export_model"]
+__all__ = [
+    "EXPORTER_VERSION", "INT8_MODEL_PREFIX", "OnnxEmbedder", "OnnxModelFiles", "cache_root", "export_model", "is_exported",
+]
 
 EXPORTER_VERSION = 2  # bump when the exported graph changes: cached exports are keyed by it
 INT8_MODEL_PREFIX = "onnx-int8-v2"  # model id prefix of the int8 vectors; a new int8 recipe needs a new one
@@ -243,6 +245,24 @@ def _quantize_int8(fp32: Path, target: Path) -> None:
     )
 
 
+def _export_paths(model: str, quantize: Quantize, cache_dir: Path | str | None) -> tuple[Path, Path, Path, Path]:
+    """The model's source directory, its tokenizer, its cache folder and the graph file of ``quantize``."""
+    name, source = _source_dir(model)
+    tokenizer = source / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ConfigurationError(f"onnx embedder: {source} has no tokenizer.json (a fast tokenizer is required)")
+    _check_mean_pooling(source)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name) or "model"
+    folder = (Path(cache_dir).expanduser() if cache_dir is not None else cache_root()) / "onnx"
+    folder = folder / f"{safe}-{_fingerprint(source)}"
+    return source, tokenizer, folder, folder / "model-int8.onnx" if quantize == "int8" else folder / "model.onnx"
+
+
+def is_exported(model: str = BUNDLED_MODEL, *, quantize: Quantize = None, cache_dir: Path | str | None = None) -> bool:
+    """Whether ``model``'s ONNX graph is already in the cache (so loading it needs no torch)."""
+    return _export_paths(model, quantize, cache_dir)[3].is_file()
+
+
 def export_model(
     model: str = BUNDLED_MODEL, *, quantize: Quantize = None, cache_dir: Path | str | None = None
 ) -> OnnxModelFiles:
@@ -253,16 +273,8 @@ def export_model(
     """
     if quantize not in (None, "int8"):
         raise ConfigurationError(f"onnx embedder: quantize must be None or 'int8', got {quantize!r}")
-    name, source = _source_dir(model)
-    tokenizer = source / "tokenizer.json"
-    if not tokenizer.is_file():
-        raise ConfigurationError(f"onnx embedder: {source} has no tokenizer.json (a fast tokenizer is required)")
-    _check_mean_pooling(source)
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name) or "model"
-    folder = (Path(cache_dir).expanduser() if cache_dir is not None else cache_root()) / "onnx"
-    folder = folder / f"{safe}-{_fingerprint(source)}"
+    source, tokenizer, folder, target = _export_paths(model, quantize, cache_dir)
     fp32 = folder / "model.onnx"
-    target = folder / "model-int8.onnx" if quantize == "int8" else fp32
     if not target.is_file():
         try:
             from filelock import FileLock

@@ -1,5 +1,6 @@
 """Maintenance jobs: consolidate, patterns_extract, archive_create (+ restore, + IPFS pin
-through Pinata), decay_update, cleanup and expire (time to live and forgetting what nobody recalls); pattern → skill promotion; the jobs and item
+through Pinata), decay_update, cleanup and expire (time to live and forgetting what nobody recalls),
+reembed (vectors for the rows the configured model has not embedded); pattern → skill promotion; the jobs and item
 operations (the tools are the catalog in :mod:`manowar_memory.tools`); Temporal workflows.
 
 >>> from manowar_memory.jobs import run_job
@@ -47,7 +48,17 @@ from .pinning import (
     archive_pin_payload,
     pin_archive,
 )
-from .runner import JOB_TYPES, JOBS, execute_job, invalidate_changes, parse_params, query_cache_of, run_job
+from .reembed import DEFAULT_REEMBED_BATCH, ReembedParams, count_reembed, reembed
+from .runner import (
+    EMBEDDING_JOB_TYPES,
+    JOB_TYPES,
+    JOBS,
+    execute_job,
+    invalidate_changes,
+    parse_params,
+    query_cache_of,
+    run_job,
+)
 from .schedules import (
     InlineSchedules,
     InvalidCronError,
@@ -107,6 +118,8 @@ __all__ = [
     "run_job",
     "validate_pattern",
 ]
+# vectors for the rows the configured model has not embedded (needs the engine's embedder)
+__all__ += ["DEFAULT_REEMBED_BATCH", "EMBEDDING_JOB_TYPES", "ReembedParams", "count_reembed", "reembed"]
 # bounded, resumable batches (the Temporal workflows run consolidate and decay_update this way)
 __all__ += ["BATCHED_JOB_TYPES", "DEFAULT_BATCH_SIZE", "JOB_MARKER_KEY", "finish_batched_report", "run_job_batch"]
 # maintenance schedules (the Temporal backend is manowar_memory.jobs.temporal_schedules)

@@ -12,10 +12,10 @@ from .._util import content_hash, now_ms
 from ..errors import InvalidInputError
 from ..records import Job
 from ..redaction import redact
-from . import core
+from . import core, reembed
 from ._store import ChangedScopes, JobStore, job_store
 
-__all__ = ["JOBS", "JOB_TYPES", "execute_job", "invalidate_changes", "new_job_id", "parse_params", "query_cache_of",
+__all__ = ["EMBEDDING_JOB_TYPES", "JOBS", "JOB_TYPES", "execute_job", "invalidate_changes", "new_job_id", "parse_params", "query_cache_of",
            "run_job"]
 
 JobFunc = Callable[..., dict[str, Any]]
@@ -29,8 +29,11 @@ JOBS: dict[str, tuple[type[BaseModel], JobFunc]] = {
     "cleanup": (core.CleanupParams, core.cleanup),
     "forget": (core.ForgetParams, core.forget),
     "expire": (core.ExpireParams, core.expire),
+    "reembed": (reembed.ReembedParams, reembed.reembed),
 }
 JOB_TYPES = tuple(JOBS)
+#: the jobs that need the engine's embedder (passed by :func:`run_job`)
+EMBEDDING_JOB_TYPES = ("reembed",)
 
 
 def parse_params(job_type: str, params: Mapping[str, Any] | BaseModel | None) -> BaseModel:
@@ -59,9 +62,12 @@ def new_job_id(job_type: str, params: Mapping[str, Any], now: int) -> str:
 
 
 def execute_job(store: JobStore, job_type: str, params: BaseModel, *, dry_run: bool = False,
-                progress: Callable[[int], None] | None = None, changes: ChangedScopes | None = None) -> dict[str, Any]:
-    """Run the job function itself (no job record); ``changes`` collects the scopes it changed."""
-    return JOBS[job_type][1](store, params, dry_run=dry_run, progress=progress, changes=changes)
+                progress: Callable[[int], None] | None = None, changes: ChangedScopes | None = None,
+                embedder: Any = None) -> dict[str, Any]:
+    """Run the job function itself (no job record); ``changes`` collects the scopes it changed.
+    ``embedder`` goes to the jobs of :data:`EMBEDDING_JOB_TYPES` (the others embed nothing)."""
+    extra = {"embedder": embedder} if job_type in EMBEDDING_JOB_TYPES else {}
+    return JOBS[job_type][1](store, params, dry_run=dry_run, progress=progress, changes=changes, **extra)
 
 
 def query_cache_of(obj: Any) -> Any | None:
@@ -106,7 +112,8 @@ def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseMod
     An unknown type or malformed parameters raise :class:`InvalidInputError` before anything
     is written. Otherwise a ``running`` record is stored, the job runs, and the record becomes
     ``completed`` (``data`` = the job's report) or ``failed`` (``error`` = the message); the
-    record is returned in both cases. ``dry_run`` reports what would change and writes
+    record is returned in both cases. ``reembed`` embeds with the engine's embedder (it fails
+    on a bare store). ``dry_run`` reports what would change and writes
     nothing but the job record (``data.dryRun`` is true). ``progress`` shows a tqdm bar.
 
     Cached queries that could see a changed row are invalidated (superseded, rescored,
@@ -129,7 +136,8 @@ def run_job(store_or_engine: Any, type: str, params: Mapping[str, Any] | BaseMod
 
         bar = tqdm(desc=f"{type}{' (dry run)' if dry_run else ''}", unit="row")
     try:
-        report = execute_job(store, type, model, dry_run=dry_run, progress=_ticker(bar), changes=changes)
+        report = execute_job(store, type, model, dry_run=dry_run, progress=_ticker(bar), changes=changes,
+                             embedder=getattr(store_or_engine, "embedder", None))
         told = invalidate_changes(qcache, changes)
         job = job.model_copy(update={"status": "completed", "completed_at": now_ms(),
                                      "data": {**report, "input": dumped, "dryRun": dry_run, "invalidatedScopes": told}})

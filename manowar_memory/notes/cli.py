@@ -14,8 +14,9 @@ from .service import DEFAULT_AGENT, NOTE_KINDS, TIERS, ProjectNotes
 
 __all__ = ["notes"]
 
-_EMBEDDER_HELP = ("Embedder: 'local' (MiniLM, offline), 'voyage[:model]', 'fake', or 'none' for keyword-only; "
-                  "use the same one to index and to search (default $MANOWAR_EMBEDDER, else none).")
+_EMBEDDER_HELP = ("Embedder: 'auto' (the best one installed: 'onnx', then 'local'), 'onnx', 'local' (MiniLM, "
+                  "offline), 'voyage[:model]', 'fake', or 'none' for keyword-only; use the same one to index and "
+                  "to search (default $MANOWAR_EMBEDDER, else auto).")
 
 
 def _open(ctx: click.Context) -> ProjectNotes:
@@ -41,7 +42,7 @@ def _run(ctx: click.Context, fn: Any) -> None:
 @click.option("--agent", default=DEFAULT_AGENT, show_default=True, help="Agent whose notes these are.")
 @click.option("--user", default=None, help="User id.")
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
-@click.option("--embedder", envvar="MANOWAR_EMBEDDER", default="none", help=_EMBEDDER_HELP)
+@click.option("--embedder", envvar="MANOWAR_EMBEDDER", default="auto", help=_EMBEDDER_HELP)
 @click.pass_context
 def notes(ctx: click.Context, project: Path | None, agent: str, user: str | None, store: str | None,
           embedder: str) -> None:
@@ -116,8 +117,17 @@ def hydrate(ctx: click.Context, item_id: str, scope: str, mode: str) -> None:
 @click.option("--full", is_flag=True, help="Re-read every file; with paths, drop the roots not listed.")
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], full: bool) -> None:
-    """Index Markdown under PATHS (default: the registered roots)."""
-    _run(ctx, lambda n: n.index_paths(list(paths) or None, "full" if full else "incremental"))
+    """Index Markdown under PATHS (default: the roots indexed before)."""
+
+    def run(n: ProjectNotes) -> Any:
+        if not paths and not n.roots():
+            raise click.UsageError(
+                "nothing is indexed in this project yet: pass the Markdown files or directories to index, "
+                "e.g. `manowar notes index docs README.md` (paths relative to the project root); later runs "
+                "without paths re-index them", ctx)
+        return n.index_paths(list(paths) or None, "full" if full else "incremental")
+
+    _run(ctx, run)
 
 
 @notes.command()

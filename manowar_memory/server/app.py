@@ -17,12 +17,13 @@ between a field of the wrong type and an empty one: the problem's ``detail`` say
 """
 
 
+import contextlib
 import email.message
 import ipaddress
 import json
 import logging
 import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
@@ -686,12 +687,19 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     server, which turns on ``execution: "temporal"`` for ``POST /api/memory/jobs`` (a
     ``manowar worker`` on the same store and task queue runs the workflows). ``agent_jobs``:
     agent-level keys run maintenance over every user's rows of their agent (otherwise every job
-    acts on the caller's own rows); ``allow_pin``: callers may publish archives to IPFS."""
+    acts on the caller's own rows); ``allow_pin``: callers may publish archives to IPFS. The
+    engine's embedder loads at startup (:meth:`MemoryEngine.warm_up` in the app's lifespan)."""
     import asyncio
 
 
     keys = keys if keys is not None else ApiKeys()
-    app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None,
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(engine.warm_up)  # the model loads at startup, not in the first request
+        yield
+
+    app = FastAPI(title=title, version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan,
                   description="Layered long-term memory for LLM agents. Every request acts in one scope; an API "
                   "key acts for one agent (and optionally one user). Bodies are camelCase. Errors are RFC 9457 "
                   "problem details; every malformed request is a 400.")
