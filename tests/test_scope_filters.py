@@ -165,12 +165,20 @@ def test_scope_id_prefers_hai_id() -> None:
 @pytest.mark.parametrize(
     "filters, fragment",
     [
-        ({"color": "red"}, "is not allowed"),
+        ({"content": "red"}, "is not allowed"),
+        ({"embeddingModel": "m"}, "is not allowed"),
         ({"workingMemory.context": "x"}, "is not allowed"),
         ({"$where": "this.a == 1"}, "operator"),
         ({"$or": ["a"]}, "operator"),
         ({"metadata.$gt": 1}, "operator"),
-        ({"metadata.app_id": {"$ne": "x"}}, "nested objects"),
+        ({"metadata.app_id": {"$regex": "x"}}, "'$regex', which is not an operator"),
+        ({"metadata.n": {"$gt": True}}, "compares with a number or a string"),
+        ({"metadata.n": {"$gt": None}}, "compares with a number or a string"),
+        ({"metadata.n": {"$in": "a"}}, "takes a list"),
+        ({"metadata.n": {"$eq": [1]}}, "use $in/$nin"),
+        ({"metadata.n": {}}, "empty operator map"),
+        ({"$and": []}, "non-empty list"),
+        ({"$or": [{}]}, "empty filter"),
         ({"metadata.app_id": {"nested": 1}}, "nested objects"),
         ({"metadata.app_id": ["a", {"b": 1}]}, "non-primitive"),
         ({"metadata.app_id": ["a", ["b"]]}, "non-primitive"),
@@ -205,7 +213,7 @@ def test_alias_and_canonical_path_with_different_values_conflict() -> None:
 
 def test_filter_error_message_names_the_allowed_paths() -> None:
     with pytest.raises(FilterError) as info:
-        normalize_filters({"tenant": "x"})
+        normalize_filters({"workingMemory.tenant": "x"})
     message = str(info.value)
     for name in sorted(ALLOWED_FIELDS):
         assert name in message
@@ -371,7 +379,7 @@ def test_bad_filter_in_a_call_raises_filter_error(engine: MemoryEngine) -> None:
     with pytest.raises(FilterError):
         engine.pre_turn("anything", Scope(agent_wallet="agent"), filters={"$where": "1"})
     with pytest.raises(FilterError):
-        engine.list_items(Scope(agent_wallet="agent"), filters={"metadata.x": {"$in": [1]}})
+        engine.list_items(Scope(agent_wallet="agent"), filters={"metadata.x": {"$regex": "a"}})
 
 
 # ---------------------------------------------------------------- scope isolation

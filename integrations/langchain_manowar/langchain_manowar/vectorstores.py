@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -13,6 +12,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from manowar_memory import InvalidInputError, MemoryEngine, MemoryRecord, ScopedMemory, ScopeError
+from manowar_memory.filters import conjoin, normalize_filters
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import DEFAULT_K, DOC_KEY, RESERVED_METADATA_KEYS, TrustLevel, check_metadata
 
@@ -26,7 +26,6 @@ COLLECTION_KEY = "lc_collection"
 #: Metadata key listing the document's own metadata keys (what comes back on a Document).
 KEYS_KEY = "lc_keys"
 _INTERNAL = frozenset({COLLECTION_KEY, KEYS_KEY})
-_FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 _SEARCH_KWARGS = frozenset({"filter"})
 
 
@@ -50,10 +49,13 @@ class ManowarVectorStore(VectorStore):
     (``ScopedMemory.similar``): the top ``k`` by cosine similarity, no keyword fusion,
     decay or score cut-off, as a LangChain vector store is expected to rank.
     ``similarity_search_with_score`` gives the cosine similarity; relevance scores are
-    ``(1 + cos) / 2``. ``filter={"key": value}`` matches the documents' metadata (a value, or a
-    list for any of several values); keys the engine reserves (``trust``, ``status``...) or
-    that are not plain names raise :class:`~manowar_memory.InvalidInputError`, as does
-    metadata that sets a reserved key.
+    ``(1 + cos) / 2``. ``filter`` matches the documents' metadata in the engine's filter language
+    (:mod:`manowar_memory.filters`): ``{"key": value}``, a list for any of several values, the
+    operators ``$eq $ne $in $nin $gt $gte $lt $lte`` (``{"year": {"$gte": 2020}}``) and
+    ``$and``/``$or`` groups, as LangChain's structured filters and langchain-mongodb write them;
+    ``metadata.key`` is the same key as ``key``. Keys the engine reserves (``trust``,
+    ``status``...) and unknown operators raise :class:`~manowar_memory.FilterError` (an
+    :class:`~manowar_memory.InvalidInputError`), as does metadata that sets a reserved key.
 
     ``trust`` is the trust level of the documents written (the application's choice);
     ``collection`` keeps several stores apart in one scope.
@@ -107,28 +109,10 @@ class ManowarVectorStore(VectorStore):
         return {f"metadata.{COLLECTION_KEY}": self.collection}
 
     def _filters(self, flt: Mapping[str, Any] | None) -> dict[str, Any]:
-        out = self._base()
-        if flt is None:
-            return out
-        if not isinstance(flt, Mapping):
+        if flt is not None and not isinstance(flt, Mapping):
             raise InvalidInputError(f"filter must be a mapping of metadata keys to values, got {type(flt).__name__}")
-        for key, value in flt.items():
-            if not isinstance(key, str) or not _FILTER_KEY.match(key) or key in RESERVED_METADATA_KEYS \
-                    or key in _INTERNAL:
-                raise InvalidInputError(
-                    f"cannot filter on {key!r}: use a plain metadata key of your documents (letters, digits, _ and -)"
-                )
-            if isinstance(value, (list, tuple)):
-                if not value or not all(_scalar(v) for v in value):
-                    raise InvalidInputError(f"filter {key!r}: a list must hold strings or numbers")
-                out[f"metadata.{key}"] = tuple(value)
-            elif _scalar(value):
-                out[f"metadata.{key}"] = value
-            else:
-                raise InvalidInputError(
-                    f"filter {key!r}: use a string, number or boolean, or a list of them (got {type(value).__name__})"
-                )
-        return out
+        own = normalize_filters(flt, documents=True, hidden=RESERVED_METADATA_KEYS | _INTERNAL)
+        return conjoin(normalize_filters(self._base()), own)
 
     def _document(self, rec: MemoryRecord) -> Document:
         meta = rec.metadata
@@ -319,5 +303,3 @@ class ManowarVectorStore(VectorStore):
         return await asyncio.to_thread(lambda: cls.from_texts(texts, embedding, metadatas, **kwargs))
 
 
-def _scalar(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool))
