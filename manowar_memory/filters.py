@@ -214,6 +214,12 @@ def _condition(path: str, value: Any) -> FilterValue:
     )
 
 
+def _as_ops(value: FilterValue) -> tuple[tuple[str, Operand], ...]:
+    if isinstance(value, Ops):
+        return value.items
+    return (("$in", value),) if isinstance(value, tuple) else (("$eq", value),)  # type: ignore[return-value]
+
+
 def normalize_filters(filters: Mapping[str, Any] | None, *, documents: bool = False,
                       hidden: Collection[str] = ()) -> dict[str, FilterValue]:
     """Validate, alias and normalise ``filters`` into the filter tree the stores compile;
@@ -246,7 +252,9 @@ def normalize_filters(filters: Mapping[str, Any] | None, *, documents: bool = Fa
         path = _normalize_path(raw_path, documents=documents, hidden=hidden)
         normalized = _condition(path, value)
         if path in out and out[path] != normalized:
-            raise FilterError(f"filter {path!r} is given twice (through an alias) with different values")
+            if not isinstance(normalized, Ops) and not isinstance(out[path], Ops):
+                raise FilterError(f"filter {path!r} is given twice (through an alias) with different values")
+            normalized = Ops((*_as_ops(out[path]), *_as_ops(normalized)))  # both hold
         out[path] = normalized
     return out
 

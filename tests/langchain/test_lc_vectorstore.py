@@ -59,7 +59,9 @@ class TestManowarVectorStore:
         geo = store.similarity_search("Portugal", k=5, filter={"topic": "geo"})
         assert {d.page_content for d in geo} == {"Porto is in Portugal.", "Lisbon is the capital."}
         assert {d.metadata["n"] for d in store.similarity_search("x", k=5, filter={"n": [1, 2]})} == {1, 2}
-        for bad in ({"trust": "system"}, {"$where": "1"}, {"a.b": 1}, {"topic": {"$ne": "geo"}}):
+        assert {d.metadata["n"] for d in store.similarity_search("x", k=5, filter={"n": {"$gte": 2}})} == {2, 3}
+        for bad in ({"trust": "system"}, {"metadata.trust": "system"}, {"lc_collection": "x"}, {"$where": "1"},
+                    {"a b": 1}, {"topic": {"$regex": "geo"}}):
             with pytest.raises(InvalidInputError):
                 store.similarity_search("x", filter=bad)
         with pytest.raises(TypeError, match="unknown keyword"):

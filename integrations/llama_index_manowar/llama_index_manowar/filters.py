@@ -95,7 +95,18 @@ def _tree(filters: MetadataFilters) -> _Tree | None:
         return {}
     if len(clauses) == 1:
         return clauses[0]
-    return {"$or" if condition == FilterCondition.OR else "$and": clauses}
+    if condition == FilterCondition.OR:
+        return {"$or": clauses}
+    flat: _Tree = {}
+    rest: list[_Tree] = []
+    for clause in clauses:  # an AND of clauses on different keys is one mapping
+        if set(clause).isdisjoint(flat):
+            flat.update(clause)
+        else:
+            rest.append(clause)
+    if rest:
+        flat["$and"] = rest if "$and" not in flat else [*flat["$and"], *rest]
+    return flat
 
 
 def translate_filters(filters: MetadataFilters | None) -> dict[str, FilterValue] | None:
