@@ -53,6 +53,7 @@ __all__ = [
     "check_metadata",
     "owns",
     "pack_context",
+    "shortfall",
     "visible",
 ]
 
@@ -110,6 +111,23 @@ def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
     if reader.hai_id is not None and getattr(record, "hai_id", None) != reader.hai_id:
         return False
     return durable or reader.thread_id is None or getattr(record, "thread_id", None) == reader.thread_id
+
+
+def shortfall(k: int, *, found: int, kept: int, threshold: float | None = None,
+              what: str = "memories") -> str | None:
+    """Why a read that asked for ``k`` results returns ``kept`` (None when ``kept >= k``), one
+    wording for every adapter: the search found only ``found`` (the scope, the filters and the
+    search's own relevance cut-offs leave no more), and/or ``found - kept`` fell below the
+    caller's ``threshold``."""
+    if kept >= k:
+        return None
+    parts = []
+    if found < k:
+        parts.append(f"the search found {found} {what} for this query in the scope (after the filters and the "
+                     "search's relevance cut-offs)")
+    if found > kept:
+        parts.append(f"{found - kept} scored below score_threshold={threshold}")
+    return f"{kept} of k={k}: " + "; ".join(parts)
 
 
 def check_metadata(metadata: Mapping[str, Any] | None, *, what: str = "metadata") -> dict[str, Any]:
@@ -353,26 +371,40 @@ class ScopedMemory:
         still holds when the transcript is gone."""
         return self._engine.thread_messages(self._require_thread())
 
-    def similar(self, query: str, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
-                sources: Sequence[str] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
+    def similar(self, query: str | None, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
+                sources: Sequence[str] | None = None,
+                vector: Sequence[float] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
         """Plain nearest-neighbour read for vector-store adapters: the ``k`` visible rows whose
         embedding is closest to the query's, best first, each with its cosine similarity.
 
         Unlike :meth:`search` there is no keyword lane, similarity threshold, decay or fusion:
         this is the contract a framework's vector store has (top k by similarity, no score
         cut-off). The engine's trust filter (``retrieval.include_trust``) still applies.
-        Raises :class:`ConfigurationError` on a keyword-only engine."""
+        ``vector``: search with this query vector instead of embedding ``query`` (a framework
+        that only has the vector); it must come from the engine's model (a vector of another
+        size raises :class:`~manowar_memory.StoreError`). Raises :class:`ConfigurationError`
+        on a keyword-only engine."""
+        import math
+
         from .ranking.trust import trust_level
         from .stores.base import MemoryQuery
 
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
-        if not text:
-            raise InvalidInputError("query must be a non-empty string")
+        if not text and vector is None:
+            raise InvalidInputError("query must be a non-empty string (or pass vector=)")
         k = _positive(k, "k")
         if engine.embedder is None or engine.model_id is None:
             raise ConfigurationError("a similarity search needs an engine with an embedder (this one is keyword-only)")
-        vector = engine.embedder.embed([text], input_type="query")[0]
+        if vector is not None:
+            if isinstance(vector, (str, bytes)) or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector):
+                raise InvalidInputError("vector must be a sequence of finite numbers")
+            if not len(vector):
+                raise InvalidInputError("vector is empty")
+            vector = [float(x) for x in vector]
+        else:
+            vector = engine.embedder.embed([text], input_type="query")[0]
         q = MemoryQuery(scope=self._scope, filters=engine._merge_filters(self._scope, filters),
                         sources=tuple(sources) if sources else None)
         hits, _ = engine.store.vector_search(q, vector, engine.model_id, k * 2)  # room for trust-filtered rows
@@ -905,7 +937,7 @@ class ScopedMemory:
         """Async twin of :meth:`messages`."""
         return await asyncio.to_thread(self.messages)
 
-    async def asimilar(self, query: str, **kwargs: Any) -> builtins.list[tuple[MemoryRecord, float]]:
+    async def asimilar(self, query: str | None, **kwargs: Any) -> builtins.list[tuple[MemoryRecord, float]]:
         """Async twin of :meth:`similar`."""
         return await asyncio.to_thread(lambda: self.similar(query, **kwargs))
 
