@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
 
-from langchain_core.documents import Document  # noqa: E402
-from llama_index.core.schema import TextNode  # noqa: E402
-from llama_index.core.vector_stores.types import (  # noqa: E402
+from langchain_core.documents import Document
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
     MetadataFilter,
@@ -24,10 +24,10 @@ from llama_index.core.vector_stores.types import (  # noqa: E402
     VectorStoreQuery,
 )
 
-from langchain_manowar import ManowarRetriever  # noqa: E402
-from langchain_manowar import ManowarVectorStore as LCStore  # noqa: E402
-from llama_index_manowar import ManowarVectorStore as LIStore  # noqa: E402
-from manowar_memory import FilterError, MemoryEngine, Scope  # noqa: E402
+from langchain_manowar import ManowarRetriever
+from langchain_manowar import ManowarVectorStore as LCStore
+from llama_index_manowar import ManowarVectorStore as LIStore
+from manowar_memory import FilterError, MemoryEngine, Scope
 
 TABLE = json.loads((Path(__file__).parent / "data" / "filters.json").read_text())
 CASES = [pytest.param(c["filter"], c["ids"], id=json.dumps(c["filter"])) for c in TABLE["cases"]]

@@ -12,16 +12,16 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
 
-from langchain_core.documents import Document  # noqa: E402
-from langchain_core.embeddings import Embeddings  # noqa: E402
-from llama_index.core.schema import TextNode  # noqa: E402
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode  # noqa: E402
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
-from langchain_manowar import LangChainEmbedder, ManowarRetriever  # noqa: E402
-from langchain_manowar import ManowarVectorStore as LCStore  # noqa: E402
-from llama_index_manowar import ManowarRetriever as LIRetriever  # noqa: E402
-from llama_index_manowar import ManowarVectorStore as LIStore  # noqa: E402
-from manowar_memory import MemoryEngine, Scope  # noqa: E402
+from langchain_manowar import LangChainEmbedder, ManowarRetriever
+from langchain_manowar import ManowarVectorStore as LCStore
+from llama_index_manowar import ManowarRetriever as LIRetriever
+from llama_index_manowar import ManowarVectorStore as LIStore
+from manowar_memory import MemoryEngine, Scope
 
 QUERY = "where is the harbour"
 KEYWORD_DOC = "the harbour office opens at nine"  # shares 'harbour' with the query, orthogonal vector
@@ -81,7 +81,7 @@ def test_langchain_vector_store_scores_are_relevance(engine: MemoryEngine) -> No
     store.add_documents([Document(t) for t in (KEYWORD_DOC, VECTOR_DOC, FAR_DOC)])
     pairs = store.similarity_search_with_score(QUERY, k=3)
     assert _in_range([s for _, s in pairs])
-    assert dict((d.page_content, s) for d, s in pairs) == pytest.approx(
+    assert {d.page_content: s for d, s in pairs} == pytest.approx(
         {VECTOR_DOC: 0.8, KEYWORD_DOC: 0.5, FAR_DOC: 0.2}, abs=1e-3)
     assert [s for _, s in store.similarity_search_with_relevance_scores(QUERY, k=3)] == [s for _, s in pairs]
     kept = store.as_retriever(search_type="similarity_score_threshold",
