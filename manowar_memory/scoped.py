@@ -45,12 +45,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_K",
+    "DOCUMENT_BUDGET_CHARS",
+    "DOCUMENT_LABEL_KEYS",
     "DOC_KEY",
     "RESERVED_METADATA_KEYS",
     "ScopedMemory",
     "SearchHits",
     "chat_role",
     "check_metadata",
+    "document_label",
     "owns",
     "pack_context",
     "shortfall",
@@ -146,13 +149,34 @@ def check_metadata(metadata: Mapping[str, Any] | None, *, what: str = "metadata"
     return dict(metadata)
 
 
+#: The default character budget of a packer stage over another retriever's documents (RAG):
+#: about 1 000 tokens; documents are not cut one by one, the budget decides.
+DOCUMENT_BUDGET_CHARS = 4000
+
+#: Metadata keys naming a document's source, in the order :func:`document_label` reads them.
+DOCUMENT_LABEL_KEYS: tuple[str, ...] = ("source", "file_name", "file_path", "title", "url")
+
+
+def document_label(metadata: Mapping[str, Any] | None) -> str | None:
+    """A retrieved document's own source label: the first non-blank string among
+    :data:`DOCUMENT_LABEL_KEYS` of its metadata (None when it names none). One rule for every
+    adapter's compressor or postprocessor."""
+    if not isinstance(metadata, Mapping):
+        return None
+    for key in DOCUMENT_LABEL_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
 def pack_context(
     query: str,
     candidates: Sequence[Candidate] | Mapping[str, Sequence[Candidate]],
     *,
     scope: Scope | None = None,
     max_items: int = 6,
-    max_item_chars: int = 120,
+    max_item_chars: int | None = 120,
     budget_chars: int = 900,
     header: str = "Memory context:",
     mmr_lambda: float | None = None,
@@ -160,6 +184,7 @@ def pack_context(
     semantic_weight: float = 0.45,
     foreign: bool = False,
     dates: bool = False,
+    keep_order: bool = False,
 ) -> PackResult:
     """Pack candidates into a prompt block, always inside the untrusted-content wrapper for
     content below ``system`` trust (as ``pre_turn`` packs). With a ``scope`` the delimiter is
@@ -168,8 +193,12 @@ def pack_context(
     ``foreign=True``: the candidates come from another retriever (documents, nodes), so their
     metadata is not the engine's. Each item is labelled with the trust its metadata states
     when that is no higher than ``default_trust`` (an ``external`` row stays ``external``), and
-    with ``default_trust`` otherwise: a document cannot claim ``system``. ``dates`` tags each line
-    with the day its memory was observed (when the candidate has a time)."""
+    with ``default_trust`` otherwise: a document cannot claim ``system``; each line is tagged
+    with the document's own source (:func:`document_label`), inside the wrapper with its text.
+    ``dates`` tags each line with the day its memory was observed (when the candidate has a
+    time). ``max_item_chars=None`` cuts no item on its own (the budget decides) and
+    ``keep_order`` keeps the candidates' order, filling the budget in it (see
+    :func:`manowar_memory.packing.pack`): what a RAG stage after another retriever wants."""
     if isinstance(candidates, Mapping):
         by_layer = {k: list(v) for k, v in candidates.items()}
     else:
@@ -184,7 +213,8 @@ def pack_context(
         return pack(query, by_layer, max_items=max_items, max_item_chars=max_item_chars, budget_chars=budget_chars,
                     header=header, mmr_lambda=mmr_lambda, untrusted_delimiter=content_delimiter(key),
                     default_trust=default_trust, semantic_weight=semantic_weight,
-                    trust_ceiling=default_trust if foreign else None, dates=dates)
+                    trust_ceiling=default_trust if foreign else None, dates=dates, keep_order=keep_order,
+                    label=(lambda c: document_label(c.metadata)) if foreign else None)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
 
