@@ -322,7 +322,7 @@ def _compare(actual: Any, op: str, operand: Operand) -> bool:
     elif isinstance(actual, bool) or not isinstance(actual, number):
         return False
     a, b = actual, operand
-    return bool({"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op])  # type: ignore[operator]
+    return bool({"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op])
 
 
 def matches_filters(record: Mapping[str, Any], filters: Mapping[str, FilterValue]) -> bool:
