@@ -523,3 +523,13 @@ def test_a_fact_of_alice_is_not_a_duplicate_of_the_same_fact_of_Alice() -> None:
     again = engine.remember(Scope(agent_wallet="a", user_address="alice"), "  likes OOLONG tea. ")
     assert again.deduplicated and again.id == lower.id
     engine.close()
+
+
+def test_scope_and_call_filters_share_one_language_and_both_hold(engine: MemoryEngine) -> None:
+    """A scope's filters (what REST and MCP bodies carry) take flat keys and operators too, and a
+    call's filters on the same key are ANDed with them, never replace them."""
+    scope = Scope(agent_wallet="agent", filters={"year": {"$gte": 2020}})
+    engine.ingest(scope, [{"content": f"Report of {year}.", "metadata": {"year": year}} for year in (2019, 2021, 2024)])
+    assert sorted(r.metadata["year"] for r in engine.list_items(scope)) == [2021, 2024]
+    assert [r.metadata["year"] for r in engine.list_items(scope, filters={"metadata.year": {"$lt": 2023}})] == [2021]
+    assert [r.metadata["year"] for r in engine.list_items(scope, filters={"$or": [{"year": 2019}, {"year": 2024}]})] == [2024]
