@@ -189,7 +189,19 @@ def _operand(path: str, op: str, value: Any) -> Operand:
     return _primitive(path, value, op)
 
 
+def _comparison(path: str, op: Any) -> str:
+    if op not in COMPARISONS:
+        raise FilterError(
+            f"filter {path!r} uses {op!r}, which is not an operator on a field (nested objects are not "
+            f"allowed); allowed operators are {list(COMPARISONS)} on a field and {list(GROUPS)} "
+            "around filters"
+        )
+    return str(op)
+
+
 def _condition(path: str, value: Any) -> FilterValue:
+    if isinstance(value, Ops):  # normalised already: every operator is checked again, repeats kept
+        return Ops(tuple((op, _operand(path, _comparison(path, op), operand)) for op, operand in value.items))
     if isinstance(value, (list, tuple)):
         return _list(path, value, "a list")
     if isinstance(value, Mapping):
@@ -197,13 +209,7 @@ def _condition(path: str, value: Any) -> FilterValue:
             raise FilterError(f"filter {path!r} has an empty operator map; use one of {list(COMPARISONS)}")
         items: list[tuple[str, Operand]] = []
         for op, operand in value.items():
-            if op not in COMPARISONS:
-                raise FilterError(
-                    f"filter {path!r} uses {op!r}, which is not an operator on a field (nested objects are not "
-                    f"allowed); allowed operators are {list(COMPARISONS)} on a field and {list(GROUPS)} "
-                    "around filters"
-                )
-            items.append((op, _operand(path, op, operand)))
+            items.append((op, _operand(path, _comparison(path, op), operand)))
         if len(items) == 1 and items[0][0] in ("$eq", "$in"):
             return items[0][1]
         return Ops(tuple(items))
@@ -233,10 +239,8 @@ def normalize_filters(filters: Mapping[str, Any] | None, *, documents: bool = Fa
         raise FilterError(f"filters must be a mapping of path to value, got {type(filters).__name__}")
     out: dict[str, FilterValue] = {}
     for raw_path, value in filters.items():
-        # an already normalised filter is checked again (its operators and values)
-        if isinstance(value, Ops):
-            value = dict(value.items)
-        elif isinstance(value, Group):
+        # an already normalised filter is checked again (its groups, operators and values)
+        if isinstance(value, Group):
             value = list(value.clauses)
         if isinstance(raw_path, str) and raw_path.strip() in GROUPS:
             op = raw_path.strip()

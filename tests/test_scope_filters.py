@@ -7,7 +7,7 @@ import math
 import pytest
 
 from manowar_memory import FilterError, InvalidInputError, MemoryEngine, Scope, ScopeError
-from manowar_memory.filters import ALLOWED_FIELDS, matches_filters, normalize_filters
+from manowar_memory.filters import ALLOWED_FIELDS, Group, Ops, matches_filters, normalize_filters
 from manowar_memory.stores.base import MemoryQuery
 
 # ---------------------------------------------------------------- Scope.from_dict aliases
@@ -533,3 +533,13 @@ def test_scope_and_call_filters_share_one_language_and_both_hold(engine: MemoryE
     assert sorted(r.metadata["year"] for r in engine.list_items(scope)) == [2021, 2024]
     assert [r.metadata["year"] for r in engine.list_items(scope, filters={"metadata.year": {"$lt": 2023}})] == [2021]
     assert [r.metadata["year"] for r in engine.list_items(scope, filters={"$or": [{"year": 2019}, {"year": 2024}]})] == [2024]
+
+
+def test_two_constraints_on_one_key_both_hold_through_renormalisation() -> None:
+    """'m' and 'metadata.m' are one key: their operators are kept together, the same operator
+    twice included, and normalising the result again (as each layer does) drops none."""
+    once = normalize_filters({"m": {"$gt": 1}, "metadata.m": {"$gt": 5, "$lt": 9}})
+    assert once == {"metadata.m": Ops((("$gt", 1), ("$gt", 5), ("$lt", 9)))}
+    assert normalize_filters(once) == once
+    assert normalize_filters({"$or": [once, {"x": 1}]}) == {"$or": Group("$or", (once, {"metadata.x": 1}))}
+    assert not matches_filters({"metadata": {"m": 3}}, once) and matches_filters({"metadata": {"m": 6}}, once)
