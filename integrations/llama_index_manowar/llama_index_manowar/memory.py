@@ -225,18 +225,16 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         del log[:-_LOG_LIMIT]
         return thread, fresh
 
-    async def arecord(self, messages: Sequence[ChatMessage], session_id: str | None = None) -> PostTurnResult | None:
+    async def arecord(self, messages: Sequence[ChatMessage], session_id: str | None = None, *,
+                      arriving: bool = False) -> PostTurnResult | None:
         """Record the messages of ``messages`` this block has not recorded yet (``post_turn``);
         None when there are none with text.
 
         The session comes from ``session_id`` or from the messages (``Memory`` stamps
         ``additional_kwargs['session_id']`` on what it flushes); it is the thread when
-        the scope has none.
+        the scope has none. ``arriving``: the messages were just added to the history (after
+        what was recorded), so only a match with the end of what was recorded counts as seen.
         """
-        return await self._arecord(messages, session_id)
-
-    async def _arecord(self, messages: Sequence[ChatMessage], session_id: str | None,
-                       arriving: bool = False) -> PostTurnResult | None:
         prepared = await asyncio.to_thread(self._new, messages, session_id, arriving)  # may read the transcript
         if prepared is None:
             return None
@@ -278,7 +276,7 @@ class ManowarBlockMemory(Memory):
     async def _record(self, messages: Sequence[ChatMessage]) -> None:
         blocks = [b for b in self.memory_blocks if isinstance(b, ManowarMemoryBlock)]
         if blocks and messages:
-            await asyncio.gather(*(b._arecord(list(messages), self.session_id, arriving=True) for b in blocks))
+            await asyncio.gather(*(b.arecord(list(messages), self.session_id, arriving=True) for b in blocks))
 
     async def aput(self, message: ChatMessage) -> None:
         """Add a message (``Memory.aput``), then record it in the Manowar blocks."""
