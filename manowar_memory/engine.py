@@ -31,7 +31,7 @@ from .embeddings import AUTO, CachedEmbedder, EmbedderSpec, choose_embedder
 from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFoundError, PartialIngestError, ScopeError
 from .expiry import EXPIRES_AT, check_expires_at_value, default_ttl_seconds, is_expired, resolve_expiry, ttl_to_ms
 from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
-from .filters import FilterValue, normalize_filters
+from .filters import FilterValue, Group, Ops, conjoin, normalize_filters
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
 from .lifecycle import SOURCE_MEMORY_ID
 from .packing import ContextUsage, Decision, PackedItem, pack
@@ -69,6 +69,11 @@ log = logging.getLogger("manowar_memory")
 install_log_redaction(log)  # no credential reaches a log line
 
 NO_EMBEDDER = "vector lane disabled: no embedder configured"
+def _plain(value: FilterValue) -> bool:
+    """An equality or a "one of" list (no operators, no group)."""
+    return not isinstance(value, (Ops, Group))
+
+
 _SCOPE_FILTER_KEYS = {"agentWallet": "agent_wallet", "userAddress": "user_address", "threadId": "thread_id",
                       "mode": "mode", "haiId": "hai_id"}
 
@@ -406,11 +411,11 @@ class MemoryEngine:
         return check_metadata(metadata, what, max_chars=self.config.max_metadata_chars)
 
     def _merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
-        merged = dict(scope.filters)
-        for path, value in normalize_filters(filters).items():
-            if path in merged and merged[path] != value:
+        given = normalize_filters(filters)
+        for path, value in given.items():
+            if path in scope.filters and scope.filters[path] != value and _plain(value) and _plain(scope.filters[path]):
                 raise InvalidInputError(f"filter {path!r} is given both in the scope and in the call, with different values")
-            merged[path] = value
+        merged = conjoin(scope.filters, given)
         for path, attr in _SCOPE_FILTER_KEYS.items():
             if path in merged:
                 scope_value = getattr(scope, attr)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -84,6 +84,8 @@ class PackedItem(BaseModel):
     characters: int
     trust: str = "learned"
     wrapped: bool = False
+    line: str = ""
+    """The line as packed: its tag (layer, date or the document's source label) and text."""
 
 
 class Decision(BaseModel):
@@ -232,7 +234,7 @@ def pack(
     *,
     layer_order: Sequence[str] | None = None,
     max_items: int = 6,
-    max_item_chars: int = 120,
+    max_item_chars: int | None = 120,
     budget_chars: int = 900,
     header: str = "Memory context:",
     mmr_lambda: float | None = None,
@@ -242,6 +244,8 @@ def pack(
     semantic_weight: float = 0.45,
     trust_ceiling: str | None = None,
     dates: bool = False,
+    keep_order: bool = False,
+    label: Callable[[Candidate], str | None] | None = None,
 ) -> PackResult:
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
@@ -259,6 +263,13 @@ def pack(
     so the model can tell a newer statement from an older one; the tag counts against the budget.
     A conversation turn whose every extracted fact was superseded (``metadata.outdated``) is
     tagged ``superseded``, ``[VECTORS 2026-01-09 superseded]``, dates or not.
+
+    For documents of another retriever (RAG): ``max_item_chars=None`` cuts no item on its
+    own, the budget decides; ``keep_order`` keeps the order the candidates came in (the
+    previous stage's ranking) and fills the budget in that order, cutting only the last item
+    that fits in part (``mmr_lambda`` still reorders when given); ``label`` gives a line's tag
+    instead of the layer (a document's own source; sanitised, at most 80 characters), inside
+    the untrusted-content block with the text.
     """
     if max_items < 1:
         raise ValueError("max_items must be at least 1")
@@ -278,12 +289,13 @@ def pack(
             counter += 1
             raw_lines.append(cand.text)
             # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
-            text = truncate(neutralize_markers(sanitize(cand.text)), max_item_chars)
+            text = neutralize_markers(sanitize(cand.text))
+            text = truncate(text, max_item_chars) if max_item_chars is not None else text.strip()
             if not text:
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
                                           characters=0, reason="no text left after sanitising"))
                 continue
-            line = f"{_tag(layer, cand.created_at if dates else None, _outdated(cand))} {text}"
+            line = f"{_line_tag(cand, layer, dates, label)} {text}"
             score, extra = score_candidate(cand, terms, text, now, semantic_weight)
             trust = (trust_level(cand.metadata, default_trust) if trust_ceiling is None
                      else capped_trust_level(cand.metadata, trust_ceiling))
@@ -300,7 +312,7 @@ def pack(
                 best[entry.fp] = entry
             else:
                 decisions.append(_decision(entry, "duplicate", f"same fingerprint as {held.cand.id}"))
-    ranked = sorted(best.values(), key=lambda e: (-e.score, e.order))
+    ranked = sorted(best.values(), key=lambda e: e.order if keep_order else (-e.score, e.order))
     if mmr_lambda is not None:
         by_id = {id(e.cand): e for e in ranked}
         reordered = mmr_order([e.cand for e in ranked], lambda_=mmr_lambda, relevance=lambda c: by_id[id(c)].score)
@@ -311,10 +323,10 @@ def pack(
     opening, closing = _wrapper(untrusted_delimiter, wrap_levels) if wrap_levels else ("", "")
     reserve = len(opening) + 1 + len(closing) + 1 if wrap_levels else 0
     available = budget_chars - len(header)
-    chosen = _select(ranked, available, max_items, reserve)
+    chosen = _fill(ranked, available, max_items, reserve) if keep_order else _select(ranked, available, max_items, reserve)
     if not chosen and ranked:
         first = ranked[0]
-        prefix = f"{_tag(first.cand.layer, first.cand.created_at if dates else None, _outdated(first.cand))} "
+        prefix = f"{_line_tag(first.cand, first.cand.layer, dates, label)} "
         room = available - 1 - len(prefix) - (reserve if first.wrapped else 0)
         if room >= 8:
             first.text = truncate(first.text, room)
@@ -342,7 +354,7 @@ def pack(
     items = [
         PackedItem(
             layer=e.cand.layer, id=e.cand.id, text=e.text, score=round(e.score, 6), source=e.cand.source,
-            created_at=e.cand.created_at, characters=len(e.line), trust=e.trust, wrapped=e.wrapped,
+            created_at=e.cand.created_at, characters=len(e.line), trust=e.trust, wrapped=e.wrapped, line=e.line,
         )
         for e in chosen
     ]
@@ -372,6 +384,42 @@ def _tag(layer: str, observed_at: int | None, outdated: bool = False) -> str:
     if outdated:
         parts.append("superseded")
     return f"[{' '.join(parts)}]"
+
+
+def _line_tag(cand: Candidate, layer: str, dates: bool, label: Callable[[Candidate], str | None] | None) -> str:
+    """A line's tag: the caller's label for the candidate (a document's source), else the layer's."""
+    own = label(cand) if label is not None else None
+    if own:
+        text = truncate(neutralize_markers(sanitize(str(own))).replace("[", "(").replace("]", ")"), 80)
+        if text:
+            return f"[{text}]"
+    return _tag(layer, cand.created_at if dates else None, _outdated(cand))
+
+
+def _fill(ranked: list[_Entry], available: int, max_items: int, reserve: int = 0) -> list[_Entry]:
+    """The items to pack in their given order: whole items while they fit, then the next one cut
+    to the room left (when at least 40 characters of it fit), then stop."""
+    chosen: list[_Entry] = []
+    used = 0
+    wrapped = False
+    for e in ranked:
+        if len(chosen) >= max_items:
+            break
+        extra = (reserve if e.wrapped and not wrapped else 0)
+        if used + extra + e.cost <= available:
+            chosen.append(e)
+            used += extra + e.cost
+            wrapped = wrapped or e.wrapped
+            continue
+        prefix = e.line[: len(e.line) - len(e.text)]
+        room = available - used - extra - 1 - len(prefix)
+        if room >= 40:
+            e.text = truncate(e.text, room)
+            e.line = prefix + e.text
+            if used + extra + e.cost <= available:
+                chosen.append(e)
+        break
+    return chosen
 
 
 def _replaces(new: _Entry, held: _Entry) -> bool:

@@ -45,14 +45,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_K",
+    "DOCUMENT_BUDGET_CHARS",
+    "DOCUMENT_LABEL_KEYS",
     "DOC_KEY",
     "RESERVED_METADATA_KEYS",
     "ScopedMemory",
     "SearchHits",
     "chat_role",
     "check_metadata",
+    "document_label",
     "owns",
     "pack_context",
+    "shortfall",
     "visible",
 ]
 
@@ -113,6 +117,23 @@ def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
     return durable or reader.thread_id is None or getattr(record, "thread_id", None) == reader.thread_id
 
 
+def shortfall(k: int, *, found: int, kept: int, threshold: float | None = None,
+              what: str = "memories") -> str | None:
+    """Why a read that asked for ``k`` results returns ``kept`` (None when ``kept >= k``), one
+    wording for every adapter: the search found only ``found`` (the scope, the filters and the
+    search's own relevance cut-offs leave no more), and/or ``found - kept`` fell below the
+    caller's ``threshold``."""
+    if kept >= k:
+        return None
+    parts = []
+    if found < k:
+        parts.append(f"the search found {found} {what} for this query in the scope (after the filters and the "
+                     "search's relevance cut-offs)")
+    if found > kept:
+        parts.append(f"{found - kept} scored below score_threshold={threshold}")
+    return f"{kept} of k={k}: " + "; ".join(parts)
+
+
 def check_metadata(metadata: Mapping[str, Any] | None, *, what: str = "metadata") -> dict[str, Any]:
     """A plain-JSON copy of caller-supplied metadata; raises :class:`InvalidInputError` if it is
     not JSON data the engine stores (the engine's own check, :func:`manowar_memory.validation.check_metadata`)
@@ -129,13 +150,34 @@ def check_metadata(metadata: Mapping[str, Any] | None, *, what: str = "metadata"
     return dict(metadata)
 
 
+#: The default character budget of a packer stage over another retriever's documents (RAG):
+#: about 1 000 tokens; documents are not cut one by one, the budget decides.
+DOCUMENT_BUDGET_CHARS = 4000
+
+#: Metadata keys naming a document's source, in the order :func:`document_label` reads them.
+DOCUMENT_LABEL_KEYS: tuple[str, ...] = ("source", "file_name", "file_path", "title", "url")
+
+
+def document_label(metadata: Mapping[str, Any] | None) -> str | None:
+    """A retrieved document's own source label: the first non-blank string among
+    :data:`DOCUMENT_LABEL_KEYS` of its metadata (None when it names none). One rule for every
+    adapter's compressor or postprocessor."""
+    if not isinstance(metadata, Mapping):
+        return None
+    for key in DOCUMENT_LABEL_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
 def pack_context(
     query: str,
     candidates: Sequence[Candidate] | Mapping[str, Sequence[Candidate]],
     *,
     scope: Scope | None = None,
     max_items: int = 6,
-    max_item_chars: int = 120,
+    max_item_chars: int | None = 120,
     budget_chars: int = 900,
     header: str = "Memory context:",
     mmr_lambda: float | None = None,
@@ -143,6 +185,7 @@ def pack_context(
     semantic_weight: float = 0.45,
     foreign: bool = False,
     dates: bool = False,
+    keep_order: bool = False,
 ) -> PackResult:
     """Pack candidates into a prompt block, always inside the untrusted-content wrapper for
     content below ``system`` trust (as ``pre_turn`` packs). With a ``scope`` the delimiter is
@@ -151,8 +194,12 @@ def pack_context(
     ``foreign=True``: the candidates come from another retriever (documents, nodes), so their
     metadata is not the engine's. Each item is labelled with the trust its metadata states
     when that is no higher than ``default_trust`` (an ``external`` row stays ``external``), and
-    with ``default_trust`` otherwise: a document cannot claim ``system``. ``dates`` tags each line
-    with the day its memory was observed (when the candidate has a time)."""
+    with ``default_trust`` otherwise: a document cannot claim ``system``; each line is tagged
+    with the document's own source (:func:`document_label`), inside the wrapper with its text.
+    ``dates`` tags each line with the day its memory was observed (when the candidate has a
+    time). ``max_item_chars=None`` cuts no item on its own (the budget decides) and
+    ``keep_order`` keeps the candidates' order, filling the budget in it (see
+    :func:`manowar_memory.packing.pack`): what a RAG stage after another retriever wants."""
     if isinstance(candidates, Mapping):
         by_layer = {k: list(v) for k, v in candidates.items()}
     else:
@@ -167,7 +214,8 @@ def pack_context(
         return pack(query, by_layer, max_items=max_items, max_item_chars=max_item_chars, budget_chars=budget_chars,
                     header=header, mmr_lambda=mmr_lambda, untrusted_delimiter=content_delimiter(key),
                     default_trust=default_trust, semantic_weight=semantic_weight,
-                    trust_ceiling=default_trust if foreign else None, dates=dates)
+                    trust_ceiling=default_trust if foreign else None, dates=dates, keep_order=keep_order,
+                    label=(lambda c: document_label(c.metadata)) if foreign else None)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
 
@@ -354,26 +402,40 @@ class ScopedMemory:
         still holds when the transcript is gone."""
         return self._engine.thread_messages(self._require_thread())
 
-    def similar(self, query: str, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
-                sources: Sequence[str] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
+    def similar(self, query: str | None, *, k: int = DEFAULT_K, filters: Mapping[str, Any] | None = None,
+                sources: Sequence[str] | None = None,
+                vector: Sequence[float] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
         """Plain nearest-neighbour read for vector-store adapters: the ``k`` visible rows whose
         embedding is closest to the query's, best first, each with its cosine similarity.
 
         Unlike :meth:`search` there is no keyword lane, similarity threshold, decay or fusion:
         this is the contract a framework's vector store has (top k by similarity, no score
         cut-off). The engine's trust filter (``retrieval.include_trust``) still applies.
-        Raises :class:`ConfigurationError` on a keyword-only engine."""
+        ``vector``: search with this query vector instead of embedding ``query`` (a framework
+        that only has the vector); it must come from the engine's model (a vector of another
+        size raises :class:`~manowar_memory.StoreError`). Raises :class:`ConfigurationError`
+        on a keyword-only engine."""
+        import math
+
         from .ranking.trust import trust_level
         from .stores.base import MemoryQuery
 
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
-        if not text:
-            raise InvalidInputError("query must be a non-empty string")
+        if not text and vector is None:
+            raise InvalidInputError("query must be a non-empty string (or pass vector=)")
         k = _positive(k, "k")
         if engine.embedder is None or engine.model_id is None:
             raise ConfigurationError("a similarity search needs an engine with an embedder (this one is keyword-only)")
-        vector = engine.embedder.embed([text], input_type="query")[0]
+        if vector is not None:
+            if isinstance(vector, (str, bytes)) or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector):
+                raise InvalidInputError("vector must be a sequence of finite numbers")
+            if not len(vector):
+                raise InvalidInputError("vector is empty")
+            vector = [float(x) for x in vector]
+        else:
+            vector = engine.embedder.embed([text], input_type="query")[0]
         q = MemoryQuery(scope=self._scope, filters=engine._merge_filters(self._scope, filters),
                         sources=tuple(sources) if sources else None)
         hits, _ = engine.store.vector_search(q, vector, engine.model_id, k * 2)  # room for trust-filtered rows
@@ -913,7 +975,7 @@ class ScopedMemory:
         """Async twin of :meth:`messages`."""
         return await asyncio.to_thread(self.messages)
 
-    async def asimilar(self, query: str, **kwargs: Any) -> builtins.list[tuple[MemoryRecord, float]]:
+    async def asimilar(self, query: str | None, **kwargs: Any) -> builtins.list[tuple[MemoryRecord, float]]:
         """Async twin of :meth:`similar`."""
         return await asyncio.to_thread(lambda: self.similar(query, **kwargs))
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .candidates import Candidate
+from .candidates import Candidate, relevance
 from .errors import ManowarError, ToolCallError
 from .notes.tools import NOTES_TOOL_RESULTS, NOTES_TOOL_SPECS
 from .records import MemoryRecord
@@ -83,15 +83,20 @@ def tool_error_payload(tool: str, exc: BaseException) -> dict[str, Any]:
 def memory_view(item: Candidate | MemoryRecord, *, default_trust: str = "learned",
                 decisions: bool = False) -> dict[str, Any]:
     """What a recalled memory looks like to a framework: the text and one metadata schema
-    (``id``, ``layer``, ``score``, ``created_at``, ``trust``, ``source``, ``lanes``, and the
-    ranking ``decisions`` when asked). Both adapters' documents and nodes use it."""
+    (``id``, ``layer``, ``score``, ``rank_score``, ``created_at``, ``trust``, ``source``, ``lanes``,
+    and the ranking ``decisions`` when asked). Both adapters' documents and nodes use it.
+
+    ``score`` is the memory's relevance in [0, 1] (:func:`manowar_memory.candidates.relevance`),
+    what a ``score_threshold`` compares with; ``rank_score`` is the engine's ranking score
+    (fusion, decay, boosts; it orders the results and may pass 1)."""
     from .ranking.trust import trust_level
 
     if isinstance(item, Candidate):
         rec = item.record if isinstance(item.record, MemoryRecord) else None
         meta = item.metadata or {}
         out: dict[str, Any] = {
-            "id": item.id, "layer": item.layer, "score": round(float(item.score), 6), "created_at": item.created_at,
+            "id": item.id, "layer": item.layer, "score": round(relevance(item), 6),
+            "rank_score": round(float(item.score), 6), "created_at": item.created_at,
             "trust": trust_level(meta, default_trust), "source": item.source,
             "lanes": {k: round(float(v), 6) for k, v in item.lanes.items()},
         }
@@ -100,7 +105,8 @@ def memory_view(item: Candidate | MemoryRecord, *, default_trust: str = "learned
         user_meta = {k: v for k, v in meta.items() if k not in out}
         return {"text": item.text, "metadata": out, "user_metadata": user_meta, "record": rec}
     out = {"id": item.id, "layer": str(item.metadata.get("layer") or ("graph" if item.source == "fact" else "vectors")),
-           "score": None, "created_at": item.created_at, "trust": trust_level(item.metadata, default_trust),
+           "score": None, "rank_score": None, "created_at": item.created_at,
+           "trust": trust_level(item.metadata, default_trust),
            "source": item.source, "lanes": {}}
     return {"text": item.content, "metadata": out, "user_metadata": {k: v for k, v in item.metadata.items() if k not in out},
             "record": item}

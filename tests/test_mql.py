@@ -323,3 +323,22 @@ def test_not_expired_is_applied_after_atlas_ann_not_pushed_down() -> None:
     assert pipeline[2]["$match"]["metadata.expiresAt"] == UNEXPIRED
     flt, _, _ = _mql.local_scan_query(q(), "m")
     assert flt["metadata.expiresAt"] == UNEXPIRED
+
+
+def test_caller_filter_operators_and_groups_compile_to_mql() -> None:
+    scope = Scope(agent_wallet="a")
+    flt = normalize_filters({"topic": "x", "year": {"$gte": 2020, "$lt": 2024}, "tags": {"$nin": ["a", "b"]},
+                             "$or": [{"lang": ["en", "pt"]}, {"$and": [{"n": {"$ne": 1}}, {"source": "doc"}]}]})
+    doc = _mql.scope_filter(MemoryQuery(scope=scope, filters=flt, active_only=False))
+    assert doc == {
+        "agentWallet": "a", "userAddress": None, "metadata.topic": "x",
+        "metadata.year": {"$gte": 2020, "$lt": 2024}, "metadata.tags": {"$nin": ["a", "b"]},
+        "$or": [{"metadata.lang": {"$in": ["en", "pt"]}},
+                {"$and": [{"metadata.n": {"$ne": 1}}, {"source": "doc"}]}],
+    }
+
+
+def test_merging_merged_filters_keeps_every_and_clause() -> None:
+    first = _mql._merge([("a", 1), ("a", 2)])
+    assert first == {"a": 1, "$and": [{"a": 2}]}
+    assert _mql._merge([*first.items(), ("b", 3), ("b", 4)]) == {"a": 1, "b": 3, "$and": [{"a": 2}, {"b": 4}]}

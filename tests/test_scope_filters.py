@@ -7,7 +7,7 @@ import math
 import pytest
 
 from manowar_memory import FilterError, InvalidInputError, MemoryEngine, Scope, ScopeError
-from manowar_memory.filters import ALLOWED_FIELDS, matches_filters, normalize_filters
+from manowar_memory.filters import ALLOWED_FIELDS, Group, Ops, matches_filters, normalize_filters
 from manowar_memory.stores.base import MemoryQuery
 
 # ---------------------------------------------------------------- Scope.from_dict aliases
@@ -165,12 +165,20 @@ def test_scope_id_prefers_hai_id() -> None:
 @pytest.mark.parametrize(
     "filters, fragment",
     [
-        ({"color": "red"}, "is not allowed"),
+        ({"content": "red"}, "is not allowed"),
+        ({"embeddingModel": "m"}, "is not allowed"),
         ({"workingMemory.context": "x"}, "is not allowed"),
         ({"$where": "this.a == 1"}, "operator"),
         ({"$or": ["a"]}, "operator"),
         ({"metadata.$gt": 1}, "operator"),
-        ({"metadata.app_id": {"$ne": "x"}}, "nested objects"),
+        ({"metadata.app_id": {"$regex": "x"}}, "'$regex', which is not an operator"),
+        ({"metadata.n": {"$gt": True}}, "compares with a number or a string"),
+        ({"metadata.n": {"$gt": None}}, "compares with a number or a string"),
+        ({"metadata.n": {"$in": "a"}}, "takes a list"),
+        ({"metadata.n": {"$eq": [1]}}, "use $in/$nin"),
+        ({"metadata.n": {}}, "empty operator map"),
+        ({"$and": []}, "non-empty list"),
+        ({"$or": [{}]}, "empty filter"),
         ({"metadata.app_id": {"nested": 1}}, "nested objects"),
         ({"metadata.app_id": ["a", {"b": 1}]}, "non-primitive"),
         ({"metadata.app_id": ["a", ["b"]]}, "non-primitive"),
@@ -205,7 +213,7 @@ def test_alias_and_canonical_path_with_different_values_conflict() -> None:
 
 def test_filter_error_message_names_the_allowed_paths() -> None:
     with pytest.raises(FilterError) as info:
-        normalize_filters({"tenant": "x"})
+        normalize_filters({"workingMemory.tenant": "x"})
     message = str(info.value)
     for name in sorted(ALLOWED_FIELDS):
         assert name in message
@@ -371,7 +379,7 @@ def test_bad_filter_in_a_call_raises_filter_error(engine: MemoryEngine) -> None:
     with pytest.raises(FilterError):
         engine.pre_turn("anything", Scope(agent_wallet="agent"), filters={"$where": "1"})
     with pytest.raises(FilterError):
-        engine.list_items(Scope(agent_wallet="agent"), filters={"metadata.x": {"$in": [1]}})
+        engine.list_items(Scope(agent_wallet="agent"), filters={"metadata.x": {"$regex": "a"}})
 
 
 # ---------------------------------------------------------------- scope isolation
@@ -515,3 +523,23 @@ def test_a_fact_of_alice_is_not_a_duplicate_of_the_same_fact_of_Alice() -> None:
     again = engine.remember(Scope(agent_wallet="a", user_address="alice"), "  likes OOLONG tea. ")
     assert again.deduplicated and again.id == lower.id
     engine.close()
+
+
+def test_scope_and_call_filters_share_one_language_and_both_hold(engine: MemoryEngine) -> None:
+    """A scope's filters (what REST and MCP bodies carry) take flat keys and operators too, and a
+    call's filters on the same key are ANDed with them, never replace them."""
+    scope = Scope(agent_wallet="agent", filters={"year": {"$gte": 2020}})
+    engine.ingest(scope, [{"content": f"Report of {year}.", "metadata": {"year": year}} for year in (2019, 2021, 2024)])
+    assert sorted(r.metadata["year"] for r in engine.list_items(scope)) == [2021, 2024]
+    assert [r.metadata["year"] for r in engine.list_items(scope, filters={"metadata.year": {"$lt": 2023}})] == [2021]
+    assert [r.metadata["year"] for r in engine.list_items(scope, filters={"$or": [{"year": 2019}, {"year": 2024}]})] == [2024]
+
+
+def test_two_constraints_on_one_key_both_hold_through_renormalisation() -> None:
+    """'m' and 'metadata.m' are one key: their operators are kept together, the same operator
+    twice included, and normalising the result again (as each layer does) drops none."""
+    once = normalize_filters({"m": {"$gt": 1}, "metadata.m": {"$gt": 5, "$lt": 9}})
+    assert once == {"metadata.m": Ops((("$gt", 1), ("$gt", 5), ("$lt", 9)))}
+    assert normalize_filters(once) == once
+    assert normalize_filters({"$or": [once, {"x": 1}]}) == {"$or": Group("$or", (once, {"metadata.x": 1}))}
+    assert not matches_filters({"metadata": {"m": 3}}, once) and matches_filters({"metadata": {"m": 6}}, once)

@@ -210,3 +210,44 @@ def test_not_expired_keeps_rows_by_their_expiry(metadata: dict, visible: bool) -
     expiry = conn.execute(f"SELECT {_sql.expiry_column()} FROM memory").fetchone()[0]
     numeric = isinstance(metadata.get("expiresAt"), (int, float))
     assert (expiry is not None) is numeric and (expiry is None or expiry == metadata["expiresAt"])
+
+
+# ---------------------------------------------------------------- caller filters
+
+
+def _meta(path: str) -> str:
+    return f"json_extract(metadata, '$.\"{path.split('.', 1)[1]}\"')" if path.startswith("metadata.") else path
+
+
+def test_filter_where_compiles_operators_and_groups() -> None:
+    from manowar_memory.filters import normalize_filters
+
+    flt = normalize_filters({"topic": "x", "year": {"$gte": 2020, "$lt": 2024}, "source": {"$ne": "fact"},
+                             "$or": [{"lang": ["en", "pt"]}, {"tag": {"$nin": ["a"]}}]})
+    sql, params = _sql.filter_where(flt, lambda path: path.rsplit(".", 1)[-1])  # plain columns
+    assert sql == (
+        "(topic = ?) AND ((year >= ? AND typeof(year) IN ('integer', 'real')) AND "
+        "(year < ? AND typeof(year) IN ('integer', 'real'))) AND (NOT COALESCE(source = ?, 0)) AND "
+        "(((lang = ? OR lang = ?)) OR ((NOT COALESCE((tag = ?), 0))))"
+    )
+    assert params == ["x", 2020, 2024, "fact", "en", "pt", "a"]
+    assert _sql.filter_where({}, _meta) == ("1", [])
+
+
+def test_filter_where_matches_the_in_process_semantics() -> None:
+    """Run on a real table: every filter selects exactly the rows matches_filters selects."""
+    from manowar_memory.filters import matches_filters, normalize_filters
+
+    rows = [{"n": 1}, {"n": 2.5}, {"n": "2"}, {"n": True}, {"n": None}, {}, {"n": "b"}, {"n": "a"}]
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER, metadata TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, json.dumps(r)) for i, r in enumerate(rows)])
+    for flt in ({"n": 1}, {"n": True}, {"n": None}, {"n": {"$ne": None}}, {"n": {"$ne": 1}}, {"n": {"$gt": 1}},
+                {"n": {"$lte": 2.5}}, {"n": {"$gte": "a"}}, {"n": {"$lt": "b"}}, {"n": {"$in": [1, "2", None]}},
+                {"n": {"$nin": [1, "2"]}}, {"$or": [{"n": {"$gt": 2}}, {"n": "a"}]},
+                {"$and": [{"n": {"$gt": 0}}, {"n": {"$lt": 2}}]}):
+        norm = normalize_filters(flt)
+        sql, params = _sql.filter_where(norm, _meta)
+        got = [r[0] for r in conn.execute(f"SELECT id FROM t WHERE {sql} ORDER BY id", params)]
+        want = [i for i, r in enumerate(rows) if matches_filters({"metadata": r}, norm)]
+        assert got == want, flt

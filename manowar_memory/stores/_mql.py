@@ -14,8 +14,8 @@ Scope rules (the same as the embedded store, :mod:`manowar_memory.stores.sqlite`
 * ``active_only``: ``metadata.status`` not inactive (deleted, superseded, expired, forgotten); rows
   without a status match; memory rows also not expired (:func:`not_expired`, at ``query.now`` or now);
 * ``sources`` / ``exclude_sources`` on memory rows;
-* allowlisted caller filters: a primitive is an equality (``None`` matches null or missing),
-  a list is ``$in``. A filter on a key the scope already constrains is ANDed with it (through
+* caller filters (:mod:`manowar_memory.filters`): a primitive is an equality (``None`` matches
+  null or missing), a list is ``$in``, operators are MongoDB's own, ``$and``/``$or`` groups nest. A filter on a key the scope already constrains is ANDed with it (through
   ``$and``), never allowed to replace it.
 
 One difference from SQLite that no conformance test relies on: MongoDB equality on a field
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._util import now_ms as _now_ms
-from ..filters import FilterValue
+from ..filters import FilterValue, Group, Ops
 from .base import INACTIVE_STATUSES, MemoryQuery
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "atlas_prefilter",
     "atlas_vector_pipeline",
     "date_to_ms",
+    "filter_clauses",
     "keyword_pipelines",
     "live_session_filter",
     "local_scan_query",
@@ -289,15 +290,33 @@ def date_to_ms(value: Any) -> int:
 def _condition(value: FilterValue) -> Any:
     if isinstance(value, tuple):
         return {"$in": list(value)}
+    if isinstance(value, Ops):
+        return {op: list(operand) if isinstance(operand, tuple) else operand for op, operand in value.items}
     return value
 
 
+def filter_clauses(filters: Mapping[str, FilterValue]) -> list[tuple[str, Any]]:
+    """The ``(key, condition)`` clauses of a normalised filter
+    (:func:`manowar_memory.filters.normalize_filters`): a primitive is an equality, a tuple ``$in``,
+    operators map to MongoDB's of the same name, ``$and``/``$or`` groups to lists of documents."""
+    out: list[tuple[str, Any]] = []
+    for path, value in filters.items():
+        if isinstance(value, Group):
+            out.append((value.op, [_merge(filter_clauses(clause)) for clause in value.clauses]))
+        else:
+            out.append((path, _condition(value)))
+    return out
+
+
 def _merge(clauses: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """Clauses into one filter document; a second, different clause on a key goes into ``$and``."""
+    """Clauses into one filter document; a second, different clause on a key goes into ``$and``
+    (as do the clauses of an ``$and`` clause, so merging merged documents keeps every clause)."""
     out: dict[str, Any] = {}
     extra: list[dict[str, Any]] = []
     for key, cond in clauses:
-        if key not in out:
+        if key == "$and":
+            extra.extend(c for c in cond if c not in extra)
+        elif key not in out:
             out[key] = cond
         elif out[key] != cond and {key: cond} not in extra:
             extra.append({key: cond})
@@ -330,8 +349,7 @@ def scope_filter(query: MemoryQuery, *, collection: str = MEMORY) -> dict[str, A
             clauses.append(("source", {"$in": list(query.sources)}))
         if query.exclude_sources:
             clauses.append(("source", {"$nin": list(query.exclude_sources)}))
-    for path, value in query.filters.items():
-        clauses.append((path, _condition(value)))
+    clauses.extend(filter_clauses(query.filters))
     return _merge(clauses)
 
 

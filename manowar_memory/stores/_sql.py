@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..filters import FilterValue, Group, Operand, Ops, Primitive
 from ._fts import TERMS_FUNCTION
 from .base import INACTIVE_STATUSES
 
@@ -23,6 +24,7 @@ __all__ = [
     "count_stale_sessions",
     "count_transcripts_older_than",
     "expiry_column",
+    "filter_where",
     "fts_rowid",
     "fts_scope_id",
     "fts_scope_insert",
@@ -292,3 +294,85 @@ def count_stale_sessions(now: int, cutoff: int) -> Statement:
 def stale_session_scopes(now: int, cutoff: int) -> Statement:
     """The distinct scopes of the sessions expired at ``now`` or last used before ``cutoff``."""
     return f"SELECT DISTINCT {_SCOPE} FROM sessions WHERE {_STALE_SESSION}", [now, cutoff]
+
+
+# ----------------------------------------------------------------------------- caller filters
+
+
+def _type_of(expr: str) -> str:
+    # JSON values keep their JSON type (true is not 1); plain columns their SQL type
+    if expr.startswith("json_extract("):
+        return expr.replace("json_extract(", "json_type(", 1)
+    return f"typeof({expr})"
+
+
+def _eq_sql(expr: str, value: Primitive) -> Statement:
+    if value is None:
+        return f"{expr} IS NULL", []
+    is_json = expr.startswith("json_extract(")
+    kind = _type_of(expr)
+    if isinstance(value, bool):
+        if is_json:
+            return f"{kind} = '{'true' if value else 'false'}'", []
+        return f"{expr} = ?", [value]
+    if not is_json:
+        return f"{expr} = ?", [value]
+    if isinstance(value, (int, float)):
+        return f"({expr} = ? AND {kind} IN ('integer', 'real'))", [value]
+    return f"({expr} = ? AND {kind} = 'text')", [value]
+
+
+def _any_sql(expr: str, values: Sequence[Primitive]) -> Statement:
+    parts: list[str] = []
+    params: list[Any] = []
+    for v in values:
+        sql, p = _eq_sql(expr, v)
+        parts.append(sql)
+        params.extend(p)
+    return "(" + " OR ".join(parts) + ")", params
+
+
+_RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _op_sql(expr: str, op: str, operand: Operand) -> Statement:
+    if op in ("$eq", "$ne"):
+        sql, params = _eq_sql(expr, operand)  # type: ignore[arg-type]
+        return (sql, params) if op == "$eq" else (f"NOT COALESCE({sql}, 0)", params)
+    if op in ("$in", "$nin"):
+        sql, params = _any_sql(expr, operand)  # type: ignore[arg-type]
+        return (sql, params) if op == "$in" else (f"NOT COALESCE({sql}, 0)", params)
+    kinds = "('integer', 'real')" if not isinstance(operand, str) else "('text')"
+    return f"({expr} {_RANGE_SQL[op]} ? AND {_type_of(expr)} IN {kinds})", [operand]
+
+
+def filter_where(filters: Mapping[str, FilterValue], expr_of: Callable[[str], str]) -> Statement:
+    """SQL (an AND of its entries, ``"1"`` when empty) of a normalised filter
+    (:func:`manowar_memory.filters.normalize_filters`); ``expr_of`` gives a path's SQL expression.
+
+    Semantics of :func:`manowar_memory.filters.matches_filters` (and MongoDB's): equality keeps
+    JSON types (``true`` is not ``1``, ``"1"`` is not ``1``), ``None`` matches null or missing,
+    ``$ne``/``$nin`` match a missing value, ranges compare numbers with numbers and strings
+    with strings."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for path, value in filters.items():
+        if isinstance(value, Group):
+            subs = [filter_where(clause, expr_of) for clause in value.clauses]
+            joiner = " AND " if value.op == "$and" else " OR "
+            sql = "(" + joiner.join(f"({s})" for s, _ in subs) + ")"
+            values = [v for _, p in subs for v in p]
+        else:
+            expr = expr_of(path)
+            if isinstance(value, Ops):
+                pieces = [_op_sql(expr, op, operand) for op, operand in value.items]
+                sql = "(" + " AND ".join(s for s, _ in pieces) + ")"
+                values = [v for _, p in pieces for v in p]
+            elif isinstance(value, tuple):
+                sql, values = _any_sql(expr, value)
+            else:
+                sql, values = _eq_sql(expr, value)
+                sql = f"({sql})"
+        parts.append(sql)
+        params.extend(values)
+    return (" AND ".join(parts) if parts else "1"), params

@@ -26,7 +26,6 @@ import numpy as np
 
 from .._util import now_ms
 from ..errors import ConflictError, StoreError
-from ..filters import FilterValue
 from ..records import Archive, Job, MemoryRecord, Pattern, Session, Skill, Transcript
 from ..scope import SCOPE_FIELDS
 from . import _fts, _sql
@@ -556,9 +555,8 @@ class SQLiteStore:
             if q.exclude_sources:
                 clauses.append(f"{source_col} NOT IN ({','.join('?' * len(q.exclude_sources))})")
                 params.extend(q.exclude_sources)
-        for path, value in q.filters.items():
-            expr = SQLiteStore._path_expr(path, json_col, source_col)
-            clause, values = _equality(expr, value)
+        if q.filters:
+            clause, values = _sql.filter_where(q.filters, lambda p: SQLiteStore._path_expr(p, json_col, source_col))
             clauses.append(clause)
             params.extend(values)
         return " AND ".join(clauses), params
@@ -1354,30 +1352,6 @@ def _split_script(migrate: Callable[[sqlite3.Connection], None]) -> list[str]:
     recorder = _Recorder()
     migrate(recorder)  # type: ignore[arg-type]
     return recorder.statements
-
-
-def _equality(expr: str, value: FilterValue) -> tuple[str, list[Any]]:
-    """SQL for ``expr`` equals ``value`` (a list means any of them), with JSON's types kept:
-    ``true`` does not equal ``1`` and ``"1"`` does not equal ``1``, as in :func:`matches_filters`."""
-    values = list(value) if isinstance(value, tuple) else [value]
-    parts: list[str] = []
-    params: list[Any] = []
-    json_type = expr.replace("json_extract(", "json_type(", 1) if expr.startswith("json_extract(") else None
-    for v in values:
-        if v is None:
-            parts.append(f"{expr} IS NULL")
-        elif json_type is None:
-            parts.append(f"{expr} = ?")
-            params.append(v)
-        elif isinstance(v, bool):
-            parts.append(f"{json_type} = '{'true' if v else 'false'}'")
-        elif isinstance(v, (int, float)):
-            parts.append(f"({expr} = ? AND {json_type} IN ('integer', 'real'))")
-            params.append(v)
-        else:
-            parts.append(f"({expr} = ? AND {json_type} = 'text')")
-            params.append(v)
-    return "(" + " OR ".join(parts) + ")", params
 
 
 def _qualify(where: str, alias: str) -> str:

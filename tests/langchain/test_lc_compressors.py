@@ -30,7 +30,7 @@ from manowar_memory.rerankers import FakeReranker
 DAY_MS = 86_400_000
 #: A packed block: the header, then every line inside the untrusted-content wrapper.
 WRAPPED = re.compile(r"Memory context:\n<<<UNTRUSTED_([0-9a-f]{24})>>>\nSource: Memory \(trust: learned\)\n---\n"
-                     r"(\[[A-Z]+\] [^\n]*\n)+<<<END_UNTRUSTED_\1>>>")
+                     r"(\[[^\]\n]+\] [^\n]*\n)+<<<END_UNTRUSTED_\1>>>")
 NOW = 1_800_000_000_000
 
 
@@ -230,3 +230,39 @@ def test_rerank_error_type_is_the_engines() -> None:
     docs = [Document(page_content=t) for t in ["a b", "b c", "c d"]]
     out = RerankCompressor(reranker=FakeReranker(fail=RerankError("nope"))).compress_documents(docs, "b")
     assert out[0].metadata["rerank_status"] == "failed: rerank skipped: nope"
+
+
+class TestRagSafePacking:
+    """The packer over another retriever's documents: the budget decides (no 120-character
+    cut per document), the retriever's order stands, each line names its document's source."""
+
+    LONG = "Porto lies on the Douro river in the north of Portugal. " * 10  # 560 characters
+
+    def test_documents_are_not_cut_one_by_one_and_keep_their_order_and_source(self) -> None:
+        docs = [Document(self.LONG, metadata={"source": "guide.pdf"}),
+                Document("Lisbon weather Lisbon weather today.", metadata={"title": "Weather page"}),
+                Document("Plain note without a source.")]
+        result, kept = pack_documents(docs, "Lisbon weather")
+        assert [d.page_content for d in kept] == [d.page_content for d in docs]  # the retriever's order
+        assert kept[0].metadata["packed_text"] == self.LONG.strip()  # whole: 560 > the old 120 cut
+        assert kept[0].metadata["packed_line"].startswith("[guide.pdf] ")
+        assert kept[1].metadata["packed_line"].startswith("[Weather page] ")
+        assert kept[2].metadata["packed_line"].startswith("[VECTORS] ")
+        inside = result.prompt.split("---\n", 1)[1]
+        assert "[guide.pdf]" in inside and inside.rstrip().endswith(">>>")  # labels inside the wrapper
+        # asked for: the packer's own score order
+        _, by_score = pack_documents(docs, "Lisbon weather", keep_order=False)
+        assert by_score[0].page_content.startswith("Lisbon weather")
+
+    def test_the_budget_cuts_only_the_last_document_that_fits(self) -> None:
+        docs = [Document(self.LONG, metadata={"source": "a"}),
+                Document(self.LONG.replace("Porto", "Braga"), metadata={"source": "b"}),
+                Document("Short tail.", metadata={"source": "c"})]
+        compressor = PackerCompressor(budget_chars=1000)
+        kept = compressor.compress_documents(docs, "Porto")
+        assert [d.metadata["source"] for d in kept] == ["a", "b"]
+        assert kept[0].metadata["packed_text"] == self.LONG.strip()
+        assert kept[1].metadata["packed_text"].endswith("...") and len(kept[1].metadata["packed_text"]) > 120
+        assert len(render_memory_context(kept)) <= 1000 + 200  # the packed lines fit; a fresh wrapper around them
+        cut = PackerCompressor(max_item_chars=100).compress_documents(docs, "Porto")
+        assert all(len(d.metadata["packed_text"]) <= 100 for d in cut)  # the per-document cut, when asked

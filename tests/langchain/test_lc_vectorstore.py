@@ -59,7 +59,9 @@ class TestManowarVectorStore:
         geo = store.similarity_search("Portugal", k=5, filter={"topic": "geo"})
         assert {d.page_content for d in geo} == {"Porto is in Portugal.", "Lisbon is the capital."}
         assert {d.metadata["n"] for d in store.similarity_search("x", k=5, filter={"n": [1, 2]})} == {1, 2}
-        for bad in ({"trust": "system"}, {"$where": "1"}, {"a.b": 1}, {"topic": {"$ne": "geo"}}):
+        assert {d.metadata["n"] for d in store.similarity_search("x", k=5, filter={"n": {"$gte": 2}})} == {2, 3}
+        for bad in ({"trust": "system"}, {"metadata.trust": "system"}, {"lc_collection": "x"}, {"$where": "1"},
+                    {"a b": 1}, {"topic": {"$regex": "geo"}}):
             with pytest.raises(InvalidInputError):
                 store.similarity_search("x", filter=bad)
         with pytest.raises(TypeError, match="unknown keyword"):
@@ -129,3 +131,21 @@ class TestManowarVectorStore:
                 ManowarVectorStore(engine=engine, scope=_scope())
         finally:
             engine.close()
+
+
+def test_from_texts_without_a_scope_on_its_own_in_memory_engine(engine: MemoryEngine, tmp_path: Any) -> None:
+    """from_texts(texts, embedding), as LangChain users call it, works on the store's own
+    in-memory engine (nobody else reads it); with an application's engine or a persistent
+    store, where an agent-wide default would be read by every user of that agent, scope= is
+    still required."""
+    from langchain_manowar.vectorstores import DEFAULT_AGENT
+
+    store = ManowarVectorStore.from_texts(["Porto is in Portugal.", "Pasta recipe."],
+                                          DeterministicFakeEmbedding(size=16), metadatas=[{"n": 1}, {"n": 2}])
+    assert store.memory.scope == Scope(agent_wallet=DEFAULT_AGENT)
+    assert [d.metadata for d in store.similarity_search("Porto is in Portugal.", k=1)] == [{"n": 1}]
+    with pytest.raises(InvalidInputError, match="needs scope="):
+        ManowarVectorStore.from_texts(["x"], None, engine=engine)
+    with pytest.raises(InvalidInputError, match="needs scope="):
+        ManowarVectorStore.from_texts(["x"], DeterministicFakeEmbedding(size=16),
+                                      store=f"sqlite:///{tmp_path / 'shared.db'}")

@@ -93,7 +93,7 @@ def test_unknown_attribute_raises_attribute_error() -> None:
 
 
 LLAMAHUB_PATHS = {
-    "llama_index.memory.manowar": ["ManowarMemory", "ManowarMemoryBlock"],
+    "llama_index.memory.manowar": ["ManowarBlockMemory", "ManowarMemory", "ManowarMemoryBlock"],
     "llama_index.retrievers.manowar": ["ManowarRetriever"],
     "llama_index.postprocessor.manowar": [
         "ManowarDecayPostprocessor", "ManowarMMRPostprocessor", "ManowarPackerPostprocessor",

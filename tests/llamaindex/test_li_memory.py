@@ -11,7 +11,7 @@ from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.memory import Memory, VectorMemoryBlock
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
-from llama_index_manowar import ManowarMemory, ManowarMemoryBlock, ManowarVectorStore
+from llama_index_manowar import ManowarBlockMemory, ManowarMemory, ManowarMemoryBlock, ManowarVectorStore
 from manowar_memory import InvalidInputError, MemoryEngine, Scope, ScopeError
 
 SESSION_ONE = [
@@ -228,6 +228,26 @@ def test_a_one_turn_session_is_recalled_in_the_next_session(
     memory_two = Memory.from_defaults(session_id="short-2", token_limit=4000, memory_blocks=[block_two])
     SimpleChatEngine.from_defaults(llm=llm, memory=memory_two).chat("Where do I live?")
     assert "lives in Lisbon" in _system_text(llm)
+
+
+def test_the_last_reply_of_a_session_is_recorded(
+    engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall
+) -> None:
+    """A plain Memory never hands its blocks the reply it was just given (the session's last
+    one was lost); ManowarBlockMemory records every message as it arrives, each once."""
+    plain = Memory.from_defaults(session_id="plain-1", token_limit=4000,
+                                 memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope)])
+    SimpleChatEngine.from_defaults(llm=llm, memory=plain).chat("My name is Ada.")
+    assert [role for role, _ in _transcript(engine, scope, "plain-1")] == ["user"]  # the reply is missing
+
+    memory = ManowarBlockMemory.from_defaults(session_id="block-1", token_limit=4000,
+                                              memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope)])
+    chat = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    chat.chat("My name is Ada.")
+    chat.chat("I live in Lisbon.")
+    transcript = _transcript(engine, scope, "block-1")
+    assert [role for role, _ in transcript] == ["user", "assistant", "user", "assistant"]
+    assert transcript[-1] == ("assistant", memory.get_all()[-1].content)
 
 
 def test_each_message_is_recorded_once(engine: MemoryEngine, scope: Scope, llm: MockLLMWithChatMemoryOfLastCall) -> None:

@@ -43,13 +43,13 @@ def seeded(engine: MemoryEngine, scope: Scope) -> MemoryEngine:
 
 def test_nodes_carry_the_shared_memory_view_schema(seeded: MemoryEngine, scope: Scope) -> None:
     """Each node is a memory: its id is the row id, and its metadata is memory_view's schema
-    (id, layer, score, created_at, trust, source, lanes), as the LangChain Documents'."""
+    (id, layer, score, rank_score, created_at, trust, source, lanes), as the LangChain Documents'."""
     retriever = ManowarRetriever(engine=seeded, scope=scope, similarity_top_k=5)
     nodes = retriever.retrieve("Where does the user live?")
     assert nodes, "expected hits"
     fact = next(n for n in nodes if n.node.get_content() == "The user lives in Lisbon.")
     meta = fact.node.metadata
-    assert set(meta) == {"id", "layer", "score", "created_at", "trust", "source", "lanes"}
+    assert set(meta) == {"id", "layer", "score", "rank_score", "created_at", "trust", "source", "lanes"}
     assert meta["id"] == fact.node.node_id and meta["layer"] == "graph" and meta["source"] == "fact"
     assert meta["score"] == pytest.approx(fact.score, abs=1e-6) and meta["trust"] == "learned"
     assert isinstance(meta["created_at"], int) and set(meta["lanes"]) <= {"keyword", "vector", "entity"}
@@ -130,7 +130,7 @@ def test_bad_options_fail_clearly(engine: MemoryEngine, scope: Scope) -> None:
         ManowarRetriever(engine=object(), scope=scope)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedFilterError):
         ManowarRetriever(engine=engine, scope=scope, filters=MetadataFilters(
-            filters=[MetadataFilter(key="a", value=1, operator=FilterOperator.GT)]))
+            filters=[MetadataFilter(key="a", value="x", operator=FilterOperator.TEXT_MATCH)]))
     with pytest.raises(InvalidInputError, match="not allowed"):
         ManowarRetriever(engine=engine, scope=scope, filters={"content": "x"})
     # a loose scope mapping is normalised like everywhere in the engine

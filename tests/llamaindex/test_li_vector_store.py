@@ -22,7 +22,7 @@ from llama_index_manowar import (
     ManowarVectorStore,
     UnsupportedFilterError,
 )
-from manowar_memory import InvalidInputError, MemoryEngine, Scope
+from manowar_memory import InvalidInputError, ManowarError, MemoryEngine, Scope
 
 DOCS = [
     Document(text="Invoices are emailed on the first day of each month.", id_="doc-billing",
@@ -96,13 +96,16 @@ def test_insert_query_with_filters_and_delete_round_trip(
         MetadataFilter(key="year", value=2024),
     )).retrieve("invoices passwords")
     assert sorted(_texts(either)) == sorted([DOCS[0].text, DOCS[2].text])
-    with pytest.raises(UnsupportedFilterError, match="NE"):
+    not_billing = index.as_retriever(similarity_top_k=5, filters=_filters(
+        MetadataFilter(key="topic", value="billing", operator=FilterOperator.NE))).retrieve("invoices")
+    assert _texts(not_billing) == [DOCS[2].text]
+    either_or = index.as_retriever(similarity_top_k=5, filters=MetadataFilters(filters=[
+        MetadataFilter(key="topic", value="account"), MetadataFilter(key="year", value=2023),
+    ], condition=FilterCondition.OR)).retrieve("invoices")
+    assert sorted(_texts(either_or)) == sorted([DOCS[1].text, DOCS[2].text])
+    with pytest.raises(UnsupportedFilterError, match="TEXT_MATCH"):
         index.as_retriever(filters=_filters(
-            MetadataFilter(key="topic", value="billing", operator=FilterOperator.NE))).retrieve("invoices")
-    with pytest.raises(UnsupportedFilterError, match="OR"):
-        index.as_retriever(filters=MetadataFilters(filters=[
-            MetadataFilter(key="topic", value="billing"), MetadataFilter(key="year", value=2024),
-        ], condition=FilterCondition.OR)).retrieve("invoices")
+            MetadataFilter(key="topic", value="bill", operator=FilterOperator.TEXT_MATCH))).retrieve("invoices")
 
     # delete by document: its rows are gone for good, the others stay
     index.delete_ref_doc("doc-billing")
@@ -205,11 +208,33 @@ def test_without_the_check_the_store_still_never_uses_foreign_vectors(engine: Me
     assert _texts(index.as_retriever(similarity_top_k=1).retrieve("where to park the car, parking"))[0].startswith("Parking")
 
 
+def test_a_query_embedding_alone_reads_the_nearest_nodes(store: ManowarVectorStore, index: VectorStoreIndex) -> None:
+    """A DEFAULT query with only query_embedding (no query_str) returns the nearest nodes,
+    as a text query of the same words does; a vector of another size raises the root error."""
+    vector = store.embed_model.get_query_embedding("invoices")
+    by_vector = store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=2))
+    by_text = store.query(VectorStoreQuery(query_str="invoices", similarity_top_k=2))
+    assert by_vector.ids and by_vector.ids == by_text.ids
+    assert by_vector.similarities == pytest.approx(by_text.similarities)
+    with pytest.raises(ManowarError):
+        store.query(VectorStoreQuery(query_embedding=[0.1] * 8, similarity_top_k=2))
+
+
+def test_an_unrelated_query_still_gets_the_nearest_nodes(index: VectorStoreIndex) -> None:
+    """A vector store returns the nearest k even when no word of the query matches (the
+    engine's hybrid search dropped vector-only hits below its cosine floor, so it got [])."""
+    nodes = index.as_retriever(similarity_top_k=2).retrieve("zebra quantum saxophone")
+    assert len(nodes) == 2
+    assert all(0.0 <= float(n.score or 0.0) <= 1.0 for n in nodes)
+
+
 def test_query_needs_text_and_a_supported_mode(store: ManowarVectorStore, index: VectorStoreIndex) -> None:
-    """Queries without query_str, or in modes the engine cannot serve, fail clearly; MMR works."""
+    """Hybrid queries without query_str, or modes the engine cannot serve, fail clearly; MMR works."""
     vector = store.embed_model.get_query_embedding("invoices")
     with pytest.raises(InvalidInputError, match="needs query_str"):
-        store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=2))
+        store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=2, mode=VectorStoreQueryMode.HYBRID))
+    with pytest.raises(InvalidInputError, match="needs query_str"):
+        store.query(VectorStoreQuery(similarity_top_k=2))
     with pytest.raises(InvalidInputError, match="not supported"):
         store.query(VectorStoreQuery(query_str="invoices", mode=VectorStoreQueryMode.SPARSE))
     mmr = store.query(VectorStoreQuery(query_str="invoices", query_embedding=vector, similarity_top_k=2,

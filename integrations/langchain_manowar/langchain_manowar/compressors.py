@@ -29,7 +29,7 @@ from manowar_memory.ranking import apply_decay, mmr_order, rerank_candidates
 from manowar_memory.ranking.trust import TRUST_LEVELS, wrap_untrusted
 from manowar_memory.rerankers import resolve_reranker
 from manowar_memory.rerankers.base import Reranker
-from manowar_memory.scoped import pack_context
+from manowar_memory.scoped import DOCUMENT_BUDGET_CHARS, pack_context
 
 from ._convert import DEFAULT_TIME_KEYS, documents_to_candidates
 
@@ -196,13 +196,14 @@ def pack_documents(
     query: str,
     *,
     max_items: int = 6,
-    max_item_chars: int = 120,
-    budget_chars: int = 900,
+    max_item_chars: int | None = None,
+    budget_chars: int = DOCUMENT_BUDGET_CHARS,
     header: str = "Memory context:",
     mmr_lambda: float | None = None,
     score_key: str = "score",
     layer_key: str = "layer",
     default_layer: str = "vectors",
+    keep_order: bool = True,
 ) -> tuple[PackResult, list[Document]]:
     """Run the engine's packer over any Documents (:func:`manowar_memory.scoped.pack_context`):
     the :class:`PackResult` (prompt, items, decisions, context usage) and the kept Documents in
@@ -211,17 +212,26 @@ def pack_documents(
     The prompt is always inside the untrusted-content wrapper, as ``pre_turn`` packs it:
     a document's own metadata cannot lift it out, since it comes from a retriever, not from
     the application; a ``trust`` it states can only lower its label (``external`` documents
-    are labelled ``external``, see :func:`manowar_memory.scoped.pack_context`)."""
+    are labelled ``external``, see :func:`manowar_memory.scoped.pack_context`).
+
+    RAG defaults: ``budget_chars`` (:data:`~manowar_memory.scoped.DOCUMENT_BUDGET_CHARS`,
+    4000) is the one limit: documents are not cut one by one (``max_item_chars=None``; set it
+    to cut each), the last one that fits in part is cut to the room left; ``keep_order`` keeps
+    the order the retriever (or the previous compressor) chose (``False``: the packer's own
+    score order); each line is tagged with the document's own source
+    (:func:`~manowar_memory.scoped.document_label`, else its layer), inside the
+    untrusted-content wrapper with its text."""
     cands, _ = documents_to_candidates(documents, score_key=score_key, layer_key=layer_key,
                                        default_layer=default_layer)
     result = pack_context(query, cands, max_items=max_items, max_item_chars=max_item_chars,
-                          budget_chars=budget_chars, header=header, mmr_lambda=mmr_lambda, foreign=True)
+                          budget_chars=budget_chars, header=header, mmr_lambda=mmr_lambda, foreign=True,
+                          keep_order=keep_order)
     by_id = {c.id: c for c in cands}
     kept = []
     for item in result.items:
         cand = by_id[item.id]
         kept.append(_rebuild(cand, {
-            "packed_text": item.text, "packed_line": f"[{item.layer.upper()}] {item.text}",
+            "packed_text": item.text, "packed_line": item.line,
             "packed_score": item.score, "packed_characters": item.characters, "packed_trust": item.trust,
             "layer": item.layer,
         }))
@@ -248,18 +258,22 @@ def render_memory_context(documents: Sequence[Document], header: str = "Memory c
 class PackerCompressor(BaseDocumentCompressor):
     """Keep what fits a character budget, as the engine's packer does.
 
-    Deduplicates by fingerprint, scores (layer priority, relevance, query overlap,
-    confidence, importance, recency, access), and packs at most ``max_items`` lines of at
-    most ``max_item_chars`` characters into ``budget_chars`` (header and the
-    untrusted-content wrapper included: retrieved documents are data, never instructions). Returns
-    the kept documents in packed order with ``packed_line`` / ``packed_text`` /
-    ``packed_score`` / ``packed_characters``; :func:`render_memory_context` turns them
-    into the prompt block, and :func:`pack_documents` also gives the full accounting.
+    Deduplicates by fingerprint and packs at most ``max_items`` lines into ``budget_chars``
+    (header and the untrusted-content wrapper included: retrieved documents are data, never
+    instructions), in the order the documents came in (``keep_order=False``: by the packer's
+    score: layer priority, relevance, query overlap, confidence, importance, recency). The
+    budget is the limit: no document is cut on its own unless ``max_item_chars`` is set; the
+    last one that fits in part is cut to the room left. Each line is tagged with the
+    document's own source (``metadata["source"]``, ``file_name``, ``title``, ``url``) inside
+    the wrapper. Returns the kept documents in packed order with ``packed_line`` /
+    ``packed_text`` / ``packed_score`` / ``packed_characters``; :func:`render_memory_context`
+    turns them into the prompt block, and :func:`pack_documents` also gives the full accounting.
     """
 
     max_items: int = Field(6, ge=1)
-    max_item_chars: int = Field(120, ge=20)
-    budget_chars: int = Field(900, ge=20)
+    max_item_chars: int | None = Field(None, ge=20)
+    budget_chars: int = Field(DOCUMENT_BUDGET_CHARS, ge=20)
+    keep_order: bool = True
     header: str = "Memory context:"
     mmr_lambda: float | None = Field(None, ge=0.0, le=1.0)
     score_key: str = "score"
@@ -276,6 +290,7 @@ class PackerCompressor(BaseDocumentCompressor):
             documents, query, max_items=self.max_items, max_item_chars=self.max_item_chars,
             budget_chars=self.budget_chars, header=self.header, mmr_lambda=self.mmr_lambda,
             score_key=self.score_key, layer_key=self.layer_key, default_layer=self.default_layer,
+            keep_order=self.keep_order,
         )
         return kept
 

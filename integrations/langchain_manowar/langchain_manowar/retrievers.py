@@ -12,8 +12,9 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import BeforeValidator, ConfigDict, Field, InstanceOf, PrivateAttr, field_validator, model_validator
 
 from manowar_memory import MemoryEngine, Scope, ScopedMemory, ScopeError, SearchHits
+from manowar_memory.candidates import relevance
 from manowar_memory.layers import normalize_layers
-from manowar_memory.scoped import DEFAULT_K
+from manowar_memory.scoped import DEFAULT_K, shortfall
 
 from ._convert import coerce_scope, memory_document
 
@@ -37,8 +38,18 @@ class ManowarRetriever(BaseRetriever):
     As LangChain's ``VectorStoreRetriever``: ``k`` (default :data:`DEFAULT_K`, 4) and
     ``search_kwargs`` (``{"k": 2, "filter": {...}, "layers": [...], "score_threshold": 0.2}``)
     set the search; the same keys can be given per call (``retriever.invoke("q", k=3)``).
-    ``filter`` (or ``filters``) takes the engine's allowlisted filters (``metadata.topic``,
-    ``source``...). Unknown keys raise ``TypeError``.
+    ``filter`` (or ``filters``) takes the engine's filter language (:mod:`manowar_memory.filters`):
+    flat metadata keys (``{"topic": "x"}``, the same as ``{"metadata.topic": "x"}``), the row fields
+    (``source``...), the operators ``$eq $ne $in $nin $gt $gte $lt $lte`` and ``$and``/``$or``.
+    Unknown keys raise ``TypeError``.
+
+    Scores: ``metadata["score"]`` is the memory's relevance in [0, 1]
+    (:func:`manowar_memory.candidates.relevance`: the strongest lane evidence, the vector lane's
+    being ``(1 + cosine) / 2``); ``score_threshold`` (or ``min_score``) keeps documents whose
+    relevance reaches it; the order stays the engine's ranking (``metadata["rank_score"]``).
+    When fewer than ``k`` documents come back, each carries ``metadata["shortfall"]`` saying
+    why (the search found fewer, or the threshold cut some), and :attr:`last_shortfall` holds
+    it for the latest call (also when nothing came back).
 
     One retriever can serve every user of an app: built with an agent-level scope (no user)
     and ``per_call_user=True``, each call names its user, in the run's config
@@ -81,6 +92,7 @@ class ManowarRetriever(BaseRetriever):
     per_call_user: bool = False
     """Let each call choose the user (``configurable.user_id`` or ``user_id=``); agent-level scopes only."""
     _memory: ScopedMemory = PrivateAttr()
+    _last_shortfall: str | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -160,11 +172,23 @@ class ManowarRetriever(BaseRetriever):
         return {"k": opts["k"], "layers": opts["layers"], "filters": opts["filters"], "decay": opts["decay"],
                 "rerank": opts["rerank"], "mmr": opts["mmr"]}
 
+    @property
+    def last_shortfall(self) -> str | None:
+        """Why the latest call returned fewer than ``k`` documents (None when it returned ``k``)."""
+        return self._last_shortfall
+
     def _documents(self, hits: SearchHits, opts: dict[str, Any]) -> list[Document]:
         min_score = opts["min_score"]
-        kept = [c for c in hits.candidates if min_score is None or c.score >= min_score]
-        return [memory_document(c, default_trust=self._memory.default_trust, decisions=opts["decisions"],
-                                degradations=hits.degradations) for c in kept[: opts["k"]]]
+        k = opts["k"]
+        kept = [c for c in hits.candidates if min_score is None or relevance(c) >= min_score][:k]
+        reason = shortfall(k, found=len(hits.candidates), kept=len(kept), threshold=min_score)
+        self._last_shortfall = reason
+        docs = [memory_document(c, default_trust=self._memory.default_trust, decisions=opts["decisions"],
+                                degradations=hits.degradations) for c in kept]
+        if reason is not None:
+            for doc in docs:
+                doc.metadata["shortfall"] = reason
+        return docs
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

@@ -86,6 +86,7 @@ except ImportError:  # langgraph before the helper existed
             for condition in op.match_conditions or ():
                 _validate_namespace_labels(tuple(condition.path))
 from manowar_memory import MemoryEngine, MemoryRecord, Scope, ScopedMemory, ScopeError
+from manowar_memory.candidates import relevance
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import DOC_KEY, TrustLevel
 
@@ -407,7 +408,7 @@ class ManowarStore(BaseStore):
                 rec = cand.record
                 if id(rec) in kept and rec.id not in seen and self._keep(rec, op):
                     seen.add(rec.id)
-                    ranked.append(self._search_item(rec, float(cand.score)))
+                    ranked.append(self._search_item(rec, relevance(cand)))
             if not self.fill_unranked or len(ranked) >= want:
                 return ranked[offset:want]
         # shadowed shared rows and ranked keys are read too, so scan past them

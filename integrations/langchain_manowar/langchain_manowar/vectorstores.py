@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -12,21 +11,25 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from manowar_memory import InvalidInputError, MemoryEngine, MemoryRecord, ScopedMemory, ScopeError
+from manowar_memory import InvalidInputError, MemoryEngine, MemoryRecord, Scope, ScopedMemory, ScopeError
+from manowar_memory.candidates import vector_relevance
+from manowar_memory.filters import conjoin, normalize_filters
 from manowar_memory.scope import ScopeLike
 from manowar_memory.scoped import DEFAULT_K, DOC_KEY, RESERVED_METADATA_KEYS, TrustLevel, check_metadata
 
 from ._convert import coerce_scope
 from .embeddings import LangChainEmbedder, ManowarEmbeddings
 
-__all__ = ["ManowarVectorStore"]
+__all__ = ["DEFAULT_AGENT", "ManowarVectorStore"]
 
 #: Metadata key marking the store's rows with its collection.
 COLLECTION_KEY = "lc_collection"
 #: Metadata key listing the document's own metadata keys (what comes back on a Document).
 KEYS_KEY = "lc_keys"
 _INTERNAL = frozenset({COLLECTION_KEY, KEYS_KEY})
-_FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+_IN_MEMORY = "sqlite:///:memory:"
+#: The agent of :meth:`ManowarVectorStore.from_texts` on its own in-memory engine, without ``scope=``.
+DEFAULT_AGENT = "langchain-vectorstore"
 _SEARCH_KWARGS = frozenset({"filter"})
 
 
@@ -49,11 +52,19 @@ class ManowarVectorStore(VectorStore):
     Searches are plain nearest-neighbour reads with the engine's embedder
     (``ScopedMemory.similar``): the top ``k`` by cosine similarity, no keyword fusion,
     decay or score cut-off, as a LangChain vector store is expected to rank.
-    ``similarity_search_with_score`` gives the cosine similarity; relevance scores are
-    ``(1 + cos) / 2``. ``filter={"key": value}`` matches the documents' metadata (a value, or a
-    list for any of several values); keys the engine reserves (``trust``, ``status``...) or
-    that are not plain names raise :class:`~manowar_memory.InvalidInputError`, as does
-    metadata that sets a reserved key.
+    Every score is relevance in [0, 1], ``(1 + cosine) / 2``
+    (:func:`manowar_memory.candidates.vector_relevance`; 0.5 is an unrelated document):
+    ``similarity_search_with_score`` and ``similarity_search_with_relevance_scores`` give the
+    same number, and ``as_retriever(search_type="similarity_score_threshold",
+    search_kwargs={"score_threshold": 0.75})`` compares with it. Fewer than ``k`` documents
+    come back only when fewer documents of the collection match the filter (there is no
+    score cut-off unless you ask for one). ``filter`` matches the documents' metadata in the engine's filter language
+    (:mod:`manowar_memory.filters`): ``{"key": value}``, a list for any of several values, the
+    operators ``$eq $ne $in $nin $gt $gte $lt $lte`` (``{"year": {"$gte": 2020}}``) and
+    ``$and``/``$or`` groups, as LangChain's structured filters and langchain-mongodb write them;
+    ``metadata.key`` is the same key as ``key``. Keys the engine reserves (``trust``,
+    ``status``...) and unknown operators raise :class:`~manowar_memory.FilterError` (an
+    :class:`~manowar_memory.InvalidInputError`), as does metadata that sets a reserved key.
 
     ``trust`` is the trust level of the documents written (the application's choice);
     ``collection`` keeps several stores apart in one scope.
@@ -107,28 +118,10 @@ class ManowarVectorStore(VectorStore):
         return {f"metadata.{COLLECTION_KEY}": self.collection}
 
     def _filters(self, flt: Mapping[str, Any] | None) -> dict[str, Any]:
-        out = self._base()
-        if flt is None:
-            return out
-        if not isinstance(flt, Mapping):
+        if flt is not None and not isinstance(flt, Mapping):
             raise InvalidInputError(f"filter must be a mapping of metadata keys to values, got {type(flt).__name__}")
-        for key, value in flt.items():
-            if not isinstance(key, str) or not _FILTER_KEY.match(key) or key in RESERVED_METADATA_KEYS \
-                    or key in _INTERNAL:
-                raise InvalidInputError(
-                    f"cannot filter on {key!r}: use a plain metadata key of your documents (letters, digits, _ and -)"
-                )
-            if isinstance(value, (list, tuple)):
-                if not value or not all(_scalar(v) for v in value):
-                    raise InvalidInputError(f"filter {key!r}: a list must hold strings or numbers")
-                out[f"metadata.{key}"] = tuple(value)
-            elif _scalar(value):
-                out[f"metadata.{key}"] = value
-            else:
-                raise InvalidInputError(
-                    f"filter {key!r}: use a string, number or boolean, or a list of them (got {type(value).__name__})"
-                )
-        return out
+        own = normalize_filters(flt, documents=True, hidden=RESERVED_METADATA_KEYS | _INTERNAL)
+        return conjoin(normalize_filters(self._base()), own)
 
     def _document(self, rec: MemoryRecord) -> Document:
         meta = rec.metadata
@@ -226,11 +219,11 @@ class ManowarVectorStore(VectorStore):
 
     def _pairs(self, query: str, k: int, flt: Mapping[str, Any] | None,
                user_id: str | None) -> list[tuple[MemoryRecord, float]]:
-        return self.memory_for(user_id).similar(query, k=k, filters=self._filters(flt))
+        return _relevance(self.memory_for(user_id).similar(query, k=k, filters=self._filters(flt)))
 
     def similarity_search_with_score(self, query: str, k: int = DEFAULT_K, filter: Mapping[str, Any] | None = None,  # noqa: A002
                                      **kwargs: Any) -> list[tuple[Document, float]]:
-        """The ``k`` nearest documents with their cosine similarity, best first."""
+        """The ``k`` nearest documents with their relevance ``(1 + cosine) / 2`` in [0, 1], best first."""
         user = kwargs.pop("user_id", None)
         _check_kwargs(kwargs)
         return [(self._document(rec), score) for rec, score in self._pairs(query, k, filter, user)]
@@ -241,7 +234,7 @@ class ManowarVectorStore(VectorStore):
         """Async twin of :meth:`similarity_search_with_score`."""
         memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
-        pairs = await memory.asimilar(query, k=k, filters=self._filters(filter))
+        pairs = _relevance(await memory.asimilar(query, k=k, filters=self._filters(filter)))
         return [(self._document(rec), score) for rec, score in pairs]
 
     def similarity_search(self, query: str, k: int = DEFAULT_K, filter: Mapping[str, Any] | None = None,  # noqa: A002
@@ -255,7 +248,7 @@ class ManowarVectorStore(VectorStore):
         return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, filter, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return lambda cosine: (1.0 + cosine) / 2.0
+        return lambda relevance: relevance  # the scores already are relevance in [0, 1]
 
     def max_marginal_relevance_search(self, query: str, k: int = DEFAULT_K, fetch_k: int = 20,
                                       lambda_mult: float = 0.5, filter: Mapping[str, Any] | None = None,  # noqa: A002
@@ -274,7 +267,7 @@ class ManowarVectorStore(VectorStore):
         """Async twin of :meth:`max_marginal_relevance_search`."""
         memory = self.memory_for(kwargs.pop("user_id", None))
         _check_kwargs(kwargs)
-        pairs = await memory.asimilar(query, k=max(k, fetch_k), filters=self._filters(filter))
+        pairs = _relevance(await memory.asimilar(query, k=max(k, fetch_k), filters=self._filters(filter)))
         return self._mmr(query, pairs, k, lambda_mult)
 
     def _mmr(self, query: str, pairs: list[tuple[MemoryRecord, float]], k: int, lambda_mult: float) -> list[Document]:
@@ -292,14 +285,27 @@ class ManowarVectorStore(VectorStore):
     def from_texts(cls, texts: list[str], embedding: Embeddings | None = None,
                    metadatas: list[dict[str, Any]] | None = None, *, ids: list[str] | None = None,
                    engine: MemoryEngine | None = None, scope: ScopeLike | None = None,
-                   trust: TrustLevel | None = None, collection: str = "default", store: str = "sqlite:///:memory:",
+                   trust: TrustLevel | None = None, collection: str = "default", store: str = _IN_MEMORY,
                    **kwargs: Any) -> ManowarVectorStore:
         """A store holding ``texts``. With ``engine=`` the engine's embedder is used (``embedding``
         must then be None); without one an engine is made on ``store`` that embeds with
-        ``embedding`` (wrapped in :class:`LangChainEmbedder`). ``scope`` is required."""
+        ``embedding`` (wrapped in :class:`LangChainEmbedder`).
+
+        ``scope``: whose documents these are. It may be left out only when the store is the
+        store's own in-memory engine (``engine=None`` and the default ``store``, the way
+        ``FAISS.from_texts(texts, embedding)`` is called): nobody else can read that engine,
+        so its documents go to :data:`DEFAULT_AGENT` (no user). With an application's engine or
+        a persistent ``store``, other scopes share the data, and ``scope`` is required: an
+        agent-level default there would be read by every user of that agent."""
         _check_kwargs(kwargs)
         if scope is None:
-            raise InvalidInputError("from_texts needs scope= (whose documents these are)")
+            if engine is not None or store != _IN_MEMORY:
+                raise InvalidInputError(
+                    "from_texts needs scope= with engine= or a persistent store=: whose documents these are "
+                    "(for example scope={'agent_wallet': 'kb', 'user_address': user_id}); only a store on its "
+                    f"own in-memory engine defaults to agent {DEFAULT_AGENT!r}"
+                )
+            scope = Scope(agent_wallet=DEFAULT_AGENT)
         if engine is None:
             if embedding is None:
                 raise InvalidInputError("pass engine= or an embedding to build one")
@@ -319,5 +325,7 @@ class ManowarVectorStore(VectorStore):
         return await asyncio.to_thread(lambda: cls.from_texts(texts, embedding, metadatas, **kwargs))
 
 
-def _scalar(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool))
+
+
+def _relevance(pairs: list[tuple[MemoryRecord, float]]) -> list[tuple[MemoryRecord, float]]:
+    return [(rec, vector_relevance(cosine)) for rec, cosine in pairs]

@@ -11,7 +11,8 @@ use: ``llama_index.retrievers.manowar``, ``llama_index.postprocessor.manowar``,
 * :class:`ManowarDecayPostprocessor`, :class:`ManowarRerankPostprocessor`,
   :class:`ManowarMMRPostprocessor`, :class:`ManowarPackerPostprocessor`: the engine's
   ranking stages and packer as node postprocessors, for nodes of any retriever.
-* :class:`ManowarMemoryBlock`: a block for ``llama_index.core.memory.Memory``;
+* :class:`ManowarMemoryBlock`: a block for ``llama_index.core.memory.Memory`` (with
+  :class:`ManowarBlockMemory`, the ``Memory`` that hands it every reply);
   :class:`ManowarMemory`: a ``BaseMemory`` for anything that takes ``memory=``.
 * :class:`ManowarVectorStore`: a ``stores_text`` vector store on the engine's rows, for
   ``VectorStoreIndex`` and ``VectorMemoryBlock``, with ``MetadataFilters`` translated to the
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from .errors import EmbeddingModelMismatchError, UnsupportedFilterError
     from .filters import translate_filters
     from .llm import LlamaIndexChatFunction, create_llm_extractor, create_llm_resolver
-    from .memory import ManowarMemory, ManowarMemoryBlock
+    from .memory import ManowarBlockMemory, ManowarMemory, ManowarMemoryBlock
     from .postprocessors import (
         ManowarDecayPostprocessor,
         ManowarMMRPostprocessor,
@@ -56,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingModelMismatchError": ".errors",
     "LlamaIndexChatFunction": ".llm",
     "LlamaIndexEmbedder": ".embeddings",
+    "ManowarBlockMemory": ".memory",
     "ManowarDecayPostprocessor": ".postprocessors",
     "ManowarEmbedding": ".embeddings",
     "ManowarFunctionTool": ".tools",
@@ -80,6 +82,7 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "LlamaIndexChatFunction",
     "LlamaIndexEmbedder",
+    "ManowarBlockMemory",
     "ManowarDecayPostprocessor",
     "ManowarEmbedding",
     "ManowarFunctionTool",

@@ -21,7 +21,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
-from manowar_memory.candidates import Candidate
+from manowar_memory.candidates import Candidate, relevance
 from manowar_memory.records import LAYERS, Layer
 from manowar_memory.scoped import chat_role
 from manowar_memory.tools import memory_view
@@ -92,7 +92,7 @@ def candidate_to_node(cand: Candidate, *, default_trust: str = "learned", decisi
         id_=cand.id, text=view["text"], metadata=metadata,
         excluded_embed_metadata_keys=hidden, excluded_llm_metadata_keys=hidden,
     )
-    return NodeWithScore(node=node, score=cand.score)
+    return NodeWithScore(node=node, score=relevance(cand))
 
 
 def _node_timestamp(metadata: Mapping[str, Any], time_key: str | None) -> int | None:

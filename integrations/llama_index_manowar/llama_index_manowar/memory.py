@@ -10,9 +10,15 @@ Two ways in:
   extraction. Each message is recorded once, so a one-turn session is remembered in the
   next one.
 
-  >>> from llama_index.core.memory import Memory
-  >>> memory = Memory.from_defaults(session_id="s1", token_limit=2000,
-  ...                               memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope)])
+  LlamaIndex's ``Memory`` hands its blocks the chat history when it is read and the messages
+  it flushes out of its window, never the reply it was just given: with a plain ``Memory``,
+  the last reply of a session reaches the block only if the session is read again (or
+  through ``block.record(memory.get_all(), session_id=...)``). :class:`ManowarBlockMemory`
+  is ``Memory`` that also hands each message it is given to its Manowar blocks, so every
+  reply is recorded as it arrives:
+
+  >>> memory = ManowarBlockMemory.from_defaults(session_id="s1", token_limit=2000,
+  ...                                           memory_blocks=[ManowarMemoryBlock(engine=engine, scope=scope)])
 
 * :class:`ManowarMemory` is a ``BaseMemory`` of its own, for anything that takes
   ``memory=`` (``SimpleChatEngine``, ``ContextChatEngine``, ``FunctionAgent``...). It keeps
@@ -36,7 +42,7 @@ from typing import Any, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
-from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.memory import BaseMemoryBlock, Memory
 from llama_index.core.memory.types import BaseMemory
 
 from manowar_memory.engine import PostTurnResult, PreTurnResult
@@ -48,7 +54,7 @@ from manowar_memory.scoped import ScopedMemory, chat_role
 from ._convert import chat_messages_to_engine, message_text
 from ._fields import EngineField, ScopeField
 
-__all__ = ["ManowarMemory", "ManowarMemoryBlock"]
+__all__ = ["ManowarBlockMemory", "ManowarMemory", "ManowarMemoryBlock"]
 
 _CHARS_PER_TOKEN = 4  # a conservative estimate for cutting lines when Memory asks for fewer tokens
 _LOG_LIMIT = 2000  # messages remembered per thread to recognise what was recorded already
@@ -93,15 +99,18 @@ def _check_layers(layers: list[str] | None) -> list[str] | None:
     return None if layers is None else list(normalize_layers(layers))
 
 
-def _unseen_from(log: Sequence[_Fingerprint], window: Sequence[_Fingerprint]) -> int:
+def _unseen_from(log: Sequence[_Fingerprint], window: Sequence[_Fingerprint], *, arriving: bool = False) -> int:
     """Where the new messages of ``window`` start: ``window`` is a slice of the thread's
     history and ``log`` its recorded prefix; the earliest consistent alignment wins, so a
-    message is never recorded twice."""
+    message is never recorded twice. ``arriving``: the window holds messages just added to
+    the history (after the log), so only an alignment with the log's end counts (a reply
+    that repeats an earlier one word for word is still new)."""
     n = len(log)
-    for start in range(n):
+    for start in range(max(0, n - len(window)) if arriving else 0, n):
         overlap = min(len(window), n - start)
-        if list(log[start:start + overlap]) == list(window[:overlap]):
-            return overlap
+        if (arriving and start + overlap < n) or list(log[start:start + overlap]) != list(window[:overlap]):
+            continue
+        return overlap
     return 0
 
 
@@ -193,7 +202,8 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         """Record the messages flushed from short-term memory that are still new."""
         await self.arecord(messages)
 
-    def _new(self, messages: Sequence[ChatMessage], session_id: str | None) -> tuple[ScopedMemory, list[dict[str, str]]] | None:
+    def _new(self, messages: Sequence[ChatMessage], session_id: str | None,
+             arriving: bool = False) -> tuple[ScopedMemory, list[dict[str, str]]] | None:
         engine_messages = chat_messages_to_engine(messages)
         if not engine_messages:
             return None
@@ -208,22 +218,24 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         if log is None:  # first sight of this thread in this block: what was recorded before
             log = self._logs[key] = [(m.role, m.content.strip()) for m in thread.messages()]
         window = [(m["role"], m["content"]) for m in engine_messages]
-        fresh = engine_messages[_unseen_from(log, window):]
+        fresh = engine_messages[_unseen_from(log, window, arriving=arriving):]
         if not fresh:
             return None
         log.extend((m["role"], m["content"]) for m in fresh)
         del log[:-_LOG_LIMIT]
         return thread, fresh
 
-    async def arecord(self, messages: Sequence[ChatMessage], session_id: str | None = None) -> PostTurnResult | None:
+    async def arecord(self, messages: Sequence[ChatMessage], session_id: str | None = None, *,
+                      arriving: bool = False) -> PostTurnResult | None:
         """Record the messages of ``messages`` this block has not recorded yet (``post_turn``);
         None when there are none with text.
 
         The session comes from ``session_id`` or from the messages (``Memory`` stamps
         ``additional_kwargs['session_id']`` on what it flushes); it is the thread when
-        the scope has none.
+        the scope has none. ``arriving``: the messages were just added to the history (after
+        what was recorded), so only a match with the end of what was recorded counts as seen.
         """
-        prepared = await asyncio.to_thread(self._new, messages, session_id)  # may read the transcript
+        prepared = await asyncio.to_thread(self._new, messages, session_id, arriving)  # may read the transcript
         if prepared is None:
             return None
         thread, fresh = prepared
@@ -253,6 +265,28 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
         while items and removed < target:
             removed += len(items.pop()) + 1
         return "\n".join([header, *items]) if items else None
+
+
+class ManowarBlockMemory(Memory):
+    """LlamaIndex ``Memory`` that also records every message it is given in its
+    :class:`ManowarMemoryBlock` blocks, as it arrives (a plain ``Memory`` never hands a block
+    the session's last reply). Built like ``Memory`` (``from_defaults``); other blocks work
+    as in ``Memory``."""
+
+    async def _record(self, messages: Sequence[ChatMessage]) -> None:
+        blocks = [b for b in self.memory_blocks if isinstance(b, ManowarMemoryBlock)]
+        if blocks and messages:
+            await asyncio.gather(*(b.arecord(list(messages), self.session_id, arriving=True) for b in blocks))
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Add a message (``Memory.aput``), then record it in the Manowar blocks."""
+        await super().aput(message)
+        await self._record([message])
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Add messages (``Memory.aput_messages``), then record them in the Manowar blocks."""
+        await super().aput_messages(messages)
+        await self._record(messages)
 
 
 class ManowarMemory(BaseMemory):

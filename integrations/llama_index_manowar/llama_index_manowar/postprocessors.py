@@ -28,7 +28,7 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from manowar_memory.candidates import Candidate
 from manowar_memory.config import RetrievalConfig
@@ -39,7 +39,7 @@ from manowar_memory.ranking.trust import content_delimiter, wrap_untrusted
 from manowar_memory.records import Layer
 from manowar_memory.rerankers import resolve_reranker
 from manowar_memory.rerankers.base import Reranker
-from manowar_memory.scoped import pack_context
+from manowar_memory.scoped import DOCUMENT_BUDGET_CHARS, document_label, pack_context
 
 from ._convert import TRACE_KEY, node_to_candidate, with_trace
 from ._fields import OptionalEngineField, OptionalScopeField, settings_surface
@@ -236,26 +236,34 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
     """Fit the nodes into a character budget with the engine's packer, inside the
     untrusted-content wrapper.
 
-    Nodes are deduplicated by fingerprint, scored (layer priority, retrieval score, query
-    overlap, confidence, importance, recency), and the best that fit ``budget_chars`` (at
-    most ``max_items``, each cut to ``max_item_chars``) are kept, in packed order, with the
-    packer's score as their score. :attr:`last_result` holds the packed prompt (wrapped as
+    Nodes are deduplicated by fingerprint and kept in the order they came in (the previous
+    stage's ranking; ``keep_order=False``: by the packer's score: layer priority, retrieval
+    score, query overlap, confidence, importance, recency) while they fit ``budget_chars``
+    (default :data:`~manowar_memory.scoped.DOCUMENT_BUDGET_CHARS`, 4000; at most
+    ``max_items``), with the packer's score as their score. The budget is the limit: no node
+    is cut on its own unless ``max_item_chars`` is set; the last one that fits in part is
+    cut to the room left. Each line is tagged with the node's own source (``source``,
+    ``file_name``, ``title``, ``url`` metadata; :func:`~manowar_memory.scoped.document_label`). :attr:`last_result` holds the packed prompt (wrapped as
     ``pre_turn`` wraps it, see :func:`manowar_memory.scoped.pack_context`), the context
     usage and a decision per node (kept, duplicate, below_threshold, over_budget,
-    max_items). ``mmr_lambda`` selects by MMR instead of by score. Defaults come from the
-    engine's packer config (6 items, 120 characters each, 900 in all).
+    max_items). ``mmr_lambda`` selects by MMR instead. ``max_items`` defaults to the
+    engine's packer config (6).
 
     What reaches the LLM is wrapped too: each kept node's text (the packed, sanitised line
     with ``use_packed_text``, the default; else its own text) is put inside the
     untrusted-content markers, one delimiter per call, labelled with the node's trust. Node
     metadata can lower a node's trust (``external``) but never raise it (a document could
     claim ``trust: "system"``), so every node is wrapped; the
-    markers come on top of ``budget_chars``, which bounds the packed lines.
+    markers come on top of ``budget_chars``, which bounds the packed lines. The node's
+    metadata that LlamaIndex would show the LLM goes inside the wrapper too (before the
+    text), and is excluded from LlamaIndex's own rendering, so nothing a document supplies
+    reaches the prompt outside the markers.
     """
 
     max_items: int | None = Field(default=None, ge=1)
-    max_item_chars: int | None = Field(default=None, ge=20)
-    budget_chars: int | None = Field(default=None, ge=2)
+    max_item_chars: int | None = Field(default=None, ge=20, description="Cut each node to this (None: the budget decides).")
+    budget_chars: int = Field(default=DOCUMENT_BUDGET_CHARS, ge=2, description="Characters of the packed lines in all.")
+    keep_order: bool = Field(default=True, description="Keep the order the nodes came in (False: the packer's score).")
     header: str | None = Field(default=None, description="First line of the packed prompt.")
     mmr_lambda: float | None = Field(default=None, ge=0, le=1)
     use_packed_text: bool = Field(default=True, description="Replace kept nodes' text with the packed line.")
@@ -287,10 +295,10 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
         result = pack_context(
             query, candidates, scope=self.scope,
             max_items=self.max_items or (packer.max_items if packer else 6),
-            max_item_chars=self.max_item_chars or (packer.max_item_chars if packer else 120),
-            budget_chars=self.budget_chars or (packer.budget_chars if packer else 900),
+            max_item_chars=self.max_item_chars, budget_chars=self.budget_chars,
             header=self.header if self.header is not None else (packer.header if packer else "Memory context:"),
             mmr_lambda=self.mmr_lambda, default_trust=retrieval.default_trust, foreign=True,
+            keep_order=self.keep_order,
         )
         by_id = {c.id: c for c in candidates}
         delimiter = content_delimiter()
@@ -298,12 +306,19 @@ class ManowarPackerPostprocessor(_ManowarPostprocessor):
         for rank, item in enumerate(result.items):
             cand = by_id[item.id]
             text = item.text if self.use_packed_text else cand.text
-            kept.append(with_trace(
+            meta = cand.record.node.get_metadata_str(mode=MetadataMode.LLM)
+            if meta:
+                text = f"{meta}\n\n{text}"
+            elif self.use_packed_text and (label := document_label(cand.metadata)):
+                text = f"[{label}] {text}"
+            node = with_trace(
                 cand.record, item.score,
                 {"pack_score": item.score, "pack_rank": rank, "pack_characters": item.characters,
                  "retrieval_score": cand.record.score if cand.record.score is not None else 0.0},
                 text=wrap_untrusted(text, trust=item.trust, delimiter=delimiter),
-            ))
+            )
+            node.node.excluded_llm_metadata_keys = list(node.node.metadata)  # rendered inside the wrapper
+            kept.append(node)
         self._last_result = result
         return kept, result
 

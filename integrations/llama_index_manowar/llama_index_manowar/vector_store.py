@@ -14,8 +14,10 @@ replaces this scope's own row of that id and never another scope's (a user's sto
 shadows the agent's shared row with its own copy). ``delete``, ``delete_nodes`` and
 ``clear`` remove only rows this scope owns (same agent, user, mode and HAI). Queries run
 the engine's hybrid search (keyword + vector lanes, RRF, decay) within the scope and
-collection, so ``VectorStoreIndex`` and ``VectorMemoryBlock`` get the engine's ranking
-and filters.
+collection. A ``DEFAULT`` query (what ``VectorStoreIndex`` and ``VectorMemoryBlock`` send)
+is a nearest-neighbour read: the nearest nodes even when no word matches; ``HYBRID``,
+``TEXT_SEARCH`` and ``MMR`` run the engine's hybrid search (keyword + vector lanes). Every
+similarity is relevance in [0, 1].
 
 Trust is the application's: ``ManowarVectorStore(trust="external")`` marks every row it
 writes; node metadata may not set ``trust``, ``status`` or the engine's other reserved keys
@@ -30,8 +32,9 @@ the check costs nothing (the engine's embedding cache answers it). Another model
 skips the check (for example with custom ``embedding_strs`` in a ``QueryBundle``); the
 store still never uses a foreign vector, it searches with ``query_str``.
 
-Filters: LlamaIndex ``MetadataFilters`` (EQ and IN, combined with AND) become the
-engine's allowlisted ``metadata.*`` filters; anything else raises
+Filters: LlamaIndex ``MetadataFilters`` (EQ, NE, IN, NIN, GT, GTE, LT, LTE, combined with
+AND/OR, nested) become the engine's filter language on the nodes' metadata
+(:mod:`llama_index_manowar.filters`); anything else raises
 :class:`~llama_index_manowar.errors.UnsupportedFilterError`.
 """
 
@@ -53,11 +56,12 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
+from manowar_memory.candidates import relevance, vector_relevance
 from manowar_memory.embeddings.base import InputType
 from manowar_memory.errors import InvalidInputError, ScopeError
 from manowar_memory.filters import FilterValue
 from manowar_memory.records import MemoryRecord
-from manowar_memory.scoped import DOC_KEY, ScopedMemory, check_metadata
+from manowar_memory.scoped import DOC_KEY, ScopedMemory, check_metadata, shortfall
 from manowar_memory.scoped import RESERVED_METADATA_KEYS as ENGINE_RESERVED_KEYS
 
 from ._fields import EngineField, ScopeField
@@ -81,7 +85,8 @@ SUPPORTED_QUERY_MODES = (
     VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.TEXT_SEARCH,
     VectorStoreQueryMode.MMR,
 )
-"""Query modes served: all run the engine's hybrid search (MMR adds the engine's MMR stage)."""
+"""Query modes served: DEFAULT is nearest-neighbour; the others run the engine's hybrid search (MMR adds
+the engine's MMR stage)."""
 
 
 
@@ -130,6 +135,7 @@ class ManowarVectorStore(BasePydanticVectorStore):
 
     _memory: ScopedMemory = PrivateAttr()
     _last_degradations: list[str] = PrivateAttr(default_factory=list)
+    _last_shortfall: str | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -168,6 +174,11 @@ class ManowarVectorStore(BasePydanticVectorStore):
     def embed_model(self) -> ManowarEmbedding:
         """The engine's embedder as a LlamaIndex embedding: the ``embed_model`` to build indexes with."""
         return ManowarEmbedding(engine=self.engine)
+
+    @property
+    def last_shortfall(self) -> str | None:
+        """Why the latest query returned fewer than ``similarity_top_k`` nodes (None when it did not)."""
+        return self._last_shortfall
 
     @property
     def last_degradations(self) -> list[str]:
@@ -336,32 +347,50 @@ class ManowarVectorStore(BasePydanticVectorStore):
         return merge_filters(*parts)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """The engine's hybrid search over this collection; similarities are the engine's scores."""
+        """The ``similarity_top_k`` nodes of this collection nearest to the query.
+
+        ``DEFAULT`` mode is a plain nearest-neighbour read (``ScopedMemory.similar``): the
+        nearest nodes by cosine, whatever their words, with ``query_str`` (the engine embeds
+        it) or, without one, ``query_embedding`` (it must come from the engine's model).
+        ``HYBRID``, ``TEXT_SEARCH`` and ``MMR`` run the engine's hybrid search and need
+        ``query_str``. Similarities are relevance in [0, 1] in every mode
+        (:func:`manowar_memory.candidates.relevance`; nearest-neighbour: ``(1 + cosine) / 2``).
+        Why fewer than ``similarity_top_k`` came back is in :attr:`last_shortfall`."""
         memory = self.memory_for(kwargs.get("user_id"))
         if query.mode not in SUPPORTED_QUERY_MODES:
             raise InvalidInputError(
                 f"query mode {query.mode.value!r} is not supported; ManowarVectorStore serves "
-                f"{[m.value for m in SUPPORTED_QUERY_MODES]} (all through the engine's hybrid search)"
+                f"{[m.value for m in SUPPORTED_QUERY_MODES]}"
             )
         text = (query.query_str or "").strip()
-        if not text:
+        nearest = query.mode == VectorStoreQueryMode.DEFAULT
+        if not text and not (nearest and query.query_embedding is not None):
             raise InvalidInputError(
-                "ManowarVectorStore needs query_str: the engine searches with text (keyword lane) and embeds "
-                "the query itself, so that a vector from another model is never used"
+                f"query mode {query.mode.value!r} needs query_str (the engine's hybrid search reads text); the "
+                "default mode also takes query_embedding alone"
             )
+        k = max(1, query.similarity_top_k)
         filters = self._query_filters(query)
+        self._last_degradations = []
         if filters is MATCH_NOTHING:
-            self._last_degradations = []
+            self._last_shortfall = shortfall(k, found=0, kept=0, what="nodes")
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        if self.check_embed_model and query.query_embedding is not None:
+        if self.check_embed_model and query.query_embedding is not None and text:
             self._check_vector("the query embedding", query.query_embedding, [text], "query")
-        hits = memory.search(
-            text, layers=("vectors",), k=max(1, query.similarity_top_k), filters=filters,
-            mmr=query.mode == VectorStoreQueryMode.MMR,
-        )
-        self._last_degradations = list(hits.degradations)
-        scores = {id(c.record): c.score for c in hits}
-        rows = self._own_copies_first(memory, (c.record for c in hits))
+        scores: dict[int, float] = {}
+        if nearest:
+            vector = None if text else list(query.query_embedding or [])
+            pairs = memory.similar(text or None, k=2 * k, filters=filters, vector=vector)  # room for shadowed rows
+            records = [rec for rec, _ in pairs]
+            scores = {id(rec): vector_relevance(cos) for rec, cos in pairs}
+        else:
+            hits = memory.search(text, layers=("vectors",), k=k, filters=filters,
+                                 mmr=query.mode == VectorStoreQueryMode.MMR)
+            self._last_degradations = list(hits.degradations)
+            records = [c.record for c in hits]
+            scores = {id(c.record): relevance(c) for c in hits}
+        rows = self._own_copies_first(memory, records)[:k]
+        self._last_shortfall = shortfall(k, found=len(rows), kept=len(rows), what="nodes")
         nodes = [self._to_node(row) for row in rows]
         return VectorStoreQueryResult(
             nodes=nodes, similarities=[scores[id(row)] for row in rows], ids=[n.node_id for n in nodes],

@@ -1,6 +1,6 @@
 """Memory of manowar-memory for LlamaIndex (``llama-index-manowar``):
 the LlamaHub import path of :mod:`llama_index_manowar.memory`."""
 
-from llama_index_manowar.memory import ManowarMemory, ManowarMemoryBlock
+from llama_index_manowar.memory import ManowarBlockMemory, ManowarMemory, ManowarMemoryBlock
 
-__all__ = ["ManowarMemory", "ManowarMemoryBlock"]
+__all__ = ["ManowarBlockMemory", "ManowarMemory", "ManowarMemoryBlock"]
