@@ -120,6 +120,7 @@ def _row(rec: MemoryRecord, default_trust: str) -> dict[str, Any]:
     v = memory_view(rec, default_trust=default_trust)
     out = _public(v)
     out.pop("score", None)
+    out.pop("rank_score", None)
     out.pop("lanes", None)
     out["status"] = rec.metadata.get("status", "active")
     return out
