@@ -1,11 +1,13 @@
+# mypy: disable-error-code="no-untyped-call"
+# (nbformat ships no type hints)
 """Execute the notebooks in place, so the docs site shows them with their outputs and plots.
 
     python scripts/execute_notebooks.py                 every notebook under notebooks/
     python scripts/execute_notebooks.py notebooks/x.ipynb
 
-Each notebook runs top to bottom offline (``HF_HUB_OFFLINE``, a scratch ``MANOWAR_HOME`` and
-working directory), keeps its outputs, and records the sha256 of its code cells' sources in
-its metadata (``manowar.sources_sha256``): tests/test_notebooks.py fails when a notebook's code
+Each notebook runs top to bottom offline (``HF_HUB_OFFLINE``: the local model loads from disk,
+without a progress bar; a scratch ``MANOWAR_HOME`` and working directory), keeps its outputs,
+and records the sha256 of its code cells' sources in its metadata (``manowar.sources_sha256``): tests/test_notebooks.py fails when a notebook's code
 changed after it was last executed here, so the committed outputs always match the code.
 The site renders the committed outputs (mkdocs-jupyter, ``execute: false``), which keeps the
 docs build fast and free of a kernel; CI re-runs every notebook in tests/test_notebooks.py.
@@ -37,8 +39,10 @@ def sources_digest(nb: nbformat.NotebookNode) -> str:
 
 def execute(nb: nbformat.NotebookNode, workdir: Path, timeout: int = 600) -> nbformat.NotebookNode:
     """Run ``nb`` in ``workdir`` with a scratch ``MANOWAR_HOME``, offline; raises on the first error."""
-    old = {k: os.environ.get(k) for k in ("MANOWAR_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    os.environ.update(MANOWAR_HOME=str(workdir / "home"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = {"MANOWAR_HOME": str(workdir / "home"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1"}   # the local model loads from disk, without a progress bar
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(workdir)}}).execute()
