@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 
 pytest.importorskip("fastapi")
@@ -134,6 +135,45 @@ def test_the_openapi_document_declares_camel_case_responses_and_one_validation_s
     assert declared >= 10  # the typed responses were walked
     assert "422" not in statuses and "400" in statuses
     assert "HTTPValidationError" not in doc["components"]["schemas"]
+
+
+#: routes that answer a tool's result, and the tool
+TOOL_ROUTES = {("post", "/api/memory/items/search"): "memory_search", ("get", "/api/memory/items/{memoryId}"): "memory_get",
+               ("patch", "/api/memory/items/{memoryId}"): "memory_update",
+               ("delete", "/api/memory/items/{memoryId}"): "memory_delete",
+               ("post", "/api/memory/conflicts/{memoryId}/resolve"): "memory_resolve_conflict",
+               ("post", "/api/memory/archives/{archiveId}/sync"): "memory_archive_pin",
+               ("post", "/api/memory/patterns/{patternId}/validate"): "memory_validate_pattern",
+               ("post", "/api/memory/patterns/{patternId}/promote"): "memory_promote_pattern",
+               ("get", "/api/memory/skills"): "memory_list_skills", ("get", "/api/memory/skills/{skillId}"): "memory_get_skill",
+               ("post", "/api/memory/search"): "memory_search", ("post", "/api/memory/layers/search"): "memory_search",
+               ("get", "/api/memory/{agentWallet}"): "memory_list"}
+
+
+def test_routes_answering_a_tool_result_declare_its_typed_camel_case_schema(base_url: str) -> None:
+    from pydantic.alias_generators import to_camel
+
+    from manowar_memory.tools import TOOL_GROUPS, catalog
+
+    models = {d.name: d.result_model for d in catalog(TOOL_GROUPS)}
+    doc = httpx.get(f"{base_url}/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    for (method, path), name in TOOL_ROUTES.items():
+        schema = doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]
+        declared = schemas[schema["$ref"].rsplit("/", 1)[1]]
+        model = models[name]
+        assert set(declared["properties"]) == {to_camel(f) for f in model.model_fields}, (method, path)
+        assert sorted(declared.get("required", [])) == sorted(
+            to_camel(f) for f, info in model.model_fields.items() if info.is_required()), (method, path)
+    hit = schemas["MemoryHit"]["properties"]
+    assert "rankScore" in hit and "createdAt" in hit and "rank_score" not in hit
+    # a real answer conforms to the declared schema
+    a = client(base_url, KEY_A)
+    assert a.post("/api/memory/remember", json={"content": "The user keeps bees"}).status_code == 200
+    found = a.post("/api/memory/items/search", json={"query": "bees"})
+    assert found.status_code == 200, found.text
+    assert found.json()["memories"], found.text
+    jsonschema.validate(found.json(), {"$ref": "#/components/schemas/SearchResult", "components": doc["components"]})
 
 
 MALFORMED = {

@@ -18,20 +18,24 @@ between a field of the wrong type and an empty one: the problem's ``detail`` say
 
 
 import contextlib
+import copy
 import email.message
+import functools
 import ipaddress
 import json
 import logging
+import operator
 import re
+import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -44,7 +48,7 @@ from ..engine import ForgetReport, MemoryEngine, PostTurnResult, PreTurnResult, 
 from ..jobs.schedules import ScheduleInfo
 from ..records import Job
 from ..scoped import ScopedMemory
-from ..tools import memory_tools
+from ..tools import TOOL_GROUPS, catalog, memory_tools
 from .auth import ApiKeys, KeyBinding, presented_key, scope_for
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DOCS_ASSETS_PATH", "Problem", "camel_keys", "check_bind", "create_app", "is_loopback",
@@ -116,6 +120,48 @@ def camel_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [camel_keys(v) for v in value]
     return value
+
+
+_REST_MODELS: dict[type[BaseModel], type[BaseModel]] = {}
+
+
+def _rest_annotation(annotation: Any) -> Any:
+    """``annotation`` with every tool result model in it replaced by its camelCase REST twin."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return rest_model(annotation)
+    args = get_args(annotation)
+    if not args:
+        return annotation
+    new = tuple(_rest_annotation(a) for a in args)
+    if new == args:
+        return annotation
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        return functools.reduce(operator.or_, new)
+    return origin[new if len(new) > 1 else new[0]]
+
+
+def rest_model(model: type[BaseModel]) -> type[BaseModel]:
+    """The REST twin of a tool result ``model``: the same fields, descriptions and ``extra``
+    policy, named in camelCase (``rank_score`` -> ``rankScore``) as the REST API answers them."""
+    if model not in _REST_MODELS:
+        fields: dict[str, Any] = {}
+        for name, info in model.model_fields.items():
+            twin = copy.copy(info)
+            twin.annotation = _rest_annotation(info.annotation)
+            fields[name] = (twin.annotation, twin)
+        config = ConfigDict(alias_generator=to_camel, populate_by_name=True,
+                            extra=model.model_config.get("extra"))
+        _REST_MODELS[model] = create_model(model.__name__, __config__=config, __doc__=model.__doc__,
+                                           __module__=model.__module__, **fields)
+    return _REST_MODELS[model]
+
+
+def _tool_response(name: str) -> dict[str, Any]:
+    """The route options of a route answering the tool ``name``'s result: its typed REST model,
+    and fields the tool left out left out of the answer too."""
+    model = next(d.result_model for d in catalog(TOOL_GROUPS) if d.name == name)
+    return {"response_model": rest_model(model), "response_model_exclude_unset": True}
 
 
 def _one_validation_status(schema: dict[str, Any]) -> dict[str, Any]:
@@ -845,15 +891,15 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         return LoopResult(recorded=recorded, context=context)
 
     # ------------------------------------------------------------ items
-    @r.post("/items/search", tags=["items"], summary="Search memories")
+    @r.post("/items/search", tags=["items"], summary="Search memories", **_tool_response("memory_search"))
     def items_search(body: SearchBody, key: Tenant) -> dict[str, Any]:
         return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit, layers=body.layers)
 
-    @r.get("/items/{memoryId}", tags=["items"], summary="Read a memory")
+    @r.get("/items/{memoryId}", tags=["items"], summary="Read a memory", **_tool_response("memory_get"))
     def item_get(memoryId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, q.scope_data()), "memory_get", memory_id=memoryId)
 
-    @r.patch("/items/{memoryId}", tags=["items"], summary="Change one of your memories",
+    @r.patch("/items/{memoryId}", tags=["items"], summary="Change one of your memories", **_tool_response("memory_update"),
              responses={409: {"description": "Another active fact of the scope has this text (ConflictError)",
                               "content": {"application/problem+json": {"schema": _PROBLEM_SCHEMA}}}})
     def item_patch(memoryId: Id, body: ItemPatchBody, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
@@ -861,11 +907,13 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
                     content=body.content,
                     metadata=body.metadata, confidence=body.confidence, status=body.status)
 
-    @r.delete("/items/{memoryId}", tags=["items"], summary="Delete one of your memories")
+    @r.delete("/items/{memoryId}", tags=["items"], summary="Delete one of your memories",
+              **_tool_response("memory_delete"))
     def item_delete(memoryId: Id, q: Q, key: Tenant, hardDelete: bool = False) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, q.scope_data()), "memory_delete", memory_id=memoryId, hard=hardDelete)
 
-    @r.post("/conflicts/{memoryId}/resolve", tags=["items"], summary="Resolve a conflict")
+    @r.post("/conflicts/{memoryId}/resolve", tags=["items"], summary="Resolve a conflict",
+            **_tool_response("memory_resolve_conflict"))
     def resolve(memoryId: Id, body: ResolveBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, body.scope_data()), "memory_resolve_conflict", memory_id=memoryId,
                     resolution=body.resolution, winning_memory_id=body.winning_memory_id, reason=body.reason)
@@ -956,7 +1004,8 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         thread = thread_of(sessionId, body.thread_id)
         return mem(key, {**body.scope_data(), "threadId": thread}).compress_thread(max_chars=body.max_chars)
 
-    @r.post("/archives/{archiveId}/sync", tags=["sessions"], summary="Pin an archive to IPFS (Pinata)")
+    @r.post("/archives/{archiveId}/sync", tags=["sessions"], summary="Pin an archive to IPFS (Pinata)",
+            **_tool_response("memory_archive_pin"))
     def archive_sync(archiveId: Id, body: ArchiveSyncBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, body.scope_data()), "memory_archive_pin", archive_id=archiveId, dry_run=body.dry_run)
 
@@ -1016,21 +1065,23 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def pattern(patternId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return {"pattern": mem(key, q.scope_data()).artifact("pattern", patternId).model_dump(mode="json", by_alias=True)}
 
-    @r.post("/patterns/{patternId}/validate", tags=["patterns"], summary="Validate a pattern")
+    @r.post("/patterns/{patternId}/validate", tags=["patterns"], summary="Validate a pattern",
+            **_tool_response("memory_validate_pattern"))
     def pattern_validate(patternId: Id, body: ScopeFields, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, body.scope_data()), "memory_validate_pattern", pattern_id=patternId)
 
-    @r.post("/patterns/{patternId}/promote", tags=["patterns"], summary="Promote a pattern into a skill")
+    @r.post("/patterns/{patternId}/promote", tags=["patterns"], summary="Promote a pattern into a skill",
+            **_tool_response("memory_promote_pattern"))
     def pattern_promote(patternId: Id, body: PromoteBody, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, body.scope_data()), "memory_promote_pattern", pattern_id=patternId,
                     skill_name=body.skill_name)
 
-    @r.get("/skills", tags=["patterns"], summary="List skills")
+    @r.get("/skills", tags=["patterns"], summary="List skills", **_tool_response("memory_list_skills"))
     def skills(q: Q, key: Tenant, category: str | None = None,
                limit: Annotated[int, Query(ge=1, le=100)] = 20) -> dict[str, Any]:
         return tool(mem(key, q.scope_data()), "memory_list_skills", category=category, limit=limit)
 
-    @r.get("/skills/{skillId}", tags=["patterns"], summary="Read a skill")
+    @r.get("/skills/{skillId}", tags=["patterns"], summary="Read a skill", **_tool_response("memory_get_skill"))
     def skill(skillId: Id, q: Q, key: Tenant) -> dict[str, Any]:  # noqa: N803
         return tool(mem(key, q.scope_data()), "memory_get_skill", skill_id=skillId)
 
@@ -1048,7 +1099,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         return {"success": True, "sessionId": turn.session_id, "factsIndexed": flushed.facts_indexed,
                 "factsBumped": flushed.facts_reinforced}
 
-    @r.post("/search", tags=["compatibility"], summary="Search facts")
+    @r.post("/search", tags=["compatibility"], summary="Search facts", **_tool_response("memory_search"))
     def search(body: SearchBody, key: Tenant) -> dict[str, Any]:
         return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit,
                     layers=body.layers or ["graph"])
@@ -1088,7 +1139,8 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         results = reranker.rerank(body.query, body.documents, top_k=body.top_k)
         return {"results": [{"index": x.index, "score": x.score, "document": body.documents[x.index]} for x in results]}
 
-    @r.post("/layers/search", tags=["compatibility"], summary="Search chosen layers")
+    @r.post("/layers/search", tags=["compatibility"], summary="Search chosen layers",
+            **_tool_response("memory_search"))
     def layers_search(body: SearchBody, key: Tenant) -> dict[str, Any]:
         return tool(mem(key, body.scope_data()), "memory_search", query=body.query, k=body.limit, layers=body.layers)
 
@@ -1103,7 +1155,8 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
         elif parts:
             deeper.add(parts[0])
 
-    @r.get("/{agentWallet}", tags=["compatibility"], summary="List an agent's newest facts")
+    @r.get("/{agentWallet}", tags=["compatibility"], summary="List an agent's newest facts",
+           **_tool_response("memory_list"))
     def list_facts(agentWallet: Id, key: Tenant, userAddress: str | None = None,  # noqa: N803
                    limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict[str, Any]:
         if agentWallet in exact:
