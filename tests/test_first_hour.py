@@ -25,6 +25,8 @@ from manowar_memory.cli import cli
 from manowar_memory.embeddings import EMBEDDER_ENV, installed_local_embedder
 from manowar_memory.engine import NO_EMBEDDER
 
+from test_server import stop
+
 pytestmark = [pytest.mark.local_model, pytest.mark.xdist_group("onnx-export")]
 
 QUESTION = "what time is the daily meeting?"
@@ -155,12 +157,7 @@ def test_serve_with_no_embedder_flag_recalls_by_meaning(new_user: CliRunner, tmp
             found = client.post("/items/search", json={"query": QUESTION, "limit": 3, "userAddress": "alice"})
             assert found.status_code == 200, found.text
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     result = found.json()
     assert MEMORY in [m["text"] for m in result["memories"]], (result, errlog.read_text()[-2000:])
     assert NO_EMBEDDER not in result["degradations"]

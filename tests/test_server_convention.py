@@ -4,9 +4,7 @@ status (400, a problem document) for every malformed request, no route shadowing
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from test_docs import _chromium
 from test_server import KEY_A, KEY_ALICE, client, serve_on_store
 
 pytestmark = pytest.mark.xdist_group("server-convention")
@@ -220,17 +219,6 @@ def test_no_route_shadows_another_and_items_read_scope_alike(base_url: str) -> N
         assert scope_fields <= query, (method, query)
     body = _resolve(doc, item["patch"]["requestBody"]["content"]["application/json"]["schema"])
     assert scope_fields <= set(body["properties"])
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "Debian's chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no") or \
-                os.environ.get("MANOWAR_REQUIRE_SERVICES") == "1":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return found
 
 
 @pytest.mark.parametrize("page, rendered", [("/docs", "opblock"), ("/redoc", "api-content")])
