@@ -323,7 +323,8 @@ def pack(
     opening, closing = _wrapper(untrusted_delimiter, wrap_levels) if wrap_levels else ("", "")
     reserve = len(opening) + 1 + len(closing) + 1 if wrap_levels else 0
     available = budget_chars - len(header)
-    chosen = _fill(ranked, available, max_items, reserve) if keep_order else _select(ranked, available, max_items, reserve)
+    chosen = (_greedy(ranked, available, max_items, reserve, keep_order=True) if keep_order
+              else _select(ranked, available, max_items, reserve))
     if not chosen and ranked:
         first = ranked[0]
         prefix = f"{_line_tag(first.cand, first.cand.layer, dates, label)} "
@@ -396,30 +397,39 @@ def _line_tag(cand: Candidate, layer: str, dates: bool, label: Callable[[Candida
     return _tag(layer, cand.created_at if dates else None, _outdated(cand))
 
 
-def _fill(ranked: list[_Entry], available: int, max_items: int, reserve: int = 0) -> list[_Entry]:
-    """The items to pack in their given order: whole items while they fit, then the next one cut
-    to the room left (when at least 40 characters of it fit), then stop."""
+def _greedy(ranked: Sequence[_Entry], available: int, max_items: int, reserve: int, *,
+            keep_order: bool) -> list[_Entry]:
+    """Take items in the given order while they fit; ``reserve`` characters are charged once the
+    first wrapped item is in. At the first misfit, ``keep_order`` cuts that item to the room left
+    (when at least 40 characters of it fit) and stops; otherwise the misfit is skipped."""
     chosen: list[_Entry] = []
     used = 0
     wrapped = False
     for e in ranked:
         if len(chosen) >= max_items:
             break
-        extra = (reserve if e.wrapped and not wrapped else 0)
+        extra = reserve if e.wrapped and not wrapped else 0
         if used + extra + e.cost <= available:
             chosen.append(e)
             used += extra + e.cost
             wrapped = wrapped or e.wrapped
-            continue
-        prefix = e.line[: len(e.line) - len(e.text)]
-        room = available - used - extra - 1 - len(prefix)
-        if room >= 40:
-            e.text = truncate(e.text, room)
-            e.line = prefix + e.text
-            if used + extra + e.cost <= available:
+        elif keep_order:
+            if _cut(e, available - used - extra):
                 chosen.append(e)
-        break
+            break
     return chosen
+
+
+def _cut(e: _Entry, room: int) -> bool:
+    """Shorten ``e`` to cost at most ``room`` characters; False when under 40 characters of its
+    text would be left."""
+    prefix = e.line[: len(e.line) - len(e.text)]
+    keep = room - 1 - len(prefix)
+    if keep < 40:
+        return False
+    e.text = truncate(e.text, keep)
+    e.line = prefix + e.text
+    return e.cost <= room
 
 
 def _replaces(new: _Entry, held: _Entry) -> bool:
@@ -450,18 +460,7 @@ def _select(ranked: list[_Entry], available: int, max_items: int, reserve: int =
     if cost(top) <= available:
         return top
     # The budget binds: greedy in score order, skipping what does not fit.
-    chosen: list[_Entry] = []
-    used = 0
-    wrapped = False
-    for e in pool:
-        if len(chosen) >= max_items:
-            break
-        extra = e.cost + (reserve if e.wrapped and not wrapped else 0)
-        if used + extra <= available:
-            chosen.append(e)
-            used += extra
-            wrapped = wrapped or e.wrapped
-    return chosen
+    return _greedy(pool, available, max_items, reserve, keep_order=False)
 
 
 def _decision(e: _Entry, status: str, reason: str) -> Decision:
