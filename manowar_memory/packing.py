@@ -278,41 +278,12 @@ def pack(
     if untrusted_delimiter is not None and not regex.fullmatch(r"[0-9a-f]{8,64}", untrusted_delimiter):
         raise ValueError("untrusted_delimiter must be 8 to 64 lowercase hex characters (see content_delimiter)")
     now = now_ms() if now is None else now
-    terms = query_terms(query)
     order = [x for x in (layer_order or LAYERS) if x in layers] + [x for x in layers if x not in (layer_order or LAYERS)]
+    style = _LineStyle(max_item_chars, dates, label, default_trust, trust_ceiling, untrusted_delimiter is not None)
     decisions: list[Decision] = []
-    raw_lines: list[str] = []
-    best: dict[str, _Entry] = {}
-    counter = 0
-    for layer in dict.fromkeys(order):
-        for cand in layers[layer]:
-            counter += 1
-            raw_lines.append(cand.text)
-            # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
-            text = neutralize_markers(sanitize(cand.text))
-            text = truncate(text, max_item_chars) if max_item_chars is not None else text.strip()
-            if not text:
-                decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
-                                          characters=0, reason="no text left after sanitising"))
-                continue
-            line = f"{_line_tag(cand, layer, dates, label)} {text}"
-            score, extra = score_candidate(cand, terms, text, now, semantic_weight)
-            trust = (trust_level(cand.metadata, default_trust) if trust_ceiling is None
-                     else capped_trust_level(cand.metadata, trust_ceiling))
-            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
-                           wrapped=untrusted_delimiter is not None and trust != "system")
-            if cand.trace.get("below_threshold"):
-                decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))
-                continue
-            held = best.get(entry.fp)
-            if held is None:
-                best[entry.fp] = entry
-            elif _replaces(entry, held):
-                decisions.append(_decision(held, "duplicate", f"same fingerprint as {entry.cand.id}"))
-                best[entry.fp] = entry
-            else:
-                decisions.append(_decision(entry, "duplicate", f"same fingerprint as {held.cand.id}"))
-    ranked = sorted(best.values(), key=lambda e: e.order if keep_order else (-e.score, e.order))
+    entries = _entries(query_terms(query), {x: layers[x] for x in dict.fromkeys(order)}, style, now,
+                       semantic_weight, decisions)
+    ranked = sorted(entries, key=lambda e: e.order if keep_order else (-e.score, e.order))
     if mmr_lambda is not None:
         by_id = {id(e.cand): e for e in ranked}
         reordered = mmr_order([e.cand for e in ranked], lambda_=mmr_lambda, relevance=lambda c: by_id[id(c)].score)
@@ -325,14 +296,8 @@ def pack(
     available = budget_chars - len(header)
     chosen = (_greedy(ranked, available, max_items, reserve, keep_order=True) if keep_order
               else _select(ranked, available, max_items, reserve))
-    if not chosen and ranked:
-        first = ranked[0]
-        prefix = f"{_line_tag(first.cand, first.cand.layer, dates, label)} "
-        room = available - 1 - len(prefix) - (reserve if first.wrapped else 0)
-        if room >= 8:
-            first.text = truncate(first.text, room)
-            first.line = prefix + first.text
-            chosen = [first]
+    if not chosen and ranked and _cut(ranked[0], available - (reserve if ranked[0].wrapped else 0), least=8):
+        chosen = [ranked[0]]
     chosen_ids = {id(e) for e in chosen}
     used = sum(e.cost for e in chosen) + (reserve if any(e.wrapped for e in chosen) else 0)
     for e in ranked:
@@ -344,13 +309,7 @@ def pack(
             decisions.append(_decision(e, "over_budget", f"needs {e.cost} chars, {available - used} left"))
     # keep the ranked order in the prompt (score order, or MMR order when requested)
     chosen = [e for e in ranked if id(e) in chosen_ids]
-    inside = [e for e in chosen if e.wrapped]
-    lines = [e.line for e in chosen if not e.wrapped]
-    if inside:
-        opening, closing = _wrapper(untrusted_delimiter, [t for t in TRUST_LEVELS if any(e.trust == t for e in inside)])
-        lines += [opening, *(e.line for e in inside), closing]
-    prompt = header + "\n" + "\n".join(lines) if chosen else ""
-    markers = (len(opening) + len(closing) + 2) if inside else 0
+    prompt, markers = _render(header, chosen, untrusted_delimiter)
     assert len(prompt) <= budget_chars, "packer exceeded its budget"
     items = [
         PackedItem(
@@ -359,16 +318,77 @@ def pack(
         )
         for e in chosen
     ]
-    omitted: dict[str, int] = {}
-    for layer in layers:
-        kept = sum(1 for e in chosen if e.cand.layer == layer)
-        omitted[layer] = max(0, len(layers[layer]) - kept)
+    omitted = {layer: max(0, len(layers[layer]) - sum(1 for e in chosen if e.cand.layer == layer)) for layer in layers}
+    raw_lines = [cand.text for layer in dict.fromkeys(order) for cand in layers[layer]]
     raw_chars = len((header + "\n" + "\n".join(raw_lines)).strip()) if raw_lines else 0
     usage = ContextUsage(
         characters=len(prompt), raw_characters=raw_chars, budget_characters=budget_chars,
         saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items), marker_characters=markers,
     )
     return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
+
+
+@dataclass(frozen=True)
+class _LineStyle:
+    """How :func:`pack` turns a candidate into a line, and at which trust level."""
+
+    max_item_chars: int | None
+    dates: bool
+    label: Callable[[Candidate], str | None] | None
+    default_trust: str
+    trust_ceiling: str | None
+    wrapping: bool
+
+
+def _entries(terms: Sequence[str], layers: Mapping[str, Sequence[Candidate]], style: _LineStyle, now: int,
+             semantic_weight: float, decisions: list[Decision]) -> list[_Entry]:
+    """One scored line per candidate, in layer order, with the near-duplicates (same
+    fingerprint) and the unpackable ones (no text left, under the threshold) recorded in
+    ``decisions`` instead."""
+    best: dict[str, _Entry] = {}
+    counter = 0
+    for layer, cands in layers.items():
+        for cand in cands:
+            counter += 1
+            # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
+            text = neutralize_markers(sanitize(cand.text))
+            text = truncate(text, style.max_item_chars) if style.max_item_chars is not None else text.strip()
+            if not text:
+                decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
+                                          characters=0, reason="no text left after sanitising"))
+                continue
+            line = f"{_line_tag(cand, layer, style.dates, style.label)} {text}"
+            score, extra = score_candidate(cand, terms, text, now, semantic_weight)
+            trust = (trust_level(cand.metadata, style.default_trust) if style.trust_ceiling is None
+                     else capped_trust_level(cand.metadata, style.trust_ceiling))
+            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
+                           wrapped=style.wrapping and trust != "system")
+            if cand.trace.get("below_threshold"):
+                decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))
+                continue
+            held = best.get(entry.fp)
+            if held is None:
+                best[entry.fp] = entry
+            elif _replaces(entry, held):
+                decisions.append(_decision(held, "duplicate", f"same fingerprint as {entry.cand.id}"))
+                best[entry.fp] = entry
+            else:
+                decisions.append(_decision(entry, "duplicate", f"same fingerprint as {held.cand.id}"))
+    return list(best.values())
+
+
+def _render(header: str, chosen: Sequence[_Entry], delimiter: str | None) -> tuple[str, int]:
+    """The prompt (``header``, the trusted lines, then the untrusted ones inside one wrapper) and
+    the characters its wrapper markers take."""
+    if not chosen:
+        return "", 0
+    inside = [e for e in chosen if e.wrapped]
+    lines = [e.line for e in chosen if not e.wrapped]
+    if not inside:
+        return header + "\n" + "\n".join(lines), 0
+    opening, closing = _wrapper(delimiter, [t for t in TRUST_LEVELS if any(e.trust == t for e in inside)])
+    lines += [opening, *(e.line for e in inside), closing]
+    return header + "\n" + "\n".join(lines), len(opening) + len(closing) + 2
 
 
 def _outdated(cand: Candidate) -> bool:
@@ -420,12 +440,12 @@ def _greedy(ranked: Sequence[_Entry], available: int, max_items: int, reserve: i
     return chosen
 
 
-def _cut(e: _Entry, room: int) -> bool:
-    """Shorten ``e`` to cost at most ``room`` characters; False when under 40 characters of its
-    text would be left."""
+def _cut(e: _Entry, room: int, least: int = 40) -> bool:
+    """Shorten ``e`` to cost at most ``room`` characters; False when under ``least`` characters
+    of its text would be left."""
     prefix = e.line[: len(e.line) - len(e.text)]
     keep = room - 1 - len(prefix)
-    if keep < 40:
+    if keep < least:
         return False
     e.text = truncate(e.text, keep)
     e.line = prefix + e.text
