@@ -249,34 +249,25 @@ def pack(
 ) -> PackResult:
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
-    ``mmr_lambda`` (None = off) selects greedily by maximal marginal relevance instead
-    of by score, so near-duplicates give way to variety in the final prompt.
-    Candidates with ``trace['below_threshold']`` set are reported and never packed.
-    ``untrusted_delimiter`` (8–64 lowercase hex, see
-    :func:`~manowar_memory.ranking.trust.content_delimiter`) wraps the items below the
-    ``system`` trust level (``metadata['trust']``, else ``default_trust``) in one
-    untrusted-content block whose markers count against the budget. ``trust_ceiling`` (for
-    candidates from another retriever) caps what their metadata may claim: a level above it
-    reads as the ceiling, a lower one (``external``) is kept
-    (:func:`~manowar_memory.ranking.trust.capped_trust_level`).
-    ``dates`` tags each line with the day its memory was observed (UTC), ``[GRAPH 2026-06-03]``,
-    so the model can tell a newer statement from an older one; the tag counts against the budget.
-    A conversation turn whose every extracted fact was superseded (``metadata.outdated``) is
-    tagged ``superseded``, ``[VECTORS 2026-01-09 superseded]``, dates or not.
+    ``mmr_lambda`` (None = off) selects greedily by maximal marginal relevance instead of by score, so
+    near-duplicates give way to variety in the final prompt. Candidates with ``trace['below_threshold']`` set are
+    reported and never packed. ``untrusted_delimiter`` (8–64 lowercase hex, see
+    :func:`~manowar_memory.ranking.trust.content_delimiter`) wraps the items below the ``system`` trust level
+    (``metadata['trust']``, else ``default_trust``) in one untrusted-content block whose markers count against the
+    budget. ``trust_ceiling`` (for candidates from another retriever) caps what their metadata may claim: a level
+    above it reads as the ceiling, a lower one (``external``) is kept
+    (:func:`~manowar_memory.ranking.trust.capped_trust_level`). ``dates`` tags each line with the day its memory was
+    observed (UTC), ``[GRAPH 2026-06-03]``, so the model can tell a newer statement from an older one; the tag
+    counts against the budget. A conversation turn whose every extracted fact was superseded (``metadata.outdated``)
+    is tagged ``superseded``, ``[VECTORS 2026-01-09 superseded]``, dates or not.
 
-    For documents of another retriever (RAG): ``max_item_chars=None`` cuts no item on its
-    own, the budget decides; ``keep_order`` keeps the order the candidates came in (the
-    previous stage's ranking) and fills the budget in that order, cutting only the last item
-    that fits in part (``mmr_lambda`` still reorders when given); ``label`` gives a line's tag
-    instead of the layer (a document's own source; sanitised, at most 80 characters), inside
-    the untrusted-content block with the text.
+    For documents of another retriever (RAG): ``max_item_chars=None`` cuts no item on its own, the budget decides;
+    ``keep_order`` keeps the order the candidates came in (the previous stage's ranking) and fills the budget in
+    that order, cutting only the last item that fits in part (``mmr_lambda`` still reorders when given); ``label``
+    gives a line's tag instead of the layer (a document's own source; sanitised, at most 80 characters), inside the
+    untrusted-content block with the text.
     """
-    if max_items < 1:
-        raise ValueError("max_items must be at least 1")
-    if budget_chars < len(header) + 1:
-        raise ValueError(f"budget_chars must be at least {len(header) + 1} to hold the header {header!r}")
-    if untrusted_delimiter is not None and not regex.fullmatch(r"[0-9a-f]{8,64}", untrusted_delimiter):
-        raise ValueError("untrusted_delimiter must be 8 to 64 lowercase hex characters (see content_delimiter)")
+    _check(max_items, budget_chars, header, untrusted_delimiter)
     now = now_ms() if now is None else now
     order = [x for x in (layer_order or LAYERS) if x in layers] + [x for x in layers if x not in (layer_order or LAYERS)]
     style = _LineStyle(max_item_chars, dates, label, default_trust, trust_ceiling, untrusted_delimiter is not None)
@@ -291,33 +282,22 @@ def pack(
     # the wrapper's cost is reserved up front when any candidate would go inside it (its Source
     # line names every level among the candidates, so the reservation is an upper bound)
     wrap_levels = [t for t in TRUST_LEVELS if any(e.wrapped and e.trust == t for e in ranked)]
-    opening, closing = _wrapper(untrusted_delimiter, wrap_levels) if wrap_levels else ("", "")
-    reserve = len(opening) + 1 + len(closing) + 1 if wrap_levels else 0
+    reserve = sum(len(marker) + 1 for marker in _wrapper(untrusted_delimiter, wrap_levels)) if wrap_levels else 0
     available = budget_chars - len(header)
     chosen = (_greedy(ranked, available, max_items, reserve, keep_order=True) if keep_order
               else _select(ranked, available, max_items, reserve))
     if not chosen and ranked and _cut(ranked[0], available - (reserve if ranked[0].wrapped else 0), least=8):
         chosen = [ranked[0]]
-    chosen_ids = {id(e) for e in chosen}
-    used = sum(e.cost for e in chosen) + (reserve if any(e.wrapped for e in chosen) else 0)
-    for e in ranked:
-        if id(e) in chosen_ids:
-            decisions.append(_decision(e, "kept", "packed"))
-        elif len(chosen) >= max_items:
-            decisions.append(_decision(e, "max_items", f"max_items={max_items} reached"))
-        else:
-            decisions.append(_decision(e, "over_budget", f"needs {e.cost} chars, {available - used} left"))
+    left = available - sum(e.cost for e in chosen) - (reserve if any(e.wrapped for e in chosen) else 0)
+    decisions += _outcomes(ranked, chosen, max_items, left)
     # keep the ranked order in the prompt (score order, or MMR order when requested)
+    chosen_ids = {id(e) for e in chosen}
     chosen = [e for e in ranked if id(e) in chosen_ids]
     prompt, markers = _render(header, chosen, untrusted_delimiter)
     assert len(prompt) <= budget_chars, "packer exceeded its budget"
-    items = [
-        PackedItem(
-            layer=e.cand.layer, id=e.cand.id, text=e.text, score=round(e.score, 6), source=e.cand.source,
-            created_at=e.cand.created_at, characters=len(e.line), trust=e.trust, wrapped=e.wrapped, line=e.line,
-        )
-        for e in chosen
-    ]
+    items = [PackedItem(layer=e.cand.layer, id=e.cand.id, text=e.text, score=round(e.score, 6), source=e.cand.source,
+                        created_at=e.cand.created_at, characters=len(e.line), trust=e.trust, wrapped=e.wrapped,
+                        line=e.line) for e in chosen]
     omitted = {layer: max(0, len(layers[layer]) - sum(1 for e in chosen if e.cand.layer == layer)) for layer in layers}
     raw_lines = [cand.text for layer in dict.fromkeys(order) for cand in layers[layer]]
     raw_chars = len((header + "\n" + "\n".join(raw_lines)).strip()) if raw_lines else 0
@@ -326,6 +306,15 @@ def pack(
         saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items), marker_characters=markers,
     )
     return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
+
+
+def _check(max_items: int, budget_chars: int, header: str, delimiter: str | None) -> None:
+    if max_items < 1:
+        raise ValueError("max_items must be at least 1")
+    if budget_chars < len(header) + 1:
+        raise ValueError(f"budget_chars must be at least {len(header) + 1} to hold the header {header!r}")
+    if delimiter is not None and not regex.fullmatch(r"[0-9a-f]{8,64}", delimiter):
+        raise ValueError("untrusted_delimiter must be 8 to 64 lowercase hex characters (see content_delimiter)")
 
 
 @dataclass(frozen=True)
@@ -375,6 +364,20 @@ def _entries(terms: Sequence[str], layers: Mapping[str, Sequence[Candidate]], st
             else:
                 decisions.append(_decision(entry, "duplicate", f"same fingerprint as {held.cand.id}"))
     return list(best.values())
+
+
+def _outcomes(ranked: Sequence[_Entry], chosen: Sequence[_Entry], max_items: int, left: int) -> list[Decision]:
+    """Why each ranked entry was kept or left out (``left``: the characters still free)."""
+    chosen_ids = {id(e) for e in chosen}
+    out: list[Decision] = []
+    for e in ranked:
+        if id(e) in chosen_ids:
+            out.append(_decision(e, "kept", "packed"))
+        elif len(chosen) >= max_items:
+            out.append(_decision(e, "max_items", f"max_items={max_items} reached"))
+        else:
+            out.append(_decision(e, "over_budget", f"needs {e.cost} chars, {left} left"))
+    return out
 
 
 def _render(header: str, chosen: Sequence[_Entry], delimiter: str | None) -> tuple[str, int]:
