@@ -17,7 +17,6 @@ from .engine import NO_EMBEDDER, MemoryEngine
 from .errors import InvalidInputError, ManowarError
 from .notes.cli import notes as notes_cli
 from .scope import Scope
-from .stores.base import MemoryQuery
 
 if TYPE_CHECKING:
     from .server.auth import ApiKeys
@@ -71,6 +70,10 @@ def cli() -> None:
     """Layered long-term memory for LLM agents."""
 
 
+#: the demo lists at most this many extracted facts (its conversation yields far fewer)
+_DEMO_FACTS_SHOWN = 200
+
+
 @cli.command()
 @click.option("--embedder", default="auto", show_default=True, help=_EMBEDDER_HELP)
 @click.option("--store", default="sqlite:///:memory:", show_default=True, help="Store URL.")
@@ -99,7 +102,7 @@ def demo(embedder: str, store: str, budget: int, explain: bool) -> None:
                 bar.update(1)
     flushed = engine.flush()
     scope = _scope(data["agent"], data["user"], "today")
-    facts = engine.store.list_memories(MemoryQuery(scope=scope, sources=("fact",)))
+    facts = engine.scoped(scope).list(sources=("fact",), limit=_DEMO_FACTS_SHOWN)
     click.echo(click.style(f"\nFacts extracted ({flushed.facts_indexed} new):", bold=True))
     for f in reversed(facts):
         click.echo(f"  [{f.metadata.get('factType')}] {f.content}")
@@ -402,7 +405,7 @@ def serve(host: str, port: int, store: str | None, embedder: str, redis_url: str
         from .server.app import uvicorn_options
 
         opts = uvicorn_options()
-        click.echo(f"manowar serve: http://{host}:{port} store={engine.store.name} keys={len(keys)} "
+        click.echo(f"manowar serve: http://{host}:{port} store={engine.store_name} keys={len(keys)} "
                    f"loop={opts['loop']} http={opts['http']}", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", **opts)  # type: ignore[arg-type]
 
@@ -468,7 +471,7 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
             return
         import uvicorn
 
-        click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store.name} keys={len(keys)}", err=True)
+        click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store_name} keys={len(keys)}", err=True)
         uvicorn.run(mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
 
 

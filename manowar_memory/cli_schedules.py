@@ -63,7 +63,7 @@ def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, A
                                            f'"manowar-memory[temporal]" ({exc})') from None
             client = await connect_temporal(ctx_args["address"], ctx_args["namespace"])
             backend = TemporalSchedules(client, task_queue=ctx_args["task_queue"], id_prefix=ctx_args["id_prefix"],
-                                        store=engine.store)
+                                        store=engine.maintenance_store())
             return await action(backend, engine)
 
         return asyncio.run(on_temporal())

@@ -48,7 +48,9 @@ from .threads import EngineThreads, blas_threads
 from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
 
 if TYPE_CHECKING:
+    from .records import Job, Pattern
     from .scoped import ScopedMemory
+    from .stores.base import Hit
 
 __all__ = [
     "FlushResult",
@@ -410,23 +412,6 @@ class MemoryEngine:
         :mod:`manowar_memory.validation`)."""
         return check_metadata(metadata, what, max_chars=self.config.max_metadata_chars)
 
-    def _merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
-        given = normalize_filters(filters)
-        for path, value in given.items():
-            if path in scope.filters and scope.filters[path] != value and _plain(value) and _plain(scope.filters[path]):
-                raise InvalidInputError(f"filter {path!r} is given both in the scope and in the call, with different values")
-        merged = conjoin(scope.filters, given)
-        for path, attr in _SCOPE_FILTER_KEYS.items():
-            if path in merged:
-                scope_value = getattr(scope, attr)
-                value = merged[path]
-                if scope_value is not None and value != scope_value:
-                    raise InvalidInputError(
-                        f"filter {path}={value!r} conflicts with the scope's {attr}={scope_value!r}; "
-                        "filters narrow a scope and cannot override it"
-                    )
-        return merged
-
     def _new_record(
         self, scope: Scope, content: str, *, source: str, metadata: dict[str, Any], created_at: int | None = None,
         embedding: list[float] | None = None, thread_id: str | None = None, context: str | None = None,
@@ -538,7 +523,7 @@ class MemoryEngine:
             return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
         updates = resolve_updates(self.store, scope, [stored], now_ms(), resolver=self.resolver)
-        self._invalidate(scope)
+        self.invalidate(scope)
         if stored.id in updates.duplicates:  # the resolver found it already known: that fact was reinforced
             return RememberResult(id=updates.duplicates[stored.id], fact_type=kind, fact_hash=fact_hash,
                                   deduplicated=True, notes=updates.uncertain)
@@ -554,7 +539,7 @@ class MemoryEngine:
         meta = {k: v for k, v in fact.metadata.items() if k != EXPIRES_AT}
         self._expiry(meta, fact.source, now, expires_at=expiry)
         if self.store.update_memory(fact.id, {"metadata": meta, "updated_at": now}) is not None:
-            self._invalidate(scope)
+            self.invalidate(scope)
 
     @staticmethod
     def fact_hash(scope: Scope, text: str) -> str:
@@ -728,7 +713,7 @@ class MemoryEngine:
                                                              for j in todo if records[j].source == "fact"],
                                          now_ms(), resolver=self.resolver).uncertain
                 if todo:
-                    self._invalidate(scope)
+                    self.invalidate(scope)
                 if bar is not None:
                     bar.update(len(batch))
         finally:
@@ -937,7 +922,7 @@ class MemoryEngine:
         with collect() as cache_notes:
             written = self.store.append_turn(scope.agent_wallet, sid, thread_scope.thread_session_id(), tid, build)
             if written.created:
-                self._invalidate(scope)
+                self.invalidate(scope)
         queued = False
         if (written.created and extract_facts and self.extractor is not None
                 and any(m.role == "user" for m in msgs)):
@@ -1064,12 +1049,6 @@ class MemoryEngine:
             expires_at=now + self.config.session_ttl_ms, last_accessed_at=now,
         )
 
-    def _invalidate(self, *scopes: Scope) -> None:
-        """Tell the query cache that rows visible in these scopes changed."""
-        if self.query_cache is not None:
-            for s in dict.fromkeys(scopes):
-                self.query_cache.invalidate(s)
-
     def _submit(self, fn: Any, *args: Any) -> None:
         future = self.threads.background.submit(fn, *args)
         with self._pending_lock:
@@ -1121,7 +1100,7 @@ class MemoryEngine:
             indexed -= len(updates.duplicates)  # already known: the stored fact was reinforced
             reinforced += len(updates.duplicates)
             if new:
-                self._invalidate(scope)
+                self.invalidate(scope)
         return {"indexed": indexed, "reinforced": reinforced, "superseded": superseded, "notes": notes}
 
     def flush(self, timeout: float | None = None) -> FlushResult:
@@ -1211,7 +1190,7 @@ class MemoryEngine:
         text = self._text(text, "query")
         scope = Scope.coerce(scope)
         selected = normalize_layers(options.layers)
-        merged_filters = self._merge_filters(scope, options.filters)
+        merged_filters = self.merge_filters(scope, options.filters)
         limit = self.config.packer.limit if options.limit is None else options.limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
@@ -1383,7 +1362,7 @@ class MemoryEngine:
         """An active memory row visible in ``scope`` (thread ignored); raises :class:`NotFoundError`."""
         scope = Scope.coerce(scope)
         memory_id = check_id(memory_id)
-        query = MemoryQuery(scope=scope, filters=self._merge_filters(scope, filters))
+        query = MemoryQuery(scope=scope, filters=self.merge_filters(scope, filters))
         record = self.store.get_memory(memory_id, query)
         if record is None:
             raise NotFoundError(f"memory {memory_id!r} does not exist in this scope (or was deleted or superseded)")
@@ -1395,7 +1374,7 @@ class MemoryEngine:
     ) -> list[MemoryRecord]:
         """Active memory rows of the scope, newest first."""
         scope = Scope.coerce(scope)
-        query = MemoryQuery(scope=scope, filters=self._merge_filters(scope, filters),
+        query = MemoryQuery(scope=scope, filters=self.merge_filters(scope, filters),
                             sources=tuple(sources) if sources else None)
         return self.store.list_memories(query, limit)
 
@@ -1438,7 +1417,7 @@ class MemoryEngine:
         # the rows that followed it were indexed with its text while it was active
         self._rebuild_thread_contexts([(current, current.content if _active(current) else None,
                                         updated.content if _active(updated) else None)])
-        self._invalidate(scope_of(current), scope_of(updated))
+        self.invalidate(scope_of(current), scope_of(updated))
         return updated
 
     def delete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
@@ -1453,7 +1432,7 @@ class MemoryEngine:
             ) is not None
         if removed and _active(current):
             self._rebuild_thread_contexts([(current, current.content, None)])  # its words leave the rows after it
-        self._invalidate(scope_of(current))
+        self.invalidate(scope_of(current))
         return removed
 
     def delete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = False) -> int:
@@ -1474,7 +1453,7 @@ class MemoryEngine:
                 for r in current
             ])
         self._rebuild_thread_contexts([(r, r.content, None) for r in current])
-        self._invalidate(*(scope_of(r) for r in current))
+        self.invalidate(*(scope_of(r) for r in current))
         return removed
 
     def resolve_conflict(
@@ -1518,7 +1497,7 @@ class MemoryEngine:
             raise NotFoundError(f"memory {memory_id!r} disappeared while resolving the conflict")
         if not _active(updated):
             self._rebuild_thread_contexts([(current, current.content, None)])  # it left its thread's active rows
-        self._invalidate(scope_of(current))
+        self.invalidate(scope_of(current))
         return updated
 
     # ------------------------------------------------------------------ threads
@@ -1610,7 +1589,7 @@ class MemoryEngine:
             wm = session.working_memory
             fresh = WorkingMemory(entities=dict(wm.entities), state=dict(wm.state))
             self.store.upsert_session(session.model_copy(update={"working_memory": fresh}))
-        self._invalidate(scope)
+        self.invalidate(scope)
 
     def agent_artifact(self, scope: ScopeLike, kind: str, artifact_id: str) -> Any:
         """An archive, pattern or skill of the scope's agent; :class:`NotFoundError` when it does
@@ -1624,6 +1603,83 @@ class MemoryEngine:
         if found is None or scope.agent_wallet not in owners:
             raise NotFoundError(f"{kind} {artifact_id!r} does not exist for this agent")
         return found
+
+    # ------------------------------------------------------------------ what the scoped surface asks the engine
+    # (ScopedMemory reaches the store and the query cache only through these)
+    def merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
+        """The scope's filters AND ``filters`` (normalized); :class:`InvalidInputError` when the call
+        contradicts the scope (filters narrow a scope and cannot override it)."""
+        given = normalize_filters(filters)
+        for path, value in given.items():
+            if path in scope.filters and scope.filters[path] != value and _plain(value) and _plain(scope.filters[path]):
+                raise InvalidInputError(f"filter {path!r} is given both in the scope and in the call, with different values")
+        merged = conjoin(scope.filters, given)
+        for path, attr in _SCOPE_FILTER_KEYS.items():
+            if path in merged:
+                scope_value = getattr(scope, attr)
+                value = merged[path]
+                if scope_value is not None and value != scope_value:
+                    raise InvalidInputError(
+                        f"filter {path}={value!r} conflicts with the scope's {attr}={scope_value!r}; "
+                        "filters narrow a scope and cannot override it"
+                    )
+        return merged
+
+    def invalidate(self, *scopes: Scope) -> None:
+        """Tell the query cache that rows visible in these scopes changed."""
+        if self.query_cache is not None:
+            for s in dict.fromkeys(scopes):
+                self.query_cache.invalidate(s)
+
+    def vector_hits(self, scope: Scope, vector: Sequence[float], limit: int, *,
+                    filters: Mapping[str, Any] | None = None, sources: Sequence[str] | None = None) -> list[Hit]:
+        """The store's nearest rows to ``vector`` (of this engine's model) visible in ``scope``,
+        at most ``limit``: no threshold, trust filter, decay or fusion (see ``ScopedMemory.similar``).
+        :class:`ConfigurationError` on a keyword-only engine."""
+        if self.model_id is None:
+            raise ConfigurationError("a similarity search needs an engine with an embedder (this one is keyword-only)")
+        q = MemoryQuery(scope=scope, filters=self.merge_filters(scope, filters),
+                        sources=tuple(sources) if sources else None)
+        hits, _ = self.store.vector_search(q, list(vector), self.model_id, limit)
+        return hits
+
+    def keyword_hits(self, scope: Scope, text: str, limit: int, *, filters: Mapping[str, Any] | None = None,
+                     sources: Sequence[str] | None = None) -> list[Hit]:
+        """The store's full-text hits for ``text`` visible in ``scope``, at most ``limit``, best
+        first: no trust filter, decay or fusion (see ``ScopedMemory.keyword``)."""
+        q = MemoryQuery(scope=scope, filters=self.merge_filters(scope, filters),
+                        sources=tuple(sources) if sources else None)
+        return self.store.keyword_search(q, text, limit)
+
+    def find_patterns(self, scope: Scope, limit: int) -> list[Pattern]:
+        """Patterns the store finds for ``scope``'s agent, at most ``limit`` (callers check visibility)."""
+        return self.store.find_patterns(MemoryQuery(scope=scope), limit)
+
+    def get_job(self, job_id: str) -> Job | None:
+        """A maintenance job record by id, or None (callers check its agent and owner)."""
+        return self.store.get_job(job_id)
+
+    def thread_session(self, scope: Scope) -> Session | None:
+        """The stored working session of ``scope``'s thread, whoever owns it (callers check), or None."""
+        return self.store.get_session(scope.thread_session_id(), scope.agent_wallet)
+
+    def put_session(self, session: Session) -> None:
+        """Write a working session as given (callers check ownership and invalidate the cache)."""
+        self.store.upsert_session(session)
+
+    def maintenance_store(self) -> Store:
+        """The store the maintenance jobs and schedules act on when given this engine
+        (:func:`manowar_memory.jobs.run_job`, the schedules, the Temporal activities)."""
+        return self.store
+
+    @property
+    def store_name(self) -> str:
+        """The store's kind (``sqlite``, ``mongodb``...), as the servers announce it."""
+        return self.store.name
+
+    def check_store(self) -> None:
+        """Read one (missing) row, so a store that cannot answer raises here (the readiness probe)."""
+        self.store.get_memory("readyz-probe")
 
     def scoped(self, scope: ScopeLike, *, trust: str | None = None, require_thread: bool = False,
                agent_jobs: bool = False, allow_pin: bool = False) -> ScopedMemory:

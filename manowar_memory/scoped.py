@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
     from .jobs.schedules import InlineSchedules, ScheduleInfo
-    from .records import Job
+    from .records import Job, Skill
 
 __all__ = [
     "DEFAULT_K",
@@ -418,7 +418,6 @@ class ScopedMemory:
         import math
 
         from .ranking.trust import trust_level
-        from .stores.base import MemoryQuery
 
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
@@ -436,9 +435,8 @@ class ScopedMemory:
             vector = [float(x) for x in vector]
         else:
             vector = engine.embedder.embed([text], input_type="query")[0]
-        q = MemoryQuery(scope=self._scope, filters=engine._merge_filters(self._scope, filters),
-                        sources=tuple(sources) if sources else None)
-        hits, _ = engine.store.vector_search(q, vector, engine.model_id, k * 2)  # room for trust-filtered rows
+        hits = engine.vector_hits(self._scope, vector, k * 2, filters=filters,  # room for trust-filtered rows
+                                  sources=sources)
         allowed = set(engine.config.retrieval.include_trust)
         out = [(h.record, 2.0 * h.score - 1.0) for h in hits
                if trust_level(h.record.metadata, self.default_trust) in allowed]
@@ -452,17 +450,14 @@ class ScopedMemory:
         each with its raw BM25 score (higher is better; only the order is comparable across
         stores). No vector lane, fusion or decay; the engine's trust filter applies."""
         from .ranking.trust import trust_level
-        from .stores.base import MemoryQuery
 
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
         if not text:
             raise InvalidInputError("query must be a non-empty string")
         k = _positive(k, "k")
-        q = MemoryQuery(scope=self._scope, filters=engine._merge_filters(self._scope, filters),
-                        sources=tuple(sources) if sources else None)
         allowed = set(engine.config.retrieval.include_trust)
-        hits = engine.store.keyword_search(q, text, k * 2)  # room for trust-filtered rows
+        hits = engine.keyword_hits(self._scope, text, k * 2, filters=filters, sources=sources)  # room for trust-filtered rows
         return [(h.record, h.score) for h in hits if trust_level(h.record.metadata, self.default_trust) in allowed][:k]
 
     # ---------------------------------------------------------------- keyed rows
@@ -710,10 +705,8 @@ class ScopedMemory:
                  min_success_rate: float | None = None) -> builtins.list[Any]:
         """Patterns visible in the scope, best success rate first (optionally of one type and
         at least a success rate)."""
-        from .stores.base import MemoryQuery
-
         limit = _positive(limit, "limit")
-        rows = self._engine.store.find_patterns(MemoryQuery(scope=self._scope), self._max_scan)
+        rows = self._engine.find_patterns(self._scope, self._max_scan)
         rows = [p for p in rows if visible(self._scope, p)
                 and (pattern_type is None or p.pattern_type == pattern_type)
                 and (min_success_rate is None or p.success_rate >= min_success_rate)]
@@ -722,7 +715,7 @@ class ScopedMemory:
     def job(self, job_id: str) -> Any:
         """A maintenance job record of this scope (a job of another user, or an agent-wide job
         seen from a user scope, is not); :class:`NotFoundError` otherwise."""
-        found = self._engine.store.get_job(job_id) if isinstance(job_id, str) and job_id else None
+        found = self._engine.get_job(job_id) if isinstance(job_id, str) and job_id else None
         if found is None or found.agent_wallet != self._scope.agent_wallet or not self._sees_job(found):
             raise NotFoundError(f"job {job_id!r} does not exist for this agent")
         return found
@@ -732,6 +725,45 @@ class ScopedMemory:
             return True
         owner = ((job.data or {}).get("input") or {}).get("owner")
         return owner == self._owner()
+
+    # ---------------------------------------------------------------- patterns, skills and the cache
+    def validate_pattern(self, pattern_id: str) -> dict[str, Any]:
+        """Whether a pattern visible here may become a skill: ``{patternId, valid, confidence,
+        occurrences, successRate, toolSequence}`` (:class:`NotFoundError` for a pattern of
+        another agent or user)."""
+        from .jobs import core
+        from .jobs._store import job_store
+
+        self.artifact("pattern", pattern_id)
+        return core.validate_pattern(job_store(self._engine), pattern_id)
+
+    def promote_pattern(self, pattern_id: str, skill_name: str) -> dict[str, Any]:
+        """Validate a pattern visible here again and, when valid, make it the agent's skill
+        ``skill_name`` (the same pattern and name twice returns the existing skill with
+        ``promoted: False``); the cached queries it could change are invalidated."""
+        from .jobs import core
+        from .jobs._store import ChangedScopes, job_store
+        from .jobs.runner import invalidate_changes, query_cache_of
+
+        self.artifact("pattern", pattern_id)
+        changes = ChangedScopes()
+        try:
+            return core.promote_pattern(job_store(self._engine), pattern_id, skill_name, changes=changes)
+        finally:
+            invalidate_changes(query_cache_of(self._engine), changes)
+
+    def skills(self, *, category: str | None = None, limit: int = 20) -> builtins.list[Skill]:
+        """The skills of this scope's agent (shared by all its users), optionally of one
+        ``category``, at most ``limit`` (capped at 100)."""
+        from .jobs import core
+        from .jobs._store import job_store
+
+        return core.list_skills(job_store(self._engine), self._scope.agent_wallet, category, _positive(limit, "limit"))
+
+    def invalidate(self) -> None:
+        """Tell the engine's query cache that rows visible in this scope changed (the surface's
+        own writes do this already)."""
+        self._engine.invalidate(self._scope)
 
     # ---------------------------------------------------------------- threads: index, working buffer, compress
     def index_transcript(self, messages: Sequence[Mapping[str, Any] | Message], *,
@@ -758,7 +790,7 @@ class ScopedMemory:
 
     def _own_session(self) -> Any:
         scope = self._require_thread()
-        session = self._engine.store.get_session(scope.thread_session_id(), scope.agent_wallet)
+        session = self._engine.thread_session(scope)
         if session is not None and not owns(scope, session):
             raise NotFoundError("this thread's working session belongs to another user, mode or HAI of the agent")
         return session
@@ -796,8 +828,8 @@ class ScopedMemory:
             metadata={**old_meta, **meta}, compressed=bool(existing.compressed) if existing is not None else False,
             created_at=existing.created_at if existing is not None else now,
             expires_at=now + config.session_ttl_ms, last_accessed_at=now)
-        self._engine.store.upsert_session(session)
-        self._engine._invalidate(scope)  # the core's own cache hook
+        self._engine.put_session(session)
+        self._engine.invalidate(scope)
         return session
 
     def compress_thread(self, *, max_chars: int = 1800) -> dict[str, Any]:
@@ -828,7 +860,7 @@ class ScopedMemory:
         row_id = self.add([summary], metadatas=[meta], source="archive")[0]
         session = self._own_session()
         if session is not None and not session.compressed:
-            self._engine.store.upsert_session(session.model_copy(update={"compressed": True}))
+            self._engine.put_session(session.model_copy(update={"compressed": True}))
         return {"sessionId": scope.thread_id, "summary": summary, "keyFacts": facts, "archiveRowId": row_id,
                 "entitiesExtracted": len(facts)}
 

@@ -68,6 +68,12 @@ class EngineThreads:
         future.add_done_callback(lambda _: slots.release())
         return future
 
+    def restart_after_fork(self) -> None:
+        """In a forked child: fresh pools, since the parent's threads do not exist there (a shut
+        down instance stays shut down). The fork hook calls this for every live instance."""
+        if not self._closed:
+            self._start()
+
     def shutdown(self, wait: bool = True) -> None:
         """Stop every pool (running work finishes when ``wait``)."""
         self._closed = True
@@ -195,8 +201,7 @@ def blas_threads() -> list[int]:
 def _after_fork() -> None:
     _BLAS.reset()
     for threads in list(_LIVE):
-        if not threads._closed:
-            threads._start()
+        threads.restart_after_fork()
 
 
 if hasattr(os, "register_at_fork"):

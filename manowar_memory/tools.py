@@ -325,32 +325,15 @@ def _archive_pin(m: ScopedMemory, a: ArchiveIdArgs) -> dict[str, Any]:
 
 
 def _validate_pattern(m: ScopedMemory, a: PatternIdArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import job_store
-
-    m.artifact("pattern", a.pattern_id)
-    return core.validate_pattern(job_store(m._engine), a.pattern_id)
+    return m.validate_pattern(a.pattern_id)
 
 
 def _promote_pattern(m: ScopedMemory, a: PromoteArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import ChangedScopes, job_store
-    from .jobs.runner import invalidate_changes, query_cache_of
-
-    m.artifact("pattern", a.pattern_id)
-    changes = ChangedScopes()
-    try:
-        return core.promote_pattern(job_store(m._engine), a.pattern_id, a.skill_name, changes=changes)
-    finally:
-        invalidate_changes(query_cache_of(m._engine), changes)
+    return m.promote_pattern(a.pattern_id, a.skill_name)
 
 
 def _list_skills(m: ScopedMemory, a: ListSkillsArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import job_store
-
-    skills = core.list_skills(job_store(m._engine), m.scope.agent_wallet, a.category, a.limit)
-    return {"skills": [s.to_doc() for s in skills]}
+    return {"skills": [s.to_doc() for s in m.skills(category=a.category, limit=a.limit)]}
 
 
 def _forget(m: ScopedMemory, a: ForgetArgs) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from manowar_memory import MemoryConfig, MemoryEngine, Scope
-from manowar_memory.threads import blas_limit, blas_threads
+from manowar_memory.threads import EngineThreads, blas_limit, blas_threads
 
 SCOPE = Scope(agent_wallet="agent-1", user_address="user-1")
 
@@ -76,3 +76,17 @@ def test_a_blas_library_loaded_later_is_limited_too(engine_on_each_store: Memory
     with threadpool_limits(limits=2, user_api="blas"):
         engine.pre_turn("Lisbon trip", SCOPE, ["vectors"])
     assert seen and all(set(counts) == {1} for counts in seen), seen
+
+
+def test_restart_after_fork_gives_fresh_pools_and_keeps_a_shut_down_instance_down() -> None:
+    live, closed = EngineThreads(layers=1, lanes=1, rerank=1), EngineThreads(layers=1, lanes=1, rerank=1)
+    closed.shutdown()
+    before, closed_before = live.background, closed.background
+    try:
+        live.restart_after_fork()
+        closed.restart_after_fork()
+        assert live.background is not before and live.background.submit(lambda: 7).result() == 7
+        assert closed.background is closed_before and closed.beside(lambda: 1) is None
+    finally:
+        before.shutdown()
+        live.shutdown()

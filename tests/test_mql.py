@@ -339,6 +339,6 @@ def test_caller_filter_operators_and_groups_compile_to_mql() -> None:
 
 
 def test_merging_merged_filters_keeps_every_and_clause() -> None:
-    first = _mql._merge([("a", 1), ("a", 2)])
+    first = _mql.merge([("a", 1), ("a", 2)])
     assert first == {"a": 1, "$and": [{"a": 2}]}
-    assert _mql._merge([*first.items(), ("b", 3), ("b", 4)]) == {"a": 1, "b": 3, "$and": [{"a": 2}, {"b": 4}]}
+    assert _mql.merge([*first.items(), ("b", 3), ("b", 4)]) == {"a": 1, "b": 3, "$and": [{"a": 2}, {"b": 4}]}

@@ -10,6 +10,7 @@ import pytest
 from manowar_memory import (
     Candidate,
     InvalidInputError,
+    MemoryConfig,
     MemoryEngine,
     NotFoundError,
     Scope,
@@ -243,3 +244,43 @@ def test_for_user_serves_a_calls_user_only_where_the_application_allows_it(engin
     for blank in ("", "  ", 7):
         with pytest.raises(ScopeError, match="non-blank"):
             agent.for_user(blank, per_call_user=True)
+
+
+def test_patterns_and_skills_go_through_the_surface_and_are_scope_checked(engine: MemoryEngine) -> None:
+    from manowar_memory.records import Pattern, PatternStep, PatternTrigger
+
+    for pid, user in (("pat_alice", "alice"), ("pat_bob", "bob")):
+        engine.store.upsert_pattern(Pattern(
+            pattern_id=pid, agent_wallet=AGENT, user_address=user, trigger=PatternTrigger(value="a"),
+            steps=[PatternStep(action="a", order=0), PatternStep(action="b", order=1)], summary="a -> b",
+            success_rate=0.9, execution_count=10))
+    alice, bob = engine.scoped(ALICE), engine.scoped(BOB)
+    assert alice.validate_pattern("pat_alice")["valid"] is True
+    with pytest.raises(NotFoundError):
+        alice.validate_pattern("pat_bob")
+    with pytest.raises(NotFoundError):
+        alice.promote_pattern("pat_bob", "Not mine")
+    promoted = alice.promote_pattern("pat_alice", "Research")
+    assert promoted["promoted"] is True
+    assert [s.skill_id for s in bob.skills()] == [promoted["skillId"]]  # a skill is the agent's, for every user
+    assert engine.scoped(Scope(agent_wallet="another-agent")).skills() == []
+    with pytest.raises(InvalidInputError):
+        alice.skills(limit=0)
+
+
+def test_invalidate_drops_the_scopes_cached_queries() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", config=MemoryConfig(query_cache=True))
+    try:
+        alice = engine.scoped(ALICE)
+        alice.remember("The locker code is 3141.")
+        alice.search("locker code")
+        alice.search("locker code")
+        hits = engine.query_cache_hits
+        assert hits >= 1
+        alice.invalidate()
+        alice.search("locker code")
+        assert engine.query_cache_hits == hits  # computed again, not served from the cache
+        alice.search("locker code")
+        assert engine.query_cache_hits > hits
+    finally:
+        engine.close()

@@ -2,8 +2,8 @@
 
 The jobs are written against :class:`JobStore`: the memory-row, thread, artifact and
 maintenance roles of :mod:`manowar_memory.stores` (paging, grouped counts, bulk updates and
-deletes, stale scopes). :func:`job_store` takes a store or a ``MemoryEngine`` (its
-``.store``) and fails with a :class:`~manowar_memory.errors.ConfigurationError` naming every
+deletes, stale scopes). :func:`job_store` takes a store or a ``MemoryEngine`` (the store it
+hands over, :func:`store_of`) and fails with a :class:`~manowar_memory.errors.ConfigurationError` naming every
 missing method when a role is incomplete: there is no fallback path.
 
 :class:`ChangedScopes` collects the scopes whose visible rows a job changed.
@@ -17,7 +17,7 @@ from ..errors import ConfigurationError
 from ..scope import Scope
 from ..stores import ArtifactStore, MaintenanceStore, MemoryRowStore, ScopeKey, ThreadStore, missing_role_methods
 
-__all__ = ["JOB_ROLES", "ChangedScopes", "JobStore", "ScopeKey", "job_store"]
+__all__ = ["JOB_ROLES", "ChangedScopes", "JobStore", "ScopeKey", "StoreOwner", "job_store", "store_of"]
 
 #: the store roles every job needs
 JOB_ROLES: tuple[type, ...] = (MemoryRowStore, ThreadStore, ArtifactStore, MaintenanceStore)
@@ -64,10 +64,25 @@ class JobStore(MemoryRowStore, ThreadStore, ArtifactStore, MaintenanceStore, Pro
     """What the maintenance jobs call: the memory-row, thread, artifact and maintenance roles."""
 
 
+@runtime_checkable
+class StoreOwner(Protocol):
+    """What the jobs take in place of a store (a ``MemoryEngine``): it hands over the store they act on."""
+
+    def maintenance_store(self) -> Any:
+        """The store the maintenance jobs act on."""
+        ...
+
+
+def store_of(obj: Any) -> Any:
+    """The store ``obj`` stands for: a :class:`StoreOwner`'s (an engine's) ``maintenance_store()``,
+    else ``obj`` itself."""
+    return obj.maintenance_store() if isinstance(obj, StoreOwner) else obj
+
+
 def job_store(obj: Any) -> JobStore:
-    """The store of ``obj`` (a store, or a ``MemoryEngine``'s ``.store``), checked to play every
-    role in :data:`JOB_ROLES`; a :class:`ConfigurationError` names what is missing."""
-    store = getattr(obj, "store", obj)
+    """The store of ``obj`` (a store, or the store a ``MemoryEngine`` hands over), checked to
+    play every role in :data:`JOB_ROLES`; a :class:`ConfigurationError` names what is missing."""
+    store = store_of(obj)
     missing = missing_role_methods(store, *JOB_ROLES)
     if missing:
         raise ConfigurationError(

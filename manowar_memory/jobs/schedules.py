@@ -62,7 +62,7 @@ from ..errors import ConfigurationError, InvalidInputError, ManowarError, NotFou
 from ..records import Job, JobType
 from ..redaction import install_log_redaction
 from ..stores import MaintenanceStore, ScheduleStore, missing_role_methods
-from ._store import job_store
+from ._store import job_store, store_of
 from .runner import parse_params, run_job
 
 __all__ = [
@@ -353,7 +353,7 @@ def schedule_table(agent_wallets: Iterable[str] = (), settings: ScheduleSettings
 def discover_agent_wallets(store: Any, limit: int | None = None) -> list[str]:
     """The agents that have anything stored (memory, transcripts, patterns, archives, sessions),
     exactly as stored, at most ``limit`` (a warning says how many were left out)."""
-    inner = getattr(store, "store", store)
+    inner = store_of(store)
     if missing := missing_role_methods(inner, MaintenanceStore):
         raise ConfigurationError(f"{type(inner).__name__} cannot list its agents (it lacks {', '.join(missing)}); "
                                  "pass the agent wallets explicitly")
@@ -457,7 +457,7 @@ class InlineSchedules:
     def __init__(self, store: Any, *, settings: ScheduleSettings | None = None,
                  clock: Callable[[], int] = now_ms, runner: Callable[..., Job] = run_job) -> None:
         self.target = store  # what run_job gets (an engine keeps its cache invalidation)
-        self.store = getattr(store, "store", store)
+        self.store = store_of(store)
         missing = missing_role_methods(self.store, ScheduleStore, MaintenanceStore)
         if missing:
             raise ConfigurationError(

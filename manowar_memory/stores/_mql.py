@@ -67,6 +67,7 @@ __all__ = [
     "memory_rows_of_users_filter",
     "memory_update_pipeline",
     "memory_user_counts_pipeline",
+    "merge",
     "ms_to_date",
     "not_expired",
     "other_model_filter",
@@ -302,13 +303,13 @@ def filter_clauses(filters: Mapping[str, FilterValue]) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for path, value in filters.items():
         if isinstance(value, Group):
-            out.append((value.op, [_merge(filter_clauses(clause)) for clause in value.clauses]))
+            out.append((value.op, [merge(filter_clauses(clause)) for clause in value.clauses]))
         else:
             out.append((path, _condition(value)))
     return out
 
 
-def _merge(clauses: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+def merge(clauses: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """Clauses into one filter document; a second, different clause on a key goes into ``$and``
     (as do the clauses of an ``$and`` clause, so merging merged documents keeps every clause)."""
     out: dict[str, Any] = {}
@@ -350,7 +351,7 @@ def scope_filter(query: MemoryQuery, *, collection: str = MEMORY) -> dict[str, A
         if query.exclude_sources:
             clauses.append(("source", {"$nin": list(query.exclude_sources)}))
     clauses.extend(filter_clauses(query.filters))
-    return _merge(clauses)
+    return merge(clauses)
 
 
 def not_expired(now_ms: int) -> dict[str, Any]:
@@ -363,7 +364,7 @@ def not_expired(now_ms: int) -> dict[str, Any]:
 
 def live_session_filter(query: MemoryQuery, now_ms: int) -> dict[str, Any]:
     """Sessions of the query's scope that have not expired at ``now_ms``."""
-    return _merge([*scope_filter(query, collection=SESSIONS).items(), ("expiresAt", {"$gt": ms_to_date(now_ms)})])
+    return merge([*scope_filter(query, collection=SESSIONS).items(), ("expiresAt", {"$gt": ms_to_date(now_ms)})])
 
 
 def active_fact_expr() -> dict[str, Any]:
@@ -491,13 +492,13 @@ def union_by_score(
 def local_scan_query(query: MemoryQuery, model_id: str) -> tuple[dict[str, Any], dict[str, int], list[tuple[str, int]]]:
     """``(filter, projection, sort)`` of the self-hosted vector path's candidate stream: the
     scope's rows embedded by ``model_id``, newest first, projected to ``_id`` and ``embedding``."""
-    flt = _merge([*scope_filter(query, collection=MEMORY).items(), ("embeddingModel", model_id)])
+    flt = merge([*scope_filter(query, collection=MEMORY).items(), ("embeddingModel", model_id)])
     return flt, {"_id": 1, "embedding": 1}, [("createdAt", -1)]
 
 
 def other_model_filter(query: MemoryQuery, model_id: str) -> dict[str, Any]:
     """The scope's rows embedded by another model (counted, never scored against this query)."""
-    return _merge([*scope_filter(query, collection=MEMORY).items(), ("embeddingModel", {"$nin": [model_id, None]})])
+    return merge([*scope_filter(query, collection=MEMORY).items(), ("embeddingModel", {"$nin": [model_id, None]})])
 
 
 def parse_prefilter_fields(value: str | None) -> tuple[str, ...]:
@@ -567,7 +568,7 @@ def atlas_vector_pipeline(
     pipeline: list[dict[str, Any]] = [
         {"$vectorSearch": stage},
         {"$set": {"_score": {"$meta": "vectorSearchScore"}}},
-        {"$match": _merge([*full.items(), ("embeddingModel", model_id)])},
+        {"$match": merge([*full.items(), ("embeddingModel", model_id)])},
     ]
     if min_score is not None:
         pipeline.append({"$match": {"_score": {"$gte": float(min_score)}}})

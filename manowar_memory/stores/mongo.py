@@ -703,7 +703,7 @@ class MongoStore:
     def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
         flt: dict[str, Any] = {"vectorId": memory_id}
         if query is not None:
-            flt = _mql._merge([*flt.items(), *_mql.scope_filter(query).items()])
+            flt = _mql.merge([*flt.items(), *_mql.scope_filter(query).items()])
         with self._errors("read"):
             doc = self.memory.find_one(flt)
         return doc_to_memory(doc) if doc else None
@@ -984,7 +984,7 @@ class MongoStore:
             norm = float(np.linalg.norm(q))
             qn = q / norm if norm else q
             info = VectorSearchInfo(method="local-cache")
-            base = _mql._merge([*_mql.scope_filter(query).items(), ("embeddingModel", model_id)])
+            base = _mql.merge([*_mql.scope_filter(query).items(), ("embeddingModel", model_id)])
             narrowed = None
             if query.filters or (not query.durable and query.scope.thread_id):
                 narrowed = [d["_id"] for d in self.memory.find(base, {"_id": 1})]
@@ -1500,7 +1500,7 @@ class MongoStore:
                 best[c["sessionId"]] = max(best.get(c["sessionId"], 0.0), float(c["_score"]))
                 hit_chunks.setdefault(c["sessionId"], set()).add((c["seq"], c["digest"]))
             if best:
-                flt = _mql._merge([*_mql.scope_filter(query, collection=TRANSCRIPTS).items(),
+                flt = _mql.merge([*_mql.scope_filter(query, collection=TRANSCRIPTS).items(),
                                    ("sessionId", {"$in": sorted(best)})])
                 for d in self.transcripts.find(flt):
                     refs = {(r["seq"], r["digest"]) for r in d.get(CHUNKS_FIELD) or []}

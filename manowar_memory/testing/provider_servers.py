@@ -110,8 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
         )
-        owner = self.server.owner
-        reply = owner._dispatch(request)
+        reply = self.server.dispatch(request)
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
@@ -132,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    owner: ProviderServer
+    dispatch: Callable[[RecordedRequest], _Reply]  # the owning ProviderServer's answer to one request
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Ignore clients that hang up mid-request."""
@@ -169,7 +168,7 @@ class ProviderServer:
             return self
         self._stopping.clear()
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        httpd.owner = self
+        httpd.dispatch = self._dispatch
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=type(self).__name__, daemon=True
