@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import concurrent.futures
 import dataclasses
@@ -22,6 +21,7 @@ from pydantic.alias_generators import to_camel
 
 from ._access import AccessBumps
 from ._notes import collect, degrade
+from ._twins import async_twin
 from ._util import as_str, collapse_ws, content_hash, now_ms, truncate
 from .cache.base import Cache, InMemoryCache
 from .cache.namespace import QueryCache, cached_search, scope_of
@@ -1556,10 +1556,6 @@ class MemoryEngine:
                             archived_rows_removed=report["archivedRowsRemoved"],
                             pinned_copies=report["pinnedCopies"])
 
-    async def aforget(self, scope: ScopeLike) -> ForgetReport:
-        """Async twin of :meth:`forget`."""
-        return await asyncio.to_thread(self.forget, scope)
-
     def check_conversation_scope(self, scope: ScopeLike, what: str = "post_turn") -> Scope:
         """``scope`` as a Scope when it may record a conversation (turns, working memory): it
         names a user, or the engine is single-tenant (``MemoryConfig.single_tenant``). Otherwise
@@ -1784,53 +1780,33 @@ class MemoryEngine:
         self.close()
 
     # ------------------------------------------------------------------ async twins
-    async def aremember(self, scope: ScopeLike, content: str, **kwargs: Any) -> RememberResult:
-        """Async twin of :meth:`remember`."""
-        return await asyncio.to_thread(self.remember, scope, content, **kwargs)
-
-    async def apost_turn(self, scope: ScopeLike, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> PostTurnResult:
-        """Async twin of :meth:`post_turn`."""
-        return await asyncio.to_thread(self.post_turn, scope, messages, tool_calls, **kwargs)
-
-    async def apre_turn(self, query: str, scope: ScopeLike, layers: Sequence[str] | None = None, **kwargs: Any) -> PreTurnResult:
-        """Async twin of :meth:`pre_turn`."""
-        return await asyncio.to_thread(self.pre_turn, query, scope, layers, **kwargs)
-
-    async def asearch_layers(self, query: str, scope: ScopeLike, layers: Sequence[str] | None = None, **kwargs: Any) -> LayerSearchResult:
-        """Async twin of :meth:`search_layers`."""
-        return await asyncio.to_thread(self.search_layers, query, scope, layers, **kwargs)
-
-    async def asearch(self, query: str, scope: ScopeLike, **kwargs: Any) -> tuple[list[Candidate], list[str]]:
-        """Async twin of :meth:`search`."""
-        return await asyncio.to_thread(self.search, query, scope, **kwargs)
-
-    async def aingest(self, scope: ScopeLike, items: Iterable[str | IngestItem | Mapping[str, Any]], **kwargs: Any) -> list[str]:
-        """Async twin of :meth:`ingest`."""
-        return await asyncio.to_thread(self.ingest, scope, items, **kwargs)
-
-    async def aget_item(self, scope: ScopeLike, memory_id: str, **kwargs: Any) -> MemoryRecord:
-        """Async twin of :meth:`get_item`."""
-        return await asyncio.to_thread(self.get_item, scope, memory_id, **kwargs)
-
-    async def aupdate_item(self, scope: ScopeLike, memory_id: str, **kwargs: Any) -> MemoryRecord:
-        """Async twin of :meth:`update_item`."""
-        return await asyncio.to_thread(self.update_item, scope, memory_id, **kwargs)
-
-    async def adelete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = False) -> bool:
-        """Async twin of :meth:`delete_item`."""
-        return await asyncio.to_thread(self.delete_item, scope, memory_id, hard=hard)
-
-    async def adelete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = False) -> int:
-        """Async twin of :meth:`delete_items`."""
-        return await asyncio.to_thread(self.delete_items, scope, memory_ids, hard=hard)
-
-    async def aresolve_conflict(self, scope: ScopeLike, memory_id: str, resolution: str, **kwargs: Any) -> MemoryRecord:
-        """Async twin of :meth:`resolve_conflict`."""
-        return await asyncio.to_thread(self.resolve_conflict, scope, memory_id, resolution, **kwargs)
-
-    async def aflush(self, timeout: float | None = None) -> FlushResult:
-        """Async twin of :meth:`flush`."""
-        return await asyncio.to_thread(self.flush, timeout)
+    # Same arguments and results as the method they wrap, run in a worker thread (_twins.async_twin).
+    aforget = async_twin(forget)
+    """Async twin of :meth:`forget`: the same arguments and result, run in a worker thread."""
+    aremember = async_twin(remember)
+    """Async twin of :meth:`remember`: the same arguments and result, run in a worker thread."""
+    apost_turn = async_twin(post_turn)
+    """Async twin of :meth:`post_turn`: the same arguments and result, run in a worker thread."""
+    apre_turn = async_twin(pre_turn)
+    """Async twin of :meth:`pre_turn`: the same arguments and result, run in a worker thread."""
+    asearch_layers = async_twin(search_layers)
+    """Async twin of :meth:`search_layers`: the same arguments and result, run in a worker thread."""
+    asearch = async_twin(search)
+    """Async twin of :meth:`search`: the same arguments and result, run in a worker thread."""
+    aingest = async_twin(ingest)
+    """Async twin of :meth:`ingest`: the same arguments and result, run in a worker thread."""
+    aget_item = async_twin(get_item)
+    """Async twin of :meth:`get_item`: the same arguments and result, run in a worker thread."""
+    aupdate_item = async_twin(update_item)
+    """Async twin of :meth:`update_item`: the same arguments and result, run in a worker thread."""
+    adelete_item = async_twin(delete_item)
+    """Async twin of :meth:`delete_item`: the same arguments and result, run in a worker thread."""
+    adelete_items = async_twin(delete_items)
+    """Async twin of :meth:`delete_items`: the same arguments and result, run in a worker thread."""
+    aresolve_conflict = async_twin(resolve_conflict)
+    """Async twin of :meth:`resolve_conflict`: the same arguments and result, run in a worker thread."""
+    aflush = async_twin(flush)
+    """Async twin of :meth:`flush`: the same arguments and result, run in a worker thread."""
 
 
 def _unexpired(layers: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:

@@ -21,7 +21,6 @@ adapter would otherwise have to repeat (and did, differently):
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import validation
+from ._twins import async_twin
 from .candidates import Candidate
 from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
 from .packing import PackResult, pack
@@ -363,7 +363,7 @@ class ScopedMemory:
                                            rerank=rerank, mmr=mmr)
         return SearchHits(cands, list(notes))
 
-    def context(self, query: str, **kwargs: Any) -> PreTurnResult:
+    def context(self, /, query: str, **kwargs: Any) -> PreTurnResult:
         """The packed, wrapped memory context of a turn (:meth:`MemoryEngine.pre_turn`)."""
         return self._engine.pre_turn(query, self._scope, **kwargs)
 
@@ -593,10 +593,6 @@ class ScopedMemory:
         """Erase everything this scope owns (see :meth:`MemoryEngine.forget`); the
         :class:`~manowar_memory.engine.ForgetReport`."""
         return self._engine.forget(self._scope)
-
-    async def aforget(self) -> Any:
-        """Async twin of :meth:`forget`."""
-        return await asyncio.to_thread(self.forget)
 
     def flush(self, timeout: float | None = None) -> Any:
         """Wait for queued background work (fact extraction)."""
@@ -986,78 +982,47 @@ class ScopedMemory:
             raise NotFoundError(f"job {job.job_id!r} does not exist for this agent")
         return await refresh_temporal_job(client, self._engine, job)
 
-    # ---------------------------------------------------------------- async twins
-    async def asearch(self, query: str, **kwargs: Any) -> SearchHits:
-        """Async twin of :meth:`search`."""
-        return await asyncio.to_thread(self.search, query, **kwargs)
-
-    async def acontext(self, query: str, **kwargs: Any) -> PreTurnResult:
-        """Async twin of :meth:`context`."""
-        return await asyncio.to_thread(self.context, query, **kwargs)
-
-    async def aget(self, memory_id: str) -> MemoryRecord:
-        """Async twin of :meth:`get`."""
-        return await asyncio.to_thread(self.get, memory_id)
-
-    async def alist(self, **kwargs: Any) -> builtins.list[MemoryRecord]:
-        """Async twin of :meth:`list`."""
-        return await asyncio.to_thread(lambda: self.list(**kwargs))
-
-    async def amessages(self) -> builtins.list[Message]:
-        """Async twin of :meth:`messages`."""
-        return await asyncio.to_thread(self.messages)
-
-    async def asimilar(self, query: str | None, **kwargs: Any) -> builtins.list[tuple[MemoryRecord, float]]:
-        """Async twin of :meth:`similar`."""
-        return await asyncio.to_thread(lambda: self.similar(query, **kwargs))
-
-    async def aget_keys(self, keys: Sequence[str], **kwargs: Any) -> dict[str, MemoryRecord]:
-        """Async twin of :meth:`get_keys`."""
-        return await asyncio.to_thread(self.get_keys, keys, **kwargs)
-
-    async def aupsert(self, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> builtins.list[str]:
-        """Async twin of :meth:`upsert`."""
-        return await asyncio.to_thread(self.upsert, list(items), **kwargs)
-
-    async def adelete_keys(self, keys: Sequence[str], **kwargs: Any) -> int:
-        """Async twin of :meth:`delete_keys`."""
-        return await asyncio.to_thread(self.delete_keys, keys, **kwargs)
-
-    async def aremember(self, content: str, **kwargs: Any) -> RememberResult:
-        """Async twin of :meth:`remember`."""
-        return await asyncio.to_thread(self.remember, content, **kwargs)
-
-    async def aadd(self, texts: Sequence[str], **kwargs: Any) -> builtins.list[str]:
-        """Async twin of :meth:`add`."""
-        return await asyncio.to_thread(self.add, texts, **kwargs)
-
-    async def apost_turn(self, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None,
-                         **kwargs: Any) -> PostTurnResult:
-        """Async twin of :meth:`post_turn`."""
-        return await asyncio.to_thread(self.post_turn, messages, tool_calls, **kwargs)
-
-    async def aupdate(self, memory_id: str, **kwargs: Any) -> MemoryRecord:
-        """Async twin of :meth:`update`."""
-        return await asyncio.to_thread(self.update, memory_id, **kwargs)
-
-    async def adelete(self, memory_id: str, *, hard: bool = False) -> bool:
-        """Async twin of :meth:`delete`."""
-        return await asyncio.to_thread(self.delete, memory_id, hard=hard)
-
-    async def adelete_owned(self, **kwargs: Any) -> int:
-        """Async twin of :meth:`delete_owned`."""
-        return await asyncio.to_thread(lambda: self.delete_owned(**kwargs))
-
-    async def aclear_thread(self) -> None:
-        """Async twin of :meth:`clear_thread`."""
-        await asyncio.to_thread(self.clear_thread)
-
-    async def aflush(self, timeout: float | None = None) -> Any:
-        """Async twin of :meth:`flush`."""
-        return await asyncio.to_thread(self.flush, timeout)
-
     def __repr__(self) -> str:
         return f"ScopedMemory(scope={self._scope.as_dict()!r}, trust={self._trust!r})"
+
+    # ------------------------------------------------------------------ async twins
+    # Same arguments and results as the method they wrap, run in a worker thread (_twins.async_twin).
+    aforget = async_twin(forget)
+    """Async twin of :meth:`forget`: the same arguments and result, run in a worker thread."""
+    asearch = async_twin(search)
+    """Async twin of :meth:`search`: the same arguments and result, run in a worker thread."""
+    acontext = async_twin(context)
+    """Async twin of :meth:`context`: the same arguments and result, run in a worker thread."""
+    aget = async_twin(get)
+    """Async twin of :meth:`get`: the same arguments and result, run in a worker thread."""
+    alist = async_twin(list)  # noqa: A003 - the method list, defined above
+    """Async twin of :meth:`list`: the same arguments and result, run in a worker thread."""
+    amessages = async_twin(messages)
+    """Async twin of :meth:`messages`: the same arguments and result, run in a worker thread."""
+    asimilar = async_twin(similar)
+    """Async twin of :meth:`similar`: the same arguments and result, run in a worker thread."""
+    aget_keys = async_twin(get_keys)
+    """Async twin of :meth:`get_keys`: the same arguments and result, run in a worker thread."""
+    aupsert = async_twin(upsert)
+    """Async twin of :meth:`upsert`: the same arguments and result, run in a worker thread."""
+    adelete_keys = async_twin(delete_keys)
+    """Async twin of :meth:`delete_keys`: the same arguments and result, run in a worker thread."""
+    aremember = async_twin(remember)
+    """Async twin of :meth:`remember`: the same arguments and result, run in a worker thread."""
+    aadd = async_twin(add)
+    """Async twin of :meth:`add`: the same arguments and result, run in a worker thread."""
+    apost_turn = async_twin(post_turn)
+    """Async twin of :meth:`post_turn`: the same arguments and result, run in a worker thread."""
+    aupdate = async_twin(update)
+    """Async twin of :meth:`update`: the same arguments and result, run in a worker thread."""
+    adelete = async_twin(delete)
+    """Async twin of :meth:`delete`: the same arguments and result, run in a worker thread."""
+    adelete_owned = async_twin(delete_owned)
+    """Async twin of :meth:`delete_owned`: the same arguments and result, run in a worker thread."""
+    aclear_thread = async_twin(clear_thread)
+    """Async twin of :meth:`clear_thread`: the same arguments and result, run in a worker thread."""
+    aflush = async_twin(flush)
+    """Async twin of :meth:`flush`: the same arguments and result, run in a worker thread."""
 
 
 def _require_id(memory_id: Any) -> str:
