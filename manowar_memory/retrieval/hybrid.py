@@ -8,7 +8,9 @@
      OR of the query's content terms; scores are BM25 relative to the lane's best hit. When the
      query names a calendar date ("in March 2023"), it runs a second time without those words
      (lane ``undated``, fused at ``undated_keyword_share`` of the keyword weight): rows stamped
-     with that month match the date words alone, and the event asked about is in the rest;
+     with that month match the date words alone, and the event asked about is in the rest.
+     Both runs add the past forms of the irregular verbs the query names ("win": "won",
+     :mod:`manowar_memory.retrieval.verbforms`) when ``verb_forms`` is on;
    * **vector**: the store's vector search, score ``(1 + cosine) / 2``; vector-only hits below
      ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane. When the
      query is still being embedded (``vector_future``), the keyword lane runs first, in the
@@ -52,6 +54,7 @@ from ..threads import EngineThreads, blas_limit
 from .entity_lane import entity_lane
 from .fusion import rrf
 from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages
+from .verbforms import with_verb_forms
 
 __all__ = ["HybridResult", "LaneHits", "LaneReport", "RankOptions", "fuse", "hybrid_search", "record_to_candidate",
            "run_lanes"]
@@ -216,13 +219,16 @@ def run_lanes(
     if ctx.time is not None and config.undated_keyword_share > 0:
         undated_text = without_dates(text, ctx.time)
     undated_raw: list[Hit] = []
+    # the past forms of the irregular verbs it names: "did Nate win" finds "I won"
+    text_kw, undated_kw = (with_verb_forms(text), with_verb_forms(undated_text)) if config.verb_forms else (
+        text, undated_text)
 
     def keyword_call() -> list[Hit]:
         nonlocal undated_raw
         with _timed(timings, "keyword"):
             if undated_text != text:
-                undated_raw = store.keyword_search(query, undated_text, depth("keyword"))
-            return store.keyword_search(query, text, depth("keyword"))
+                undated_raw = store.keyword_search(query, undated_kw, depth("keyword"))
+            return store.keyword_search(query, text_kw, depth("keyword"))
 
     keyword_job: Callable[[], list[Hit]] | None = None
     if run_keyword:
