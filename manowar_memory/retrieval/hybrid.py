@@ -9,8 +9,9 @@
      query names a calendar date ("in March 2023"), it runs a second time without those words
      (lane ``undated``, fused at ``undated_keyword_share`` of the keyword weight): rows stamped
      with that month match the date words alone, and the event asked about is in the rest.
-     Both runs add the past forms of the irregular verbs the query names ("win": "won",
-     :mod:`manowar_memory.retrieval.verbforms`) when ``verb_forms`` is on;
+     Both runs add the word forms the stemmer does not join (the past forms of irregular verbs,
+     "win": "won"; the roots of "-ship" and "-hood" nouns;
+     :mod:`manowar_memory.retrieval.wordforms`) when ``word_forms`` is on;
    * **vector**: the store's vector search, score ``(1 + cosine) / 2``; vector-only hits below
      ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane. When the
      query is still being embedded (``vector_future``), the keyword lane runs first, in the
@@ -54,7 +55,7 @@ from ..threads import EngineThreads, blas_limit
 from .entity_lane import entity_lane
 from .fusion import rrf
 from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages
-from .verbforms import with_verb_forms
+from .wordforms import with_word_forms
 
 __all__ = ["HybridResult", "LaneHits", "LaneReport", "RankOptions", "fuse", "hybrid_search", "record_to_candidate",
            "run_lanes"]
@@ -219,8 +220,8 @@ def run_lanes(
     if ctx.time is not None and config.undated_keyword_share > 0:
         undated_text = without_dates(text, ctx.time)
     undated_raw: list[Hit] = []
-    # the past forms of the irregular verbs it names: "did Nate win" finds "I won"
-    text_kw, undated_kw = (with_verb_forms(text), with_verb_forms(undated_text)) if config.verb_forms else (
+    # word forms the stemmer does not join: "did Nate win" finds "I won", "mentorship" "mentored"
+    text_kw, undated_kw = (with_word_forms(text), with_word_forms(undated_text)) if config.word_forms else (
         text, undated_text)
 
     def keyword_call() -> list[Hit]:

@@ -1,4 +1,4 @@
-"""Past forms of irregular verbs in the keyword lane (manowar_memory.retrieval.verbforms)."""
+"""Word forms the stemmer does not join, in the keyword lane (manowar_memory.retrieval.wordforms)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.config import RetrievalConfig
-from manowar_memory.retrieval.verbforms import VERB_FORMS, verb_forms, with_verb_forms
+from manowar_memory.retrieval.wordforms import VERB_FORMS, with_word_forms, word_forms
 
 
 @pytest.mark.parametrize(
@@ -20,21 +20,26 @@ from manowar_memory.retrieval.verbforms import VERB_FORMS, verb_forms, with_verb
         ("Where did they go and what did they make?", []),  # light verbs are left out
         ("When did Caroline paint a sunrise?", []),  # regular verbs: the stemmer joins them
         ("Did he win? He won, I think: win!", []),  # a form already asked adds nothing
+        ("When did Jon receive mentorship?", ["mentor"]),
+        ("What did she say about her childhood friendship?", ["child", "friend"]),
+        ("Who was on the ship? The hardship?", ["hard"]),
+        ("Is the championship in the neighbourhood?", ["champion", "neighbour"]),
+        ("Which ships and hoods?", []),  # no root of four letters
     ],
 )
-def test_the_past_forms_of_the_irregular_verbs_a_query_names(query: str, forms: list[str]) -> None:
-    assert verb_forms(query) == forms
+def test_the_forms_a_query_adds(query: str, forms: list[str]) -> None:
+    assert word_forms(query) == forms
 
 
-def test_with_verb_forms_appends_them_and_leaves_other_queries_alone() -> None:
-    assert with_verb_forms("When did Nate win?") == "When did Nate win? won"
-    assert with_verb_forms("When did Nate paint?") == "When did Nate paint?"
+def test_with_word_forms_appends_them_and_leaves_other_queries_alone() -> None:
+    assert with_word_forms("When did Nate win?") == "When did Nate win? won"
+    assert with_word_forms("When did Nate paint?") == "When did Nate paint?"
     assert all(base not in forms for base, forms in VERB_FORMS.items())
 
 
-def _ids_for(query: str, *, verb_forms_on: bool) -> tuple[list[str], str]:
+def _ids_for(query: str, *, forms_on: bool) -> tuple[list[str], str]:
     engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
-                          config=MemoryConfig(retrieval=RetrievalConfig(verb_forms=verb_forms_on)))
+                          config=MemoryConfig(retrieval=RetrievalConfig(word_forms=forms_on)))
     scope = Scope(agent_wallet="agent", user_address="nate")
     ids = engine.ingest(scope, [
         "Nate: I was in the final of a big Valorant tournament last Saturday, and I won!",
@@ -48,7 +53,7 @@ def _ids_for(query: str, *, verb_forms_on: bool) -> tuple[list[str], str]:
 
 
 def test_the_keyword_lane_ranks_first_the_turn_told_in_the_past() -> None:
-    ranked, won = _ids_for("When did Nate win a tournament?", verb_forms_on=True)
+    ranked, won = _ids_for("When did Nate win a tournament?", forms_on=True)
     assert ranked[0] == won
-    ranked, won = _ids_for("When did Nate win a tournament?", verb_forms_on=False)
+    ranked, won = _ids_for("When did Nate win a tournament?", forms_on=False)
     assert ranked[0] != won  # "tournament" alone prefers the rows that repeat it
