@@ -266,7 +266,8 @@ def test_the_keyword_lane_also_runs_without_the_query_calendar_words() -> None:
 
 
 def test_a_span_between_two_days_lifts_what_happened_inside_it() -> None:
-    inside = cand("(17 August 2023) John: Met my teammates again on the 15th after my trip.", "2023-08-13")
+    # recorded on the 17th, it happened on the 15th
+    inside = cand("(17 August 2023) John: I met my teammates again on the 15th after my trip.", "2023-08-17")
     outside = cand("(20 August 2023) John: Back from a trip with my teammates.", "2023-08-20", score=1.2)
     out, note = apply_time_intent([outside, inside], parse_time_query("Where was John between August 11 and "
                                                                       "August 15 2023?", NOW),
