@@ -6,11 +6,13 @@ and the calendar span it names, as an ISO date of the precision the phrase has
 week). Only expressions whose meaning depends on when they were said are read: yesterday,
 today, tomorrow, N days/weeks/months/years ago, last/next/this week/month/year/weekday,
 ``in June`` (the June nearest the time said, this year's or, for a past tense, the last
-one) and ``on Friday``. Dates written out ("12 June 2024") need no resolving and are left alone.
+one), ``on Friday`` and ``on the 15th`` (a day of this month or, for a past tense that
+would put it later than the time said, of the last one; of the next month for a future one). Dates written out ("12 June 2024") need no resolving and are left alone.
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 from dataclasses import dataclass
 
@@ -45,7 +47,8 @@ _PATTERN = regex.compile(
     rf"(?:{'|'.join(_DAY_ABBR)})\b\.?|"
     r"spring|summer|autumn|fall|winter)\b"
     rf"|\b(?:in|since|until|by) (?P<month>{'|'.join(m.capitalize() for m in _MONTHS)})\b(?! \d{{1,2}}\b|,? \d{{4}})"
-    rf"|\b(?:on) (?P<day>{'|'.join(d.capitalize() for d in _DAYS)}|(?-i:{'|'.join(a.capitalize() for a in _DAY_ABBR)}))\b",
+    rf"|\b(?:on) (?P<day>{'|'.join(d.capitalize() for d in _DAYS)}|(?-i:{'|'.join(a.capitalize() for a in _DAY_ABBR)}))\b"
+    r"|\bon the (?P<dom>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)\b(?! (?:of|in) )",
     regex.I,
 )
 _SEASON_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
@@ -113,6 +116,16 @@ def resolve_time(text: str, said_at_ms: int) -> TimeRef | None:
         elif not past and month < today.month:
             year += 1
         return TimeRef(phrase, f"{year}-{month:02d}", "month")
+    if g["dom"]:
+        dom = int(g["dom"])
+        first = today.replace(day=1)
+        if past and dom > today.day:
+            first = _add_months(first, -1)
+        elif not past and dom < today.day:
+            first = _add_months(first, 1)
+        if dom > calendar.monthrange(first.year, first.month)[1]:
+            return None
+        return TimeRef(phrase, first.replace(day=dom).isoformat(), "day")
     name = g["day"].lower()
     day = _DAY_ABBR[name] if name in _DAY_ABBR else _DAYS.index(name)
     delta = day - today.weekday()

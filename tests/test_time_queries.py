@@ -9,7 +9,13 @@ import pytest
 from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.candidates import Candidate
 from manowar_memory.config import RetrievalConfig
-from manowar_memory.ranking.temporal import apply_time_intent, candidate_time, mentions_time, parse_time_query
+from manowar_memory.ranking.temporal import (
+    apply_time_intent,
+    candidate_time,
+    mentions_time,
+    parse_time_query,
+    without_dates,
+)
 from manowar_memory.retrieval.pipeline import RankOptions, ranking_stages
 
 NOW = 1_780_488_000_000  # 2026-06-03 12:00 UTC, a Wednesday
@@ -183,3 +189,87 @@ def test_a_relative_time_in_the_text_places_the_memory() -> None:
     out, _ = apply_time_intent([other, said], parse_time_query("What did John attend in March 2023?", NOW),
                                when_boost=0.3, window_boost=0.5, order_boost=0.3, restrict=True)
     assert [c.text for c in out] == [said.text]
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end", "phrase"),
+    [
+        ("Where was John between August 11 and August 15 2023?", "2023-08-11", "2023-08-16",
+         "between August 11 and August 15 2023"),
+        ("What did we do between 28 December 2022 and 2 January 2023?", "2022-12-28", "2023-01-03",
+         "between 28 December 2022 and 2 January 2023"),
+        ("What changed from December 2022 to February 2023?", "2022-12-01", "2023-03-01",
+         "from December 2022 to February 2023"),
+        ("Where was I between May 3 and May 9?", "2026-05-03", "2026-05-10", "between May 3 and May 9"),
+        ("Which country was Tim visiting in the second week of November 2023?", "2023-11-08", "2023-11-15",
+         "in the second week of November 2023"),
+        ("What did I do in the last week of February 2024?", "2024-02-23", "2024-03-01",
+         "in the last week of February 2024"),
+        ("Who called in the first week of May?", "2026-05-01", "2026-05-08", "in the first week of May"),
+        ("Who called in the first week of July?", "2025-07-01", "2025-07-08", "in the first week of July"),
+    ],
+)
+def test_spans_named_by_their_ends_or_as_a_week_of_a_month(query: str, start: str, end: str, phrase: str) -> None:
+    intent = parse_time_query(query, NOW)
+    assert intent.window == (ms(start), ms(end)), intent
+    assert intent.dates == (phrase,)
+
+
+def test_between_two_people_is_no_span() -> None:
+    intent = parse_time_query("What do Caroline and Melanie talk about between sessions?", NOW)
+    assert intent.window is None and intent.dates == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "undated"),
+    [
+        ("What did John attend with his colleagues in March 2023?", "What did John attend with his colleagues  ?"),
+        ("When did Melanie go camping in June?", "When did Melanie go camping  ?"),
+        ("Where did she travel before 12 June 2024?", "Where did she travel before  ?"),
+        ("What did I do yesterday?", "What did I do yesterday?"),  # relative: no calendar words to drop
+        ("in March 2023", "in March 2023"),  # nothing would be left
+    ],
+)
+def test_without_dates_drops_the_calendar_words_the_time_stage_weighs(query: str, undated: str) -> None:
+    assert without_dates(query, parse_time_query(query, NOW)) == undated
+
+
+def test_the_keyword_lane_also_runs_without_the_query_calendar_words() -> None:
+    """Rows carry date stamps, so "March 2023" in a query matches every March row; the undated
+    lane matches the event alone and finds the April row that says "last month"."""
+    def engine_with(share: float) -> tuple[MemoryEngine, Scope, str]:
+        engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
+                              config=MemoryConfig(retrieval=RetrievalConfig(undated_keyword_share=share)))
+        scope = Scope(agent_wallet="agent", user_address="ana")
+        items: list[dict[str, object]] = [
+            {"content": f"({d} March 2023) John: {t}", "created_at": ms(f"2023-03-{d:02d}")}
+            for d, t in [(2, "Busy March 2023 at work."), (3, "We went hiking."), (6, "Rainy March 2023 so far."),
+                         (9, "I cooked pasta."), (14, "My kid caught a cold in March 2023.")]
+        ] + [{"content": f"({d} March 2023) Ana: {t}", "created_at": ms(f"2023-03-{d:02d}")}
+             for d, t in [(4, "Painted the fence."), (11, "Read a novel.")]]
+        items.append({"content": "(18 April 2023) John: My colleagues and I went to a convention last month.",
+                      "created_at": ms("2023-04-18")})
+        ids = engine.ingest(scope, items)
+        return engine, scope, ids[-1]
+
+    query = "What did John attend with his colleagues in March 2023?"
+    engine, scope, convention = engine_with(0.5)
+    result = engine.search_layers(query, scope, ["vectors"], limit=3)
+    hits = result.lanes["vectors"]["hits"]
+    assert hits["undated"][0][0] == convention  # the event's words alone
+    assert convention in [c.id for c in result.layers["vectors"]]
+    engine, scope, _ = engine_with(0.0)
+    assert "undated" not in engine.search_layers(query, scope, ["vectors"], limit=3).lanes["vectors"]["hits"]
+    engine, scope, _ = engine_with(0.5)
+    assert "undated" not in engine.search_layers("What did John attend with his colleagues?", scope,
+                                                 ["vectors"], limit=3).lanes["vectors"]["hits"]
+
+
+def test_a_span_between_two_days_lifts_what_happened_inside_it() -> None:
+    # recorded on the 17th, it happened on the 15th
+    inside = cand("(17 August 2023) John: I met my teammates again on the 15th after my trip.", "2023-08-17")
+    outside = cand("(20 August 2023) John: Back from a trip with my teammates.", "2023-08-20", score=1.2)
+    out, note = apply_time_intent([outside, inside], parse_time_query("Where was John between August 11 and "
+                                                                      "August 15 2023?", NOW),
+                                  when_boost=0.5, window_boost=0.5, order_boost=0.3)
+    assert note is None and [c.text for c in out] == [inside.text, outside.text]

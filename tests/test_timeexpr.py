@@ -35,6 +35,11 @@ SAID_AT = 1_780_488_000_000  # 2026-06-03 12:00 UTC, a Wednesday
         ("Last Fri I took my kids to a pottery workshop.", "Last Fri", "2026-05-29", "day"),
         ("I joined a new activist group last Tues.", "last Tues", "2026-06-02", "day"),
         ("We meet on Sat for brunch.", "on Sat", "2026-06-06", "day"),
+        ("I met my teammates again on the 15th.", "on the 15th", "2026-05-15", "day"),
+        ("I moved out on the 2nd.", "on the 2nd", "2026-06-02", "day"),
+        ("We fly out on the 20th.", "on the 20th", "2026-06-20", "day"),
+        ("The lease starts on the 1st.", "on the 1st", "2026-07-01", "day"),
+        ("We went out on the 31st.", "on the 31st", "2026-05-31", "day"),
     ],
 )
 def test_relative_phrases_resolve_against_the_time_said(text: str, phrase: str, date: str, precision: str) -> None:
@@ -43,6 +48,7 @@ def test_relative_phrases_resolve_against_the_time_said(text: str, phrase: str, 
 
 
 @pytest.mark.parametrize("text", ["I live in Lisbon.", "I moved on 12 June 2024.", "I was born in June 1990.",
-                                  "I might move to Porto."])
+                                  "I might move to Porto.", "I moved on the 15th of June.",
+                                  "The party is on the 31st."])  # June has 30 days
 def test_absolute_or_missing_times_are_left_alone(text: str) -> None:
     assert resolve_time(text, SAID_AT) is None

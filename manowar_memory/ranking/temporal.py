@@ -6,7 +6,11 @@
   "since when". Memories that state a time ("yesterday", "two weeks ago", "on 12 May",
   "since 2016", "last Fri") are the ones that can answer, so they are boosted.
 * **a window**: "yesterday", "last week", "in June 2023", "in 2022", "on 12 May 2023",
-  "two months ago", "last summer", "in June" (any year's June when no year is said).
+  "two months ago", "last summer", "in June" (any year's June when no year is said), a span by
+  its ends ("between August 11 and August 15 2023", "from December 2022 to February 2023") or a
+  week of a month ("the second week of November": days 8 to 14; the latest past one when no
+  year is said). ``TimeIntent.dates`` keeps the calendar phrases read, so the keyword lane can
+  run without them too (:func:`without_dates`).
   Memories whose time falls inside it are boosted; with ``restrict`` the others are dropped,
   unless none falls inside (then nothing is dropped, and the search says so).
 * **before / after**: "before 2023", "after June 2023" (a window open on one side), or an
@@ -36,7 +40,8 @@ import regex
 from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
-__all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query"]
+__all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query",
+           "without_dates"]
 
 _DAY = 86_400_000
 
@@ -81,6 +86,14 @@ _DAY_MONTH_YEAR = regex.compile(
     rf"\b(?:on )?(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m1>{_MONTH_RE}),? (?P<y1>(?:19|20)\d\d)|"
     rf"(?P<m2>{_MONTH_RE}) (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y2>(?:19|20)\d\d)|"
     r"(?P<iso>(?:19|20)\d\d-\d\d-\d\d))\b", regex.I)
+_DATE_FRAG = (rf"(?:\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH_RE}|{_MONTH_RE} \d{{1,2}}(?:st|nd|rd|th)?\b|{_MONTH_RE})"
+              r"(?:,? (?:19|20)\d\d)?")
+# "between August 11 and August 15 2023", "from 3 to 9 May 2024" is not read (a bare day number is no date)
+_RANGE = regex.compile(rf"\b(?:between|from) (?P<a>{_DATE_FRAG}) (?:and|to|until|till|through) (?P<b>{_DATE_FRAG})",
+                       regex.I)
+_NTH_WEEK = regex.compile(rf"\b(?:in |during )?(?:the )?(?P<nth>first|second|third|fourth|last) week of "
+                          rf"(?P<month>{_MONTH_RE})(?:,? (?P<year>(?:19|20)\d\d))?\b", regex.I)
+_FRAG_PARTS = regex.compile(rf"(?P<month>{_MONTH_RE})|(?P<year>(?:19|20)\d\d)|(?P<day>\d{{1,2}})", regex.I)
 _MONTH_ONLY = regex.compile(rf"\b(?:in|during) (?P<month>{_MONTH_RE})\b(?!,? (?:19|20)\d\d|\.? \d)", regex.I)
 _SIDE = regex.compile(r"\b(?P<side>before|after|since|prior to|until)\s+(?P<rest>[^?.!,;]+)", regex.I)
 _FIRST = regex.compile(r"\b(?:the first time|first time|for the first time|earliest|originally|at first|"
@@ -110,6 +123,7 @@ class TimeIntent:
     anchor: tuple[str, ...] = ()
     order: str | None = None  # "first" or "last"
     phrases: tuple[str, ...] = field(default=())
+    dates: tuple[str, ...] = field(default=())  # the calendar phrases read ("March 2023", "in June")
 
     @property
     def empty(self) -> bool:
@@ -160,6 +174,56 @@ def _absolute(text: str) -> tuple[tuple[int, int], str] | None:
     return None
 
 
+def _fragment(text: str) -> tuple[int | None, int, int | None]:
+    """Day (or None), month and year (or None) of a date fragment ("August 11", "15 Aug 2023")."""
+    day = year = None
+    month = 1
+    for m in _FRAG_PARTS.finditer(text):
+        if m.group("month"):
+            month = _month_number(m.group("month"))
+        elif m.group("year"):
+            year = int(m.group("year"))
+        else:
+            day = int(m.group("day"))
+    return day, month, year
+
+
+def _past_year(month: int, day: int, now: int) -> int:
+    """The year of the latest ``month``/``day`` not after ``now`` (a date said without its year)."""
+    today = dt.datetime.fromtimestamp(now / 1000, tz=dt.UTC).date()
+    return today.year if (month, day) <= (today.month, today.day) else today.year - 1
+
+
+def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
+    """A span the query names by its two ends or as a week of a month: "between August 11 and
+    August 15 2023" (both days included), "the second week of November 2023" (days 8 to 14,
+    "the last week of": the month's last seven days). A missing year is the end's, else the
+    latest one not after ``now``."""
+    m = _RANGE.search(text)
+    if m:
+        (d1, m1, y1), (d2, m2, y2) = _fragment(m.group("a")), _fragment(m.group("b"))
+        y2 = y2 if y2 is not None else y1 if y1 is not None else _past_year(m2, d2 or 1, now)
+        y1 = y1 if y1 is not None else (y2 if (m1, d1 or 1) <= (m2, d2 or 1) else y2 - 1)
+        try:
+            start = dt.date(y1, m1, d1 or 1)
+            last = dt.date(y2, m2, d2) if d2 else dt.date(y2 + (m2 == 12), m2 % 12 + 1, 1) - dt.timedelta(days=1)
+        except ValueError:
+            return None
+        if last < start:
+            return None
+        return (_ms(start), _ms(last + dt.timedelta(days=1))), m.group(0)
+    m = _NTH_WEEK.search(text)
+    if m:
+        month = _month_number(m.group("month"))
+        year = int(m.group("year")) if m.group("year") else _past_year(month, 1, now)
+        days = calendar.monthrange(year, month)[1]
+        nth = m.group("nth").lower()
+        first = days - 6 if nth == "last" else 1 + 7 * ["first", "second", "third", "fourth"].index(nth)
+        start = dt.date(year, month, first)
+        return (_ms(start), _ms(start + dt.timedelta(days=7))), m.group(0)
+    return None
+
+
 def parse_time_query(text: str, now: int) -> TimeIntent:
     """What ``text`` (a query asked at ``now``, epoch ms) says about time."""
     asks_when = bool(_WHEN.search(text))
@@ -168,9 +232,15 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
     month: int | None = None
     side: str | None = None
     anchor: tuple[str, ...] = ()
+    dates: list[str] = []
     rest = text
-    sided = _SIDE.search(text)
-    if sided:
+    spanned = _range(text, now)
+    sided = None if spanned is not None else _SIDE.search(text)
+    if spanned is not None:
+        window, phrase = spanned
+        phrases.append(phrase)
+        dates.append(phrase)
+    elif sided:
         word = sided.group("side").lower()
         side = "before" if word in ("before", "prior to", "until") else "after"
         bound = _absolute(sided.group("rest"))
@@ -178,6 +248,7 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
             (start, end), phrase = bound
             window = (0, start) if side == "before" else (end if word == "after" else start, 2**62)
             phrases.append(sided.group(0))
+            dates.append(phrase)
             side = None
         else:
             words = tuple(w.lower() for w in _WORD.findall(sided.group("rest")) if w.lower() not in _STOP)
@@ -192,11 +263,13 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
         if found is not None:
             window, phrase = found
             phrases.append(phrase)
+            dates.append(phrase)
         else:
             only = _MONTH_ONLY.search(rest)
             if only:
                 month = _month_number(only.group("month"))
                 phrases.append(only.group(0))
+                dates.append(only.group(0))
             else:
                 ref = resolve_time(rest, now)
                 if ref is not None:
@@ -208,7 +281,16 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
     elif window is None and month is None and _LAST.search(text) and not asks_when:
         order = "last"
     return TimeIntent(asks_when=asks_when, window=window, month=month, side=side if anchor else None,
-                      anchor=anchor, order=order, phrases=tuple(phrases))
+                      anchor=anchor, order=order, phrases=tuple(phrases), dates=tuple(dates))
+
+
+def without_dates(text: str, intent: TimeIntent) -> str:
+    """``text`` without the calendar phrases ``intent`` read from it ("in March 2023", "in June").
+    Returned unchanged when nothing else would be left."""
+    out = text
+    for phrase in intent.dates:
+        out = out.replace(phrase, " ")
+    return out if out != text and _WORD.search(out) else text
 
 
 def mentions_time(text: str) -> bool:

@@ -5,7 +5,13 @@
 1. **lanes** (:func:`run_lanes`), each with its own hits and scores in 0–1:
 
    * **keyword**: the store's full-text search (SQLite FTS5, Porter stemming, BM25) over an
-     OR of the query's content terms; scores are BM25 relative to the lane's best hit;
+     OR of the query's content terms; scores are BM25 relative to the lane's best hit. When the
+     query names a calendar date ("in March 2023"), it runs a second time without those words
+     (lane ``undated``, fused at ``undated_keyword_share`` of the keyword weight): rows stamped
+     with that month match the date words alone, and the event asked about is in the rest.
+     Both runs add the word forms the stemmer does not join (the past forms of irregular verbs,
+     "win": "won"; the roots of "-ship" and "-hood" nouns;
+     :mod:`manowar_memory.retrieval.wordforms`) when ``word_forms`` is on;
    * **vector**: the store's vector search, score ``(1 + cosine) / 2``; vector-only hits below
      ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane. When the
      query is still being embedded (``vector_future``), the keyword lane runs first, in the
@@ -40,7 +46,7 @@ from dataclasses import dataclass, field
 from .._util import now_ms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
-from ..ranking.temporal import parse_time_query
+from ..ranking.temporal import parse_time_query, without_dates
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
@@ -49,6 +55,7 @@ from ..threads import EngineThreads, blas_limit
 from .entity_lane import entity_lane
 from .fusion import rrf
 from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages
+from .wordforms import with_word_forms
 
 __all__ = ["HybridResult", "LaneHits", "LaneReport", "RankOptions", "fuse", "hybrid_search", "record_to_candidate",
            "run_lanes"]
@@ -207,9 +214,22 @@ def run_lanes(
     run_keyword = weights.get("keyword", 1.0) > 0
     run_entity = config.entity_lane and weights.get("entity", 0.0) > 0
 
+    # a query's calendar words ("in March 2023") also match the date stamps rows carry and bury the
+    # event it names: the keyword lane runs a second time without them (lane "undated")
+    undated_text = text
+    if ctx.time is not None and config.undated_keyword_share > 0:
+        undated_text = without_dates(text, ctx.time)
+    undated_raw: list[Hit] = []
+    # word forms the stemmer does not join: "did Nate win" finds "I won", "mentorship" "mentored"
+    text_kw, undated_kw = (with_word_forms(text), with_word_forms(undated_text)) if config.word_forms else (
+        text, undated_text)
+
     def keyword_call() -> list[Hit]:
+        nonlocal undated_raw
         with _timed(timings, "keyword"):
-            return store.keyword_search(query, text, depth("keyword"))
+            if undated_text != text:
+                undated_raw = store.keyword_search(query, undated_kw, depth("keyword"))
+            return store.keyword_search(query, text_kw, depth("keyword"))
 
     keyword_job: Callable[[], list[Hit]] | None = None
     if run_keyword:
@@ -221,14 +241,16 @@ def run_lanes(
             keyword_job = future.result if future is not None else None
 
     keyword_hits: list[Hit] = []
+    undated_hits: list[Hit] = []
 
     def read_keyword() -> None:
-        nonlocal keyword_hits
+        nonlocal keyword_hits, undated_hits
         try:
             keyword_hits = keyword_job() if keyword_job is not None else keyword_call()
         except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
             ctx.degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
         keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report, levels))
+        undated_hits = _normalise_keyword(_trusted(undated_raw, config, report, levels))
 
     entity_hits: list[Hit] | None = None  # None: not run yet
     prepared: dict[str, Candidate] = {}
@@ -297,7 +319,9 @@ def run_lanes(
         "keyword": [(h.record.id, h.score) for h in keyword_hits],
         "vector": [(h.record.id, h.score) for h in vector_hits],
     })
-    for lane_hits in (keyword_hits, vector_hits, entity_hits):
+    if undated_hits:
+        out.lanes["undated"] = [(h.record.id, h.score) for h in undated_hits]
+    for lane_hits in (keyword_hits, vector_hits, entity_hits, undated_hits):
         for h in lane_hits:
             out.records.setdefault(h.record.id, h.record)
     if run_entity and out.records:
@@ -337,7 +361,10 @@ def fuse(hits: LaneHits, layer: Layer, config: RetrievalConfig) -> list[Candidat
         for item_id, score in lane:
             lane_scores.setdefault(item_id, {}).setdefault(name, score)
     candidates = []
-    for item_id, score in rrf(hits.lanes, config.lane_weights, config.rrf_k):
+    weights = dict(config.lane_weights)
+    # the keyword lane run without the query's calendar words: a share of the keyword lane's weight
+    weights["undated"] = float(weights.get("keyword", 1.0)) * config.undated_keyword_share
+    for item_id, score in rrf(hits.lanes, weights, config.rrf_k):
         cand = hits.prepared.get(item_id)
         if cand is None:
             cand = record_to_candidate(layer, hits.records[item_id], score, default_trust=config.default_trust,
