@@ -1179,7 +1179,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
              responses={503: {"description": "A dependency is down"}})
     def readyz() -> JSONResponse:
         embedder = engine.embedder
-        checks = {"store": _check(lambda: engine.store.get_memory("readyz-probe")),
+        checks = {"store": _check(lambda: engine.store.get_memory("readyz-probe", agent_wallet="readyz-probe")),
                   "cache": _check(lambda: _ping_cache(engine.cache)),
                   "embedder": "none" if embedder is None else _check(
                       lambda: embedder.embed(["readyz"], input_type="query"))}
