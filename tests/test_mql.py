@@ -410,3 +410,10 @@ def test_scope_nulls_migration_fills_only_missing_fields() -> None:
     (stage,) = _mql.scope_nulls_pipeline()
     assert stage == {"$set": {"userAddress": {"$ifNull": ["$userAddress", None]}, "mode": {"$ifNull": ["$mode", None]},
                               "haiId": {"$ifNull": ["$haiId", None]}}}
+
+
+def test_list_and_count_name_the_scope_index_unless_a_thread_or_filter_narrows_them() -> None:
+    assert _mql.scope_list_hint(q(user_address="u1")) == _mql.SCOPE_LIST_INDEX
+    assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1")) == _mql.SCOPE_LIST_INDEX  # durable: no thread
+    assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1", durable=False)) is None
+    assert _mql.scope_list_hint(q(filters={"appId": "x"})) is None

@@ -82,6 +82,7 @@ __all__ = [
     "other_model_filter",
     "parse_prefilter_fields",
     "scope_filter",
+    "scope_list_hint",
     "scope_nulls_pipeline",
     "scope_prefilter",
     "scopes_pipeline",
@@ -391,6 +392,16 @@ def memory_id_filter(memory_ids: str | Sequence[str], agent_wallet: str | None) 
     shard. Without an agent (maintenance across agents) the call reads every agent's rows."""
     ids: Any = memory_ids if isinstance(memory_ids, str) else {"$in": list(dict.fromkeys(memory_ids))}
     return {"agentWallet": agent_wallet, "vectorId": ids} if agent_wallet is not None else {"vectorId": ids}
+
+
+def scope_list_hint(query: MemoryQuery) -> str | None:
+    """The index ``list_memories`` and ``count_memories`` name for ``query``:
+    :data:`SCOPE_LIST_INDEX` (one (agent, user) range per user of the scope, newest first) when
+    the scope alone narrows the read; None when a thread or caller filters do, and the planner
+    picks (the thread indexes serve a thread's rows better)."""
+    if query.filters or (not query.durable and query.scope.thread_id is not None):
+        return None
+    return SCOPE_LIST_INDEX
 
 
 def missing_scope_fields_filter() -> dict[str, Any]:

@@ -475,6 +475,7 @@ class MongoStore:
         self._closed = False
         self._transactions: bool | None = None  # whether the server runs transactions; None: not yet known
         self._user_scan_index: bool | None = None
+        self._scope_list_index: bool | None = None
         self.memory = self.db[MEMORY]
         self.transcripts = self.db[TRANSCRIPTS]
         self.transcript_chunks = self.db[TRANSCRIPT_CHUNKS]
@@ -895,9 +896,20 @@ class MongoStore:
         with self._errors("update"):
             self.memory.bulk_write(ops, ordered=False)
 
+    def _scope_hint(self, query: MemoryQuery) -> str | None:
+        """:func:`~manowar_memory.stores._mql.scope_list_hint`, when the database has that index
+        (absent on one opened with ``create_indexes=False`` before its migrations ran)."""
+        hint = _mql.scope_list_hint(query)
+        if hint is None:
+            return None
+        if self._scope_list_index is None:
+            self._scope_list_index = hint in self.memory.index_information()
+        return hint if self._scope_list_index else None
+
     def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
         with self._errors("read"):
-            cursor = self.memory.find(_mql.scope_filter(query), projection={"embedding": 0}).sort(
+            cursor = self.memory.find(_mql.scope_filter(query), projection={"embedding": 0},
+                                      hint=self._scope_hint(query)).sort(
                 [("createdAt", -1), ("_id", -1)]
             )
             if limit is not None:
@@ -958,7 +970,8 @@ class MongoStore:
 
     def count_memories(self, query: MemoryQuery) -> int:
         with self._errors("count"):
-            return int(self.memory.count_documents(_mql.scope_filter(query)))
+            hint = self._scope_hint(query)
+            return int(self.memory.count_documents(_mql.scope_filter(query), **({"hint": hint} if hint else {})))
 
     def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
         terms = query_terms(text or "")
