@@ -34,18 +34,20 @@ class AccessBumps:
         self._delay = delay
         self._lock = threading.Lock()  # the pending counts and the timer
         self._writing = threading.Lock()  # one write at a time: flush() waits for a background one
-        self._counts: dict[str, int] = {}
-        self._last: dict[str, int] = {}
+        self._counts: dict[tuple[str | None, str], int] = {}  # (agent, row id): bumps pending
+        self._last: dict[tuple[str | None, str], int] = {}
         self._timer: threading.Timer | None = None
 
-    def record(self, memory_ids: Sequence[str], at: int) -> None:
-        """Count one access of each of ``memory_ids`` at ``at`` (ms); written within ``delay`` seconds."""
+    def record(self, memory_ids: Sequence[str], at: int, *, agent_wallet: str | None = None) -> None:
+        """Count one access of each of ``memory_ids`` (rows of ``agent_wallet``) at ``at`` (ms);
+        written within ``delay`` seconds."""
         if not memory_ids:
             return
         with self._lock:
             for memory_id in memory_ids:
-                self._counts[memory_id] = self._counts.get(memory_id, 0) + 1
-                self._last[memory_id] = max(at, self._last.get(memory_id, at))
+                key = (agent_wallet, memory_id)
+                self._counts[key] = self._counts.get(key, 0) + 1
+                self._last[key] = max(at, self._last.get(key, at))
             if self._delay > 0:
                 if self._timer is None:
                     self._timer = threading.Timer(self._delay, self._due)
@@ -69,17 +71,20 @@ class AccessBumps:
             log.warning("access bumps not written: %s", exc)
 
     def write(self) -> None:
-        """Write the pending bumps: one ``bump_access`` per access count (a row packed ``n`` times
-        is in the first ``n`` calls), each stamped with the latest access time among its rows, so
-        ``last_accessed_at`` may be up to ``delay`` seconds late. Bumps that fail to write are lost
-        (they are ranking signals, not data)."""
+        """Write the pending bumps: per agent (each call names its rows' agent), one
+        ``bump_access`` per access count (a row packed ``n`` times is in the first ``n`` calls),
+        each stamped with the latest access time among its rows, so ``last_accessed_at`` may be
+        up to ``delay`` seconds late. Bumps that fail to write are lost (they are ranking
+        signals, not data)."""
         with self._writing:
             with self._lock:
                 counts, last = self._counts, self._last
                 self._counts, self._last = {}, {}
-            for n in range(1, max(counts.values(), default=0) + 1):
-                ids = [memory_id for memory_id, count in counts.items() if count >= n]
-                self._store.bump_access(ids, max(last[memory_id] for memory_id in ids))
+            for agent in dict.fromkeys(a for a, _ in counts):
+                mine = {key: count for key, count in counts.items() if key[0] == agent}
+                for n in range(1, max(mine.values(), default=0) + 1):
+                    keys = [key for key, count in mine.items() if count >= n]
+                    self._store.bump_access([i for _, i in keys], max(last[key] for key in keys), agent_wallet=agent)
 
     def flush(self) -> None:
         """Stop the timer and write what is pending on the caller's thread (errors raise)."""

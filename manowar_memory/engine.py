@@ -499,7 +499,7 @@ class MemoryEngine:
         fact_hash = self.fact_hash(scope, text)
         existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
         if existing is not None:
-            self.store.bump_access([existing.id], now_ms())
+            self.store.bump_access([existing.id], now_ms(), agent_wallet=scope.agent_wallet)
             self._renew(scope, existing, expiry)
             return RememberResult(id=existing.id, fact_type=str(existing.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
@@ -538,7 +538,8 @@ class MemoryEngine:
             return
         meta = {k: v for k, v in fact.metadata.items() if k != EXPIRES_AT}
         self._expiry(meta, fact.source, now, expires_at=expiry)
-        if self.store.update_memory(fact.id, {"metadata": meta, "updated_at": now}) is not None:
+        if self.store.update_memory(fact.id, {"metadata": meta, "updated_at": now},
+                                    agent_wallet=fact.agent_wallet) is not None:
             self.invalidate(scope)
 
     @staticmethod
@@ -679,7 +680,8 @@ class MemoryEngine:
                 batch = parsed[start : start + batch_size]
                 keyed = {j: self.ingest_id(scope, b.key if b.key is not None else self.content_key(b))
                          for j, b in enumerate(batch) if b.key is not None or dedupe}
-                stored = self.store.existing_memory_ids(list(keyed.values())) if keyed else set()
+                stored = (self.store.existing_memory_ids(list(keyed.values()), agent_wallet=scope.agent_wallet)
+                          if keyed else set())
                 batch_ids: list[str | None] = [keyed[j] if keyed.get(j) in stored else None for j in range(len(batch))]
                 already.extend(b.key for j, b in enumerate(batch) if batch_ids[j] is not None and b.key is not None)
                 todo = [j for j in range(len(batch)) if batch_ids[j] is None]
@@ -831,7 +833,7 @@ class MemoryEngine:
                 start, len(messages))) if rid != follower.id), count)
             return _window_text(list(window), cap)
 
-        updates: list[tuple[str, dict[str, Any]]] = []
+        updates: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # by agent: a by-id write names its agent
         for (scope, thread), touched in by_thread.items():
             changed = {row.id for row, _, _ in touched}
             rows = [r for r in self._newest_around(scope, thread, min(r.created_at for r, _, _ in touched))
@@ -845,11 +847,13 @@ class MemoryEngine:
             followers = {f.id: f for row, _, _ in touched
                          for start in (bisect.bisect_left(stamps, row.created_at),)
                          for f in oldest_first[start:start + count] if f.user_address == row.user_address}
-            updates += [(f.id, {"context": context_of(after, f)}) for f in followers.values()
-                        if f.context == context_of(before, f) != context_of(after, f)]
-        if updates:
-            self.store.update_memories(updates)
-        return len(updates)
+            updates.setdefault(scope.agent_wallet, []).extend(
+                (f.id, {"context": context_of(after, f)}) for f in followers.values()
+                if f.context == context_of(before, f) != context_of(after, f))
+        for agent, rows_of_agent in updates.items():
+            if rows_of_agent:
+                self.store.update_memories(rows_of_agent, agent_wallet=agent)
+        return sum(len(u) for u in updates.values())
 
     def post_turn(
         self,
@@ -1068,7 +1072,7 @@ class MemoryEngine:
             fact_hash = self.fact_hash(scope, fact.fact)
             existing = self.store.find_fact_by_hash(scope.agent_wallet, fact_hash)
             if existing is not None:
-                self.store.bump_access([existing.id], now_ms())
+                self.store.bump_access([existing.id], now_ms(), agent_wallet=scope.agent_wallet)
                 reinforced += 1
             else:
                 fresh.append((fact, fact_hash))
@@ -1347,7 +1351,7 @@ class MemoryEngine:
             timings["pack"] = (time.perf_counter() - t0) * 1000
             kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]
             if kept_rows:
-                self._access.record(kept_rows, now_ms())
+                self._access.record(kept_rows, now_ms(), agent_wallet=Scope.coerce(scope).agent_wallet)
         timings["total"] = (time.perf_counter() - t_start) * 1000
         sc = Scope.coerce(scope)
         return PreTurnResult(
@@ -1411,7 +1415,7 @@ class MemoryEngine:
                 if current.source == "fact":
                     meta["factHash"] = self.fact_hash(Scope.coerce(scope), text)
         changes["metadata"] = self._metadata(meta)
-        updated = self.store.update_memory(memory_id, changes)
+        updated = self.store.update_memory(memory_id, changes, agent_wallet=current.agent_wallet)
         if updated is None:
             raise NotFoundError(f"memory {memory_id!r} disappeared during the update")
         # the rows that followed it were indexed with its text while it was active
@@ -1424,11 +1428,12 @@ class MemoryEngine:
         """Soft delete (``status: deleted``, ``decayScore: 0``, kept for history) or hard delete."""
         current = self.get_item(scope, memory_id)
         if hard:
-            removed = self.store.delete_memory(memory_id)
+            removed = self.store.delete_memory(memory_id, agent_wallet=current.agent_wallet)
         else:
             meta = {**current.metadata, "status": "deleted", "deletedAt": now_ms()}
             removed = self.store.update_memory(
-                memory_id, {"metadata": meta, "decay_score": 0.0, "updated_at": now_ms()}
+                memory_id, {"metadata": meta, "decay_score": 0.0, "updated_at": now_ms()},
+                agent_wallet=current.agent_wallet,
             ) is not None
         if removed and _active(current):
             self._rebuild_thread_contexts([(current, current.content, None)])  # its words leave the rows after it
@@ -1443,15 +1448,16 @@ class MemoryEngine:
         current = [self.get_item(scope, check_id(i)) for i in dict.fromkeys(memory_ids)]
         if not current:
             return 0
+        agent = Scope.coerce(scope).agent_wallet  # every row was found in this scope: they are its agent's
         if hard:
-            removed = self.store.delete_memories([r.id for r in current])
+            removed = self.store.delete_memories([r.id for r in current], agent_wallet=agent)
         else:
             at = now_ms()
             removed = self.store.update_memories([
                 (r.id, {"metadata": {**r.metadata, "status": "deleted", "deletedAt": at}, "decay_score": 0.0,
                         "updated_at": at})
                 for r in current
-            ])
+            ], agent_wallet=agent)
         self._rebuild_thread_contexts([(r, r.content, None) for r in current])
         self.invalidate(*(scope_of(r) for r in current))
         return removed
@@ -1492,7 +1498,7 @@ class MemoryEngine:
                 meta["supersededBy"] = winning_memory_id
             changes["decay_score"] = min(current.decay_score, 0.05)
         changes["metadata"] = meta
-        updated = self.store.update_memory(memory_id, changes)
+        updated = self.store.update_memory(memory_id, changes, agent_wallet=current.agent_wallet)
         if updated is None:
             raise NotFoundError(f"memory {memory_id!r} disappeared while resolving the conflict")
         if not _active(updated):
@@ -1675,7 +1681,7 @@ class MemoryEngine:
 
     def check_store(self) -> None:
         """Read one (missing) row, so a store that cannot answer raises here (the readiness probe)."""
-        self.store.get_memory("readyz-probe")
+        self.store.get_memory("readyz-probe", agent_wallet="readyz-probe")  # by the index, never a scan
 
     def scoped(self, scope: ScopeLike, *, trust: str | None = None, require_thread: bool = False,
                agent_jobs: bool = False, allow_pin: bool = False) -> ScopedMemory:

@@ -451,7 +451,7 @@ def apply_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord], n
             for row_id, slot in res.supersede:
                 supersede(active[row_id], record.id, slot)
     if changes:
-        store.update_memories(changes)
+        store.update_memories(changes, agent_wallet=scope.agent_wallet)
     return report
 
 
@@ -464,7 +464,7 @@ def mark_outdated_sources(store: Store, scope: Scope, superseded: Sequence[str],
     facts (the check could not see them all). Returns the ids of the turns marked."""
     losers: dict[str, list[MemoryRecord]] = {}
     for row_id in dict.fromkeys(superseded):
-        row = store.get_memory(row_id)
+        row = store.get_memory(row_id, agent_wallet=scope.agent_wallet)
         source = row.metadata.get(SOURCE_MEMORY_ID) if row is not None else None
         if row is not None and isinstance(source, str):
             losers.setdefault(source, []).append(row)
@@ -478,7 +478,7 @@ def mark_outdated_sources(store: Store, scope: Scope, superseded: Sequence[str],
                if f.status not in INACTIVE_STATUSES and (f.agent_wallet, f.user_address, f.mode, f.hai_id) == key}
     changes: list[tuple[str, dict[str, Any]]] = []
     for source, rows in losers.items():
-        turn = None if source in backing else store.get_memory(source)
+        turn = None if source in backing else store.get_memory(source, agent_wallet=scope.agent_wallet)
         if turn is None or turn.source != "session" or (
                 turn.agent_wallet, turn.user_address, turn.mode, turn.hai_id) != key:
             continue
@@ -487,5 +487,5 @@ def mark_outdated_sources(store: Store, scope: Scope, superseded: Sequence[str],
         meta = {**turn.metadata, OUTDATED: True, "outdatedAt": now, "outdatedBy": by}
         changes.append((turn.id, {"metadata": meta}))
     if changes:
-        store.update_memories(changes)
+        store.update_memories(changes, agent_wallet=scope.agent_wallet)
     return [row_id for row_id, _ in changes]

@@ -243,7 +243,7 @@ def nearest_facts(store: Store, scope: Scope, record: MemoryRecord, k: int, *,
     lanes["keyword"] = keep(store.keyword_search(query, record.content, wide))
     embedding = record.embedding
     if not embedding and record.embedding_model:  # a row as a write returned it: read its vector
-        full = store.get_memory(record.id)
+        full = store.get_memory(record.id, agent_wallet=record.agent_wallet)
         embedding = full.embedding if full is not None else None
     if embedding and record.embedding_model:
         hits, _info = store.vector_search(query, embedding, record.embedding_model, wide)
@@ -302,7 +302,7 @@ def _resolve(store: Store, scope: Scope, facts: list[MemoryRecord], now: int,
         plan = _Plan()
         _apply(plan, report, decisions, {r.id: r for r in chunk}, near, now, resolver.name, store)
         if plan.changes:
-            store.update_memories(plan.changes)
+            store.update_memories(plan.changes, agent_wallet=scope.agent_wallet)
         retired |= plan.retired
     rules = apply_updates(store, scope, [r for r in facts if r.id not in retired], now)
     report.superseded += rules.superseded
@@ -329,7 +329,7 @@ def _apply(plan: _Plan, report: UpdateReport, decisions: Sequence[ResolverDecisi
         reason = f"llm: {d.reason}" if d.reason else f"llm: {d.event.lower()}"
         if d.event == "NONE":
             loser, winner = record, target
-            store.bump_access([target.id], now)
+            store.bump_access([target.id], now, agent_wallet=target.agent_wallet)
             report.duplicates[record.id] = target.id
             report.uncertain.append(
                 f"{name} resolver: {truncate(record.content, 60)!r} is already known as {target.id} "

@@ -153,13 +153,19 @@ def _indexed_mongo_databases(mongo_client):
         mongo_client.drop_database(name)
 
 
+_MIGRATIONS = "_manowar_migrations"  # manowar_memory.stores._mql.MIGRATIONS_COLLECTION (needs no pymongo)
+
+
 def _reusable(db) -> bool:
-    """True when ``db`` holds only the store's own collections and indexes (a test added none)."""
+    """True when ``db`` holds exactly the store's own collections and indexes (a test added or
+    dropped none) and its recorded migrations: a store opened on it applies nothing again."""
     from manowar_memory.stores import _mql
 
     for coll in db.list_collection_names():
+        if coll == _mql.MIGRATIONS_COLLECTION:
+            continue
         specs = _mql.INDEXES.get(coll)
-        if specs is None or set(db[coll].index_information()) - {"_id_", *(spec.name for spec in specs)}:
+        if specs is None or set(db[coll].index_information()) != {"_id_", *(spec.name for spec in specs)}:
             return False
     return True
 
@@ -184,7 +190,8 @@ def mongo_store_db(mongo_client, _indexed_mongo_databases):
     yield db
     if _reusable(db):
         for coll in db.list_collection_names():
-            db[coll].delete_many({})
+            if coll != _MIGRATIONS:  # the database keeps its migrations: its indexes are theirs
+                db[coll].delete_many({})
         pool.append(name)
     else:
         mongo_client.drop_database(name)

@@ -49,7 +49,7 @@ def test_bumps_in_one_window_are_written_together_with_their_counts(pool) -> Non
     assert [_access(store, i)[0] for i in (a, b, c)] == [0, 0, 0]  # nothing written inside the window
     calls: list[tuple[list[str], int]] = []
     real = store.bump_access
-    store.bump_access = lambda ids, at: (calls.append((sorted(ids), at)), real(ids, at))[1]  # type: ignore[method-assign]
+    store.bump_access = lambda ids, at, **kw: (calls.append((sorted(ids), at)), real(ids, at, **kw))[1]  # type: ignore[method-assign]
     bumps.flush()
     assert [_access(store, i)[0] for i in (a, b, c)] == [3, 1, 1]
     assert calls == [([a, b, c], 250), ([a], 250), ([a], 250)]  # one write per access count
@@ -82,7 +82,7 @@ def test_engine_flush_writes_pending_bumps_and_reports_a_failed_write(tmp_path) 
         assert engine.flush().failed == 0
         assert engine.get_item(SCOPE, rid).access_count == 2
 
-        def broken(ids: list[str], at: int) -> None:
+        def broken(ids: list[str], at: int, *, agent_wallet: str | None = None) -> None:
             raise RuntimeError("disk full")
 
         engine.pre_turn("oat milk", SCOPE)
@@ -103,3 +103,19 @@ def test_close_writes_bumps_still_in_the_window(tmp_path) -> None:
         engine.pre_turn("walks the dog", SCOPE)
     with MemoryEngine(store=url, embedder="fake") as engine:
         assert engine.get_item(SCOPE, rid).access_count == 1
+
+
+def test_bumps_are_written_per_agent_and_name_it(pool) -> None:
+    """Each write names its rows' agent (a sharded store routes it to that agent's shard), and
+    an id recorded for one agent never bumps another agent's row of the same id."""
+    store = SQLiteStore(":memory:")
+    (a,) = _rows(store, "alpha")
+    bumps = AccessBumps(store, pool, delay=60.0)
+    agents: list[str | None] = []
+    real = store.bump_access
+    store.bump_access = lambda ids, at, **kw: (agents.append(kw.get("agent_wallet")), real(ids, at, **kw))[1]  # type: ignore[method-assign]
+    bumps.record([a], 100, agent_wallet=SCOPE.agent_wallet)
+    bumps.record([a], 120, agent_wallet="someone-else")
+    bumps.flush()
+    assert sorted(agents, key=str) == sorted([SCOPE.agent_wallet, "someone-else"], key=str)
+    assert _access(store, a) == (1, 100)

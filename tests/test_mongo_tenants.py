@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pymongo import monitoring
 
 from manowar_memory import MemoryRecord, Scope
 from manowar_memory.records import Archive, Pattern, Session, Transcript
@@ -150,6 +151,11 @@ def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
         union = _aggregate(store, coll, _mql.union_by_score(coll, pipelines, 12, sort))
         assert union == (sum(k for k, _ in branches), sum(d for _, d in branches))
         out[name] = union
+    scope = _mql.scope_filter(query)
+    out["list"] = _find(store, _mql.MEMORY, scope, [("createdAt", -1), ("_id", -1)], 12,
+                        hint=_mql.scope_list_hint(query))  # as the store's list_memories
+    out["count"] = _counts(store.db.command(
+        "explain", {"count": _mql.MEMORY, "query": scope, "hint": _mql.scope_list_hint(query)}, verbosity="executionStats"))
     flt, _, sort = _mql.local_scan_query(query, MODEL)
     out["vector scan"] = _find(store, _mql.MEMORY, flt, sort, 10_000, hint=_mql.USER_SCAN_INDEX)  # as the store
     out["patterns"] = _find(
@@ -339,3 +345,80 @@ def test_engines_opening_an_old_database_together_end_with_the_new_index(mongo_c
     assert [(i["name"], list(i["key"])[:2]) for i in text] == [("idx_vector_text", ["agentWallet", "userAddress"])]
     for s in stores:
         s.close()
+
+
+class _Commands(monitoring.CommandListener):
+    """The commands a store sends (pymongo command monitoring)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in ("find", "aggregate", "count"):
+            self.sent.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def _winning_stages(explained: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(stage, indexName) of every stage of the winning plan, wherever explain puts it."""
+    out: list[tuple[str, str | None]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "winningPlan" in node:
+                plan = node["winningPlan"]
+                walk_plan(plan.get("queryPlan", plan))  # the SBE engine nests the plan one level down
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    def walk_plan(node: Any) -> None:
+        if isinstance(node, dict):
+            if "stage" in node:
+                out.append((node["stage"], node.get("indexName")))
+            for key in ("inputStage", "inputStages"):
+                if key in node:
+                    walk_plan(node[key])
+        elif isinstance(node, list):
+            for value in node:
+                walk_plan(value)
+
+    walk(explained)
+    return out
+
+
+def test_list_count_and_get_run_on_their_scope_indexes(mongo_uri: str, mongo_db: Any) -> None:
+    """The winning plans of the commands ``list_memories``, ``count_memories`` and
+    ``get_memory`` really send (recorded, then explained): index scans of the (agent, user,
+    createdAt) index for the first two and of the unique (agent, vectorId) index for the
+    third; never a collection scan, with many other users' newer rows in the agent."""
+    commands = _Commands()
+    store = MongoStore(mongo_uri, database=mongo_db.name, vector_search="local", event_listeners=[commands])
+    try:
+        store.add_memories(_rows(ME, ROWS, 0) + _rows(None, ROWS, 1_000))
+        for n in range(10):  # other users' rows, all newer: an agent-wide newest-first scan would read them first
+            store.add_memories(_rows(f"user-{n}", ROWS, 10_000 + 100 * n))
+        query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+        expected = {"list": _mql.SCOPE_LIST_INDEX, "count": _mql.SCOPE_LIST_INDEX,
+                    "get": _mql.VECTOR_AGENT_ID_INDEX, "get by id": _mql.VECTOR_AGENT_ID_INDEX}
+        reads = {"list": lambda: store.list_memories(query, limit=10), "count": lambda: store.count_memories(query),
+                 "get": lambda: store.get_memory("m3", query),
+                 "get by id": lambda: store.get_memory("m3", agent_wallet=AGENT)}
+        for name, read in reads.items():
+            commands.sent.clear()
+            assert read()  # the read finds what it should
+            (sent,) = [c for c in commands.sent if c.get(next(iter(c))) == _mql.MEMORY]
+            command = {k: v for k, v in sent.items() if not k.startswith("$") and k not in ("lsid", "txnNumber")}
+            stages = _winning_stages(store.db.command("explain", command, verbosity="queryPlanner"))
+            assert ("COLLSCAN", None) not in stages, (name, stages)
+            assert {index for stage, index in stages if stage == "IXSCAN"} == {expected[name]}, (name, stages)
+    finally:
+        store.close()

@@ -184,9 +184,10 @@ def test_atlas_pipeline_prefilters_safe_fields_and_post_filters_everything() -> 
     vs = p[0]["$vectorSearch"]
     assert vs["index"] == "vector_index" and vs["path"] == "embedding" and vs["queryVector"] == [0.1, 0.2]
     assert (vs["limit"], vs["numCandidates"]) == _mql.ann_sizes(12)
-    # userAddress ($in with null) and metadata.status ($nin) cannot be pushed into $vectorSearch safely
-    assert vs["filter"] == {"embeddingModel": "voyage-4-large", "agentWallet": A, "mode": "global",
-                            "metadata.app_id": "x", "source": {"$in": ["fact", "knowledge"]}}
+    # the whole scope is prefiltered (the user and the agent's shared rows, stored as null); caller
+    # filters only when safe: metadata.status ($nin would match missing fields) stays after the ANN
+    assert vs["filter"] == {"embeddingModel": "voyage-4-large", "agentWallet": A, "userAddress": {"$in": ["u1", None]},
+                            "mode": "global", "metadata.app_id": "x", "source": {"$in": ["fact", "knowledge"]}}
     assert p[1] == {"$set": {"_score": {"$meta": "vectorSearchScore"}}}
     assert p[2] == {"$match": {**_mql.scope_filter(query), "embeddingModel": "voyage-4-large"}}
     assert p[3] == {"$match": {"_score": {"$gte": 0.55}}}
@@ -195,7 +196,8 @@ def test_atlas_pipeline_prefilters_safe_fields_and_post_filters_everything() -> 
 
 def test_atlas_pipeline_defaults() -> None:
     p = _mql.atlas_vector_pipeline(q(), [1.0], "m", 5)
-    assert p[0]["$vectorSearch"]["filter"] == {"embeddingModel": "m", "agentWallet": A}
+    # no user: only the agent's shared rows, before the ANN limit as after it
+    assert p[0]["$vectorSearch"]["filter"] == {"embeddingModel": "m", "agentWallet": A, "userAddress": None}
     assert [next(iter(stage)) for stage in p] == ["$vectorSearch", "$set", "$match", "$limit", "$project"]
 
 
@@ -229,7 +231,7 @@ def test_reference_collections_and_indexes() -> None:
     assert set(_mql.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
                                  "memory_jobs", "memory_schedules", "session_transcript_chunks", "session_turns"}
     names = {c: {i.name for i in specs} for c, specs in _mql.INDEXES.items()}
-    for name in ("idx_vector_wallet", "idx_vector_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
+    for name in ("idx_vector_wallet", "idx_vector_agent_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
                  "idx_vector_wallet_scope_thread", "idx_vector_user", "idx_vector_source", "idx_vector_app_id",
                  "idx_vector_decay", "idx_vector_last_accessed"):
         assert name in names["memory"]
@@ -239,7 +241,7 @@ def test_reference_collections_and_indexes() -> None:
     ttl = next(i for i in _mql.INDEXES["sessions"] if i.name == "idx_session_ttl")
     assert ttl.keys == [("expiresAt", 1)] and ttl.options == {"expireAfterSeconds": 0}
     unique = {i.name for specs in _mql.INDEXES.values() for i in specs if i.options.get("unique")}
-    assert {"idx_vector_id", "idx_transcript_wallet_session", "idx_session_wallet_id", "idx_pattern_id",
+    assert {"idx_vector_agent_id", "idx_transcript_wallet_session", "idx_session_wallet_id", "idx_pattern_id",
             "idx_archive_id", "idx_skill_id", "idx_memory_job_id"} <= unique
     text = [i for specs in _mql.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
     assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text", "idx_transcript_chunk_text"}
@@ -342,3 +344,76 @@ def test_merging_merged_filters_keeps_every_and_clause() -> None:
     first = _mql.merge([("a", 1), ("a", 2)])
     assert first == {"a": 1, "$and": [{"a": 2}]}
     assert _mql.merge([*first.items(), ("b", 3), ("b", 4)]) == {"a": 1, "b": 3, "$and": [{"a": 2}, {"b": 4}]}
+
+
+# ----------------------------------------------------------------------------- scope all the way down
+
+
+@pytest.mark.parametrize(("scope", "expected"), [
+    ({}, {"agentWallet": A, "userAddress": None}),
+    ({"user_address": "u1"}, {"agentWallet": A, "userAddress": {"$in": ["u1", None]}}),
+    ({"user_address": "u1", "mode": "local", "hai_id": "h1"},
+     {"agentWallet": A, "userAddress": {"$in": ["u1", None]}, "mode": "local", "haiId": "h1"}),
+    ({"hai_id": "h2", "thread_id": "t1"}, {"agentWallet": A, "userAddress": None, "haiId": "h2"}),  # durable: no thread
+])
+def test_vector_search_is_prefiltered_on_the_whole_scope(scope: dict, expected: dict) -> None:
+    query = q(**scope)
+    assert _mql.scope_prefilter(query) == expected
+    stage = _mql.atlas_vector_pipeline(query, [0.1], "m", 3, prefilter_fields=())[0]["$vectorSearch"]
+    assert stage["filter"] == {"embeddingModel": "m", **expected}  # whatever MEMORY_VECTOR_PREFILTER_FIELDS says
+    # every scope clause of the prefilter is one of scope_filter's (the post-ANN $match keeps them all)
+    full = _mql.scope_filter(query)
+    assert all(full[k] == v for k, v in expected.items())
+
+
+def test_a_non_durable_read_prefilters_its_thread_too() -> None:
+    query = q(user_address="u1", thread_id="t1", durable=False)
+    assert _mql.scope_prefilter(query)["threadId"] == "t1"
+    assert _mql.atlas_vector_pipeline(query, [0.1], "m", 3)[0]["$vectorSearch"]["filter"]["threadId"] == "t1"
+
+
+def test_a_caller_filter_never_replaces_a_scope_prefilter() -> None:
+    # a filter on userAddress goes to $and in the post-ANN $match; the prefilter keeps the scope's own clause
+    query = q(user_address="u1", filters={"userAddress": "u2"})
+    p = _mql.atlas_vector_pipeline(query, [0.1], "m", 3, prefilter_fields=("userAddress", "agentWallet"))
+    assert p[0]["$vectorSearch"]["filter"]["userAddress"] == {"$in": ["u1", None]}
+    assert p[0]["$vectorSearch"]["filter"]["agentWallet"] == A
+
+
+def test_vector_index_has_every_scope_prefilter_field() -> None:
+    paths = {f["path"] for f in _mql.vector_index_definition(8)["fields"][1:]}
+    assert set(_mql.SCOPE_PREFILTER_FIELDS) <= paths
+
+
+def test_by_id_filters_name_the_agent() -> None:
+    assert _mql.memory_id_filter("v1", A) == {"agentWallet": A, "vectorId": "v1"}
+    assert _mql.memory_id_filter(["v1", "v2", "v1"], A) == {"agentWallet": A, "vectorId": {"$in": ["v1", "v2"]}}
+    assert _mql.memory_id_filter("v1", None) == {"vectorId": "v1"}  # maintenance across agents
+
+
+def test_row_ids_are_unique_per_agent_and_listing_has_a_scope_index() -> None:
+    memory = {s.name: s for s in _mql.INDEXES["memory"]}
+    assert _mql.LEGACY_VECTOR_ID_INDEX.name not in memory
+    by_id = memory[_mql.VECTOR_AGENT_ID_INDEX]
+    assert by_id.keys == [("agentWallet", 1), ("vectorId", 1)] and by_id.options == {"unique": True}
+    # a unique index of a collection sharded on {agentWallet: 1} must start with the shard key
+    unique_memory = [s for s in memory.values() if s.options.get("unique")]
+    assert all(s.keys[0] == ("agentWallet", 1) for s in unique_memory)
+    listing = memory[_mql.SCOPE_LIST_INDEX]
+    assert listing.keys == [("agentWallet", 1), ("userAddress", 1), ("createdAt", -1), ("_id", -1)]
+
+
+def test_scope_nulls_migration_fills_only_missing_fields() -> None:
+    assert _mql.missing_scope_fields_filter() == {"$or": [{"userAddress": {"$exists": False}},
+                                                          {"mode": {"$exists": False}},
+                                                          {"haiId": {"$exists": False}}]}
+    (stage,) = _mql.scope_nulls_pipeline()
+    assert stage == {"$set": {"userAddress": {"$ifNull": ["$userAddress", None]}, "mode": {"$ifNull": ["$mode", None]},
+                              "haiId": {"$ifNull": ["$haiId", None]}}}
+
+
+def test_list_and_count_name_the_scope_index_unless_a_thread_or_filter_narrows_them() -> None:
+    assert _mql.scope_list_hint(q(user_address="u1")) == _mql.SCOPE_LIST_INDEX
+    assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1")) == _mql.SCOPE_LIST_INDEX  # durable: no thread
+    assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1", durable=False)) is None
+    assert _mql.scope_list_hint(q(filters={"appId": "x"})) is None

@@ -45,7 +45,8 @@ def indexed_mongo_db(mongo_client):
 
 def _empty(db) -> None:
     for coll in db.list_collection_names():
-        db[coll].delete_many({})
+        if coll != "_manowar_migrations":  # what the indexes come from: kept with them
+            db[coll].delete_many({})
 
 
 @pytest.mark.mongo
@@ -213,7 +214,10 @@ def test_mongo_replaces_a_conflicting_reference_index(mongo_db) -> None:
 
     mongo_db["memory"].create_index([("vectorId", 1)], name="idx_vector_id")  # the reference's: not unique
     MongoStore(client=mongo_db.client, database=mongo_db.name).close()
-    assert mongo_db["memory"].index_information()["idx_vector_id"].get("unique") is True
+    info = mongo_db["memory"].index_information()
+    assert "idx_vector_id" not in info  # ids are unique per agent now (m004_vector_id_per_agent)
+    assert info["idx_vector_agent_id"].get("unique") is True
+    assert info["idx_vector_agent_id"]["key"] == [("agentWallet", 1), ("vectorId", 1)]
 
 
 @pytest.mark.mongo

@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from .._util import DAY_MS
 from ..errors import InvalidInputError
 from ..records import MemoryRecord
-from ..stores.base import INACTIVE_STATUSES
+from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore, job_store
 from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, _keep_newest, fingerprint
 from .runner import parse_params
@@ -167,7 +167,7 @@ def _consolidate_batch(s: JobStore, params: ConsolidateParams, cursor: dict[str,
             if changes is not None and not dry_run:
                 changes.add(old)
     if updates and not dry_run:
-        s.update_memories(updates)  # one call: a single transaction on SQLite
+        s.update_memories(updates, agent_wallet=wallet)  # one call: a single transaction on SQLite
     if progress is not None and scanned:
         progress(scanned)
     rep["consolidated"] += len(ids)
@@ -192,7 +192,7 @@ def _decay_batch(s: JobStore, params: DecayUpdateParams, cursor: dict[str, Any],
     if params.owner is not None and params.agent_wallet is None:
         raise InvalidInputError("decay_update of one scope's rows needs its agent_wallet")
     rows, after = s.page_memories(params.agent_wallet, cursor.get("after"), batch_size)
-    updates: list[tuple[str, dict[str, Any]]] = []
+    updates: list[tuple[str, tuple[str, dict[str, Any]]]] = []  # (agent, (id, changes))
     for rec in rows:
         if params.owner is not None and not params.owner.owns(rec):
             continue
@@ -202,11 +202,12 @@ def _decay_batch(s: JobStore, params: DecayUpdateParams, cursor: dict[str, Any],
         score = 0.5 ** ((max(0, now - rec.created_at) / DAY_MS) / half_life)
         rep["_scoreSum"] += score
         rep["updated"] += 1
-        updates.append((rec.id, {"decay_score": score, "updated_at": now}))
+        updates.append((rec.agent_wallet, (rec.id, {"decay_score": score, "updated_at": now})))
         if changes is not None and not dry_run:
             changes.add(rec)
     if updates and not dry_run:
-        s.update_memories(updates)
+        for agent, mine in by_agent(updates).items():
+            s.update_memories(mine, agent_wallet=agent)
     if progress is not None and rows:
         progress(len(rows))
     done = len(rows) < batch_size

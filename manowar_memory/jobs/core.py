@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._util import DAY_MS, content_hash, now_ms
 from ..errors import InvalidInputError, NotFoundError
 from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigger, Skill
-from ..stores.base import INACTIVE_STATUSES
+from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore
 
 __all__ = [
@@ -217,6 +217,7 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
             _keep_newest(best, dupes, key, row)
     per_agent: dict[str, int] = dict.fromkeys(wanted, 0)
     updates: list[tuple[str, dict[str, Any]]] = []
+    owners: list[str] = []  # the agent of each update
     for (wallet, fp), olds in dupes.items():
         keeper = best[(wallet, fp)]
         per_agent[wallet] += len(olds)
@@ -225,11 +226,13 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
                     "duplicateFingerprint": fp, "supersededBy": keeper.id}
             updates.append((old.id, {"decay_score": min(old.decay_score, SUPERSEDED_DECAY_CAP),
                                      "updated_at": now, "metadata": meta}))
+            owners.append(wallet)
             if changes is not None and not dry_run:
                 changes.add_key(old.scope)
     if updates and not dry_run:
-        for i in range(0, len(updates), 1000):
-            store.update_memories(updates[i:i + 1000])
+        for agent, mine in by_agent(zip(owners, updates)).items():
+            for i in range(0, len(mine), 1000):
+                store.update_memories(mine[i:i + 1000], agent_wallet=agent)
     return {"consolidated": len(updates), "duplicateGroups": len(dupes), "scanned": scanned, "byAgent": per_agent,
             "supersededIds": [u[0] for u in updates[:200]]}
 
@@ -428,7 +431,7 @@ def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: b
         if rec.agent_wallet != archive.agent_wallet or not _owned_by(params.owner, rec):
             continue  # another scope's row: neither restored nor counted
         entries += 1
-        if store.get_memory(rec.id) is not None:
+        if store.get_memory(rec.id, agent_wallet=rec.agent_wallet) is not None:
             existing += 1
             continue
         if not params.restore_deleted:
@@ -551,7 +554,12 @@ def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = 
     updated = 0
     skipped_inactive = 0
     total = 0.0
-    batch: list[tuple[str, dict[str, Any]]] = []
+    batch: list[tuple[str, tuple[str, dict[str, Any]]]] = []  # (agent, (id, changes))
+
+    def write(rows: list[tuple[str, tuple[str, dict[str, Any]]]]) -> None:
+        for agent, mine in by_agent(rows).items():
+            store.update_memories(mine, agent_wallet=agent)
+
     if params.owner is not None and params.agent_wallet is None:
         raise InvalidInputError("decay_update of one scope's rows needs its agent_wallet")
     for rec in _tick(store.iter_memories(params.agent_wallet, batch_size=5000), progress):
@@ -565,14 +573,14 @@ def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = 
         total += score
         updated += 1
         if not dry_run:
-            batch.append((rec.id, {"decay_score": score, "updated_at": now}))
+            batch.append((rec.agent_wallet, (rec.id, {"decay_score": score, "updated_at": now})))
             if changes is not None:
                 changes.add(rec)
             if len(batch) >= 5000:
-                store.update_memories(batch)
+                write(batch)
                 batch = []
     if batch:
-        store.update_memories(batch)
+        write(batch)
     return {"updated": updated, "avgDecayScore": (total / updated) if updated else 0.0,
             "skippedInactive": skipped_inactive, "halfLifeDays": half_life}
 
@@ -642,16 +650,16 @@ def expire(store: JobStore, params: ExpireParams, *, dry_run: bool = False, prog
     decay_action = params.decay_action or params.action
     examined = expired = decayed = protected = already = 0
     by_type: dict[str, dict[str, int]] = {}
-    archive: list[tuple[str, dict[str, Any]]] = []
-    delete: list[str] = []
+    archive: list[tuple[str, tuple[str, dict[str, Any]]]] = []  # (agent, (id, changes))
+    delete: list[tuple[str, str]] = []  # (agent, id)
 
     def flush() -> None:
         if dry_run:
             return
-        if archive:
-            store.update_memories(archive)
-        if delete:
-            store.delete_memories(delete)
+        for agent, mine in by_agent(archive).items():
+            store.update_memories(mine, agent_wallet=agent)
+        for agent, ids in by_agent(delete).items():
+            store.delete_memories(ids, agent_wallet=agent)
 
     archived = deleted = 0
     cursor: Any = None
@@ -682,11 +690,11 @@ def expire(store: JobStore, params: ExpireParams, *, dry_run: bool = False, prog
             else:
                 continue
             if how == "delete":
-                delete.append(rec.id)
+                delete.append((rec.agent_wallet, rec.id))
                 deleted += 1
             else:
-                archive.append((rec.id, {"updated_at": now, "metadata": {
-                    **rec.metadata, "status": status, "forgottenAt": now, "forgottenReason": reason}}))
+                archive.append((rec.agent_wallet, (rec.id, {"updated_at": now, "metadata": {
+                    **rec.metadata, "status": status, "forgottenAt": now, "forgottenReason": reason}})))
                 archived += 1
             if changes is not None and not dry_run:
                 changes.add(rec)
@@ -716,11 +724,11 @@ def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
             f"cleanup needs older_than_days > 0 (got {days!r}); 0 or a negative value would delete everything")
     now = now if now is not None else now_ms()
     cutoff = now - int(days * DAY_MS)
-    victims: list[str] = []
+    victims: list[tuple[str, str]] = []  # (agent, id)
     freed = 0
     for rec in _tick(store.iter_memories(None, created_to=cutoff - 1), progress):
         if rec.created_at < cutoff and rec.decay_score < STALE_DECAY_THRESHOLD and rec.metadata.get("retention") != "pinned":
-            victims.append(rec.id)
+            victims.append((rec.agent_wallet, rec.id))
             freed += len(rec.content.encode("utf-8"))
             if changes is not None and not dry_run:
                 changes.add(rec)
@@ -730,7 +738,8 @@ def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
     if dry_run:
         vectors, sessions, transcripts = len(victims), store.count_stale_sessions(now, cutoff), store.count_transcripts_older_than(cutoff)
     else:
-        vectors = sum(store.delete_memories(victims[i:i + 1000]) for i in range(0, len(victims), 1000))
+        vectors = sum(store.delete_memories(ids[i:i + 1000], agent_wallet=agent)
+                      for agent, ids in by_agent(victims).items() for i in range(0, len(ids), 1000))
         sessions = store.purge_expired_sessions(now) + store.delete_sessions_older_than(cutoff)
         transcripts = store.delete_transcripts_older_than(cutoff)
     deleted = vectors + sessions + transcripts

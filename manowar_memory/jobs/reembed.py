@@ -23,7 +23,7 @@ from pydantic import Field
 
 from ..errors import ConfigurationError, EmbeddingError, InvalidInputError
 from ..records import MemoryRecord
-from ..stores.base import INACTIVE_STATUSES
+from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore
 from .core import _OWNER, Owner, Progress, _owned_by, _Params
 
@@ -97,7 +97,10 @@ def reembed(store: JobStore, params: ReembedParams, *, embedder: Any = None, dry
             raise EmbeddingError(
                 f"reembed stopped after {embedded} row(s) were embedded with {model_id}: {failure}; run it again "
                 "to continue (rows already embedded are skipped)")
-        store.update_memories([(r.id, {"embedding": v, "embedding_model": model_id}) for r, v in zip(pending, vectors)])
+        rows = by_agent((r.agent_wallet, (r.id, {"embedding": v, "embedding_model": model_id}))
+                        for r, v in zip(pending, vectors))
+        for agent, mine in rows.items():
+            store.update_memories(mine, agent_wallet=agent)
         if changes is not None:
             for r in pending:
                 changes.add(r)

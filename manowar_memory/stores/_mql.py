@@ -14,6 +14,9 @@ Scope rules (the same as the embedded store, :mod:`manowar_memory.stores.sqlite`
 * ``active_only``: ``metadata.status`` not inactive (deleted, superseded, expired, forgotten); rows
   without a status match; memory rows also not expired (:func:`not_expired`, at ``query.now`` or now);
 * ``sources`` / ``exclude_sources`` on memory rows;
+* by-id reads and writes name the row's agent too (:func:`memory_id_filter`): row ids are
+  unique per agent (``idx_vector_agent_id``), and a collection sharded on ``agentWallet`` routes
+  such a call to the one shard owning the agent;
 * caller filters (:mod:`manowar_memory.filters`): a primitive is an equality (``None`` matches
   null or missing), a list is ``$in``, operators are MongoDB's own, ``$and``/``$or`` groups nest. A filter on a key the scope already constrains is ANDed with it (through
   ``$and``), never allowed to replace it.
@@ -41,10 +44,14 @@ __all__ = [
     "INACTIVE_STATUSES",
     "INDEXES",
     "JOBS",
+    "LEGACY_VECTOR_ID_INDEX",
     "MEMORY",
+    "MIGRATIONS_COLLECTION",
     "PATTERNS",
     "REFERENCE_FILTER_FIELDS",
     "SCHEDULES",
+    "SCOPE_LIST_INDEX",
+    "SCOPE_PREFILTER_FIELDS",
     "SESSIONS",
     "SKILLS",
     "SYNC_FIELD",
@@ -52,6 +59,7 @@ __all__ = [
     "TRANSCRIPT_CHUNKS",
     "TURNS",
     "USER_SCAN_INDEX",
+    "VECTOR_AGENT_ID_INDEX",
     "VECTOR_INDEX_NAME",
     "IndexSpec",
     "active_fact_expr",
@@ -63,16 +71,21 @@ __all__ = [
     "keyword_pipelines",
     "live_session_filter",
     "local_scan_query",
+    "memory_id_filter",
     "memory_page_query",
     "memory_rows_of_users_filter",
     "memory_update_pipeline",
     "memory_user_counts_pipeline",
     "merge",
+    "missing_scope_fields_filter",
     "ms_to_date",
     "not_expired",
     "other_model_filter",
     "parse_prefilter_fields",
     "scope_filter",
+    "scope_list_hint",
+    "scope_nulls_pipeline",
+    "scope_prefilter",
     "scopes_pipeline",
     "stale_session_filter",
     "stats_pipeline",
@@ -94,12 +107,20 @@ SKILLS = "skills"
 JOBS = "memory_jobs"
 SCHEDULES = "memory_schedules"  # inline maintenance schedules (jobs/schedules.py)
 CACHE_FENCE = "memory_cache_fence"  # cache fences (cache/namespace.py), one document per key
+#: the recorded schema migrations (one document per applied migration, plus a lease while one runs)
+MIGRATIONS_COLLECTION = "_manowar_migrations"
 
 VECTOR_INDEX_NAME = "vector_index"
 #: The index the self-hosted vector scan is hinted to: one (agent, user) range per user of the
 #: scope, so other users' rows are never read (the planner may prefer the agent's model index
 #: while a scope is small, and that one grows with every user of the agent).
 USER_SCAN_INDEX = "idx_vector_wallet_user_model"
+#: Row ids are unique per agent: a unique index of a collection sharded on ``agentWallet`` must
+#: start with the shard key, and every by-id call names the agent, so it is one index lookup.
+VECTOR_AGENT_ID_INDEX = "idx_vector_agent_id"
+#: ``list_memories`` and ``count_memories``: one (agent, user) range per user of the scope,
+#: newest first, so listing one user's rows never reads another user's.
+SCOPE_LIST_INDEX = "idx_vector_wallet_user_created"
 
 # Store-maintained fields of memory rows (never part of a record):
 # * ACTIVE_FACT_FIELD: the row's metadata.factHash while it is an active fact (source "fact",
@@ -118,10 +139,14 @@ REFERENCE_FILTER_FIELDS: tuple[str, ...] = (
     "agentWallet", "userAddress", "threadId", "mode", "haiId", "scopeKind", "scopeId", "source",
     "metadata.app_id", "metadata.status", "metadata.retention", "metadata.type",
 )
-# Prefiltered when MEMORY_VECTOR_PREFILTER_FIELDS is unset. The reference sent no prefilter
-# by default, so a small agent in a large shared collection could get nothing back from the
-# ANN limit (§13.1 item 5); the agent and the model are always plain equalities, safe to push
-# into $vectorSearch.
+# Always pushed into $vectorSearch (whatever MEMORY_VECTOR_PREFILTER_FIELDS says): the scope.
+# The reference sent no prefilter by default, so a small agent (or one user of a large agent) in
+# a large shared collection could get nothing back from the ANN limit (§13.1 item 5). The agent,
+# mode and HAI are plain equalities; the user is "this user or null" (the agent's shared rows),
+# which Atlas matches only on a stored null, not on a missing field, so the migration
+# ``m003_memory_scope_nulls`` stores the null on rows written without the field.
+SCOPE_PREFILTER_FIELDS: tuple[str, ...] = ("agentWallet", "userAddress", "threadId", "mode", "haiId")
+# Prefiltered when MEMORY_VECTOR_PREFILTER_FIELDS is unset: the scope only.
 DEFAULT_PREFILTER_FIELDS: tuple[str, ...] = ("agentWallet",)
 
 _INACTIVE = list(INACTIVE_STATUSES)
@@ -147,8 +172,10 @@ class IndexSpec:
 _TEXT_OPTS = {"default_language": "english", "language_override": "_textLanguage"}
 
 # The reference's indexes (§2.1–§2.7) with deliberate changes:
-# * ``idx_vector_id``, ``patternId``, ``archiveId``, ``skillId`` are unique (the reference's were not,
-#   §13.1 item 27), so concurrent writers can never create duplicates of one id;
+# * ``(agentWallet, vectorId)``, ``patternId``, ``archiveId``, ``skillId`` are unique (the reference's
+#   were not, §13.1 item 27), so concurrent writers can never create duplicates of one id; row ids
+#   are unique per agent (earlier versions had a unique ``vectorId`` alone, which a collection
+#   sharded on ``agentWallet`` cannot have; migration ``m004_vector_id_per_agent`` replaces it);
 # * sessions and transcripts are keyed by (agentWallet, sessionId), unique: session ids are unique
 #   per agent (the reference made transcript session ids globally unique, so two agents with the
 #   same session id overwrote each other's transcript);
@@ -161,10 +188,13 @@ _TEXT_OPTS = {"default_language": "english", "language_override": "_textLanguage
 # * (agentWallet, userAddress, ...) indexes for the other reads of one user's turn (the vector
 #   lane's scan, patterns, archives, sessions, transcripts), for the same reason;
 # * a few compound indexes for the store's own queries (fact dedupe, model-restricted scans).
+#
+# INDEXES is the state the recorded migrations (:mod:`manowar_memory.stores.mongo`, ``MIGRATIONS``)
+# leave a database in; each migration creates its own part of it.
 INDEXES: dict[str, list[IndexSpec]] = {
     MEMORY: [
         IndexSpec("idx_vector_wallet", [("agentWallet", 1)]),
-        IndexSpec("idx_vector_id", [("vectorId", 1)], unique=True),
+        IndexSpec(VECTOR_AGENT_ID_INDEX, [("agentWallet", 1), ("vectorId", 1)], unique=True),
         IndexSpec("idx_vector_wallet_created", [("agentWallet", 1), ("createdAt", -1)]),
         IndexSpec("idx_vector_wallet_thread", [("agentWallet", 1), ("threadId", 1)]),
         IndexSpec("idx_vector_wallet_scope_thread", [("agentWallet", 1), ("mode", 1), ("haiId", 1), ("threadId", 1)]),
@@ -186,6 +216,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
         ),
         IndexSpec("idx_vector_wallet_sync", [("agentWallet", 1), (SYNC_FIELD, 1)]),
         IndexSpec("idx_vector_wallet_user_sync", [("agentWallet", 1), ("userAddress", 1), (SYNC_FIELD, 1)]),
+        IndexSpec(SCOPE_LIST_INDEX, [("agentWallet", 1), ("userAddress", 1), ("createdAt", -1), ("_id", -1)]),
     ],
     TRANSCRIPTS: [
         IndexSpec("idx_transcript_session_id", [("sessionId", 1)]),
@@ -263,6 +294,8 @@ INDEXES: dict[str, list[IndexSpec]] = {
     ],
     SCHEDULES: [IndexSpec("idx_memory_schedule_id", [("scheduleId", 1)], unique=True)],
 }
+#: the unique index on ``vectorId`` alone of earlier versions (dropped by ``m004_vector_id_per_agent``)
+LEGACY_VECTOR_ID_INDEX = IndexSpec("idx_vector_id", [("vectorId", 1)], unique=True)
 
 
 # ----------------------------------------------------------------------------- time
@@ -352,6 +385,36 @@ def scope_filter(query: MemoryQuery, *, collection: str = MEMORY) -> dict[str, A
             clauses.append(("source", {"$nin": list(query.exclude_sources)}))
     clauses.extend(filter_clauses(query.filters))
     return merge(clauses)
+
+
+def memory_id_filter(memory_ids: str | Sequence[str], agent_wallet: str | None) -> dict[str, Any]:
+    """The filter of memory rows by id (one id, or a list as ``$in``), of ``agent_wallet`` when
+    given: that agent's rows only, one ``(agentWallet, vectorId)`` index lookup, routed to one
+    shard. Without an agent (maintenance across agents) the call reads every agent's rows."""
+    ids: Any = memory_ids if isinstance(memory_ids, str) else {"$in": list(dict.fromkeys(memory_ids))}
+    return {"agentWallet": agent_wallet, "vectorId": ids} if agent_wallet is not None else {"vectorId": ids}
+
+
+def scope_list_hint(query: MemoryQuery) -> str | None:
+    """The index ``list_memories`` and ``count_memories`` name for ``query``:
+    :data:`SCOPE_LIST_INDEX` (one (agent, user) range per user of the scope, newest first) when
+    the scope alone narrows the read; None when a thread or caller filters do, and the planner
+    picks (the thread indexes serve a thread's rows better)."""
+    if query.filters or (not query.durable and query.scope.thread_id is not None):
+        return None
+    return SCOPE_LIST_INDEX
+
+
+def missing_scope_fields_filter() -> dict[str, Any]:
+    """Memory rows missing ``userAddress``, ``mode`` or ``haiId`` (written by the reference or by
+    hand): a ``$vectorSearch`` prefilter matches null only where null is stored."""
+    return {"$or": [{name: {"$exists": False}} for name in ("userAddress", "mode", "haiId")]}
+
+
+def scope_nulls_pipeline() -> list[dict[str, Any]]:
+    """An update pipeline storing null in a missing ``userAddress``, ``mode`` or ``haiId`` (a
+    present value is kept), so the scope prefilter sees the row as MongoDB's filters do."""
+    return [{"$set": {name: {"$ifNull": [f"${name}", None]} for name in ("userAddress", "mode", "haiId")}}]
 
 
 def not_expired(now_ms: int) -> dict[str, Any]:
@@ -520,14 +583,36 @@ def _atlas_safe(cond: Any) -> bool:
     return False
 
 
-def atlas_prefilter(filter_doc: Mapping[str, Any], fields: Sequence[str], model_id: str) -> dict[str, Any]:
-    """The ``$vectorSearch`` prefilter: the embedding model, plus each of ``fields`` that the
-    scope filter constrains with a plain equality (or a null-free ``$in``). Everything else
-    stays in the post-ANN ``$match``, which always re-applies the whole filter."""
+def scope_prefilter(query: MemoryQuery) -> dict[str, Any]:
+    """The scope part of the ``$vectorSearch`` prefilter (:data:`SCOPE_PREFILTER_FIELDS`): the
+    agent; the user and the agent's shared rows (``{"$in": [user, null]}``), or only the shared
+    rows (``null``); the thread of a non-durable read; mode and HAI when the scope sets them.
+    The same rows as :func:`scope_filter`'s scope clauses, on rows that store null rather than
+    omit a scope field (the store always writes them; ``m003_memory_scope_nulls`` fills older rows)."""
+    s = query.scope
+    out: dict[str, Any] = {"agentWallet": s.agent_wallet,
+                           "userAddress": {"$in": [s.user_address, None]} if s.user_address is not None else None}
+    if not query.durable and s.thread_id is not None:
+        out["threadId"] = s.thread_id
+    if s.mode is not None:
+        out["mode"] = s.mode
+    if s.hai_id is not None:
+        out["haiId"] = s.hai_id
+    return out
+
+
+def atlas_prefilter(filter_doc: Mapping[str, Any], fields: Sequence[str], model_id: str,
+                    query: MemoryQuery | None = None) -> dict[str, Any]:
+    """The ``$vectorSearch`` prefilter: the embedding model, the query's scope
+    (:func:`scope_prefilter`, when ``query`` is given), plus each other of ``fields`` that the
+    filter constrains with a plain equality (or a null-free ``$in``). Everything else stays in
+    the post-ANN ``$match``, which always re-applies the whole filter."""
     out: dict[str, Any] = {"embeddingModel": model_id}
+    scoped = scope_prefilter(query) if query is not None else {}
+    out.update(scoped)
     for name in fields:
         cond = filter_doc.get(name)
-        if name in filter_doc and _atlas_safe(cond):
+        if name not in scoped and name in filter_doc and _atlas_safe(cond):
             out[name] = cond
     return out
 
@@ -552,7 +637,8 @@ def atlas_vector_pipeline(
     prefilter_fields: Sequence[str] = DEFAULT_PREFILTER_FIELDS,
     min_score: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Atlas Vector Search: ANN with a prefilter, then the full scope filter, an optional
+    """Atlas Vector Search: ANN prefiltered on the scope (agent, user or the shared rows, mode,
+    HAI; the thread of a non-durable read) and the model, then the full scope filter, an optional
     score threshold on Atlas's scale (``(1 + cos) / 2`` for cosine, which the embedded store
     reports too), and ``limit`` rows. The score comes back as ``_score``."""
     full = scope_filter(query, collection=MEMORY)
@@ -563,7 +649,7 @@ def atlas_vector_pipeline(
         "queryVector": [float(x) for x in vector],
         "numCandidates": num_candidates,
         "limit": ann_limit,
-        "filter": atlas_prefilter(full, prefilter_fields, model_id),
+        "filter": atlas_prefilter(full, prefilter_fields, model_id, query),
     }
     pipeline: list[dict[str, Any]] = [
         {"$vectorSearch": stage},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from ..errors import StoreError
 from ..filters import FilterValue
@@ -36,6 +36,7 @@ __all__ = [
     "TurnRows",
     "TurnWrite",
     "VectorSearchInfo",
+    "by_agent",
     "check_memory_changes",
     "insert_gave_up",
     "is_unique_fact",
@@ -62,6 +63,19 @@ UPDATABLE_MEMORY_FIELDS = frozenset({
 #: how often an insert tries before it gives up: a colliding id takes the next suffix
 #: (``id_1``, ``id_2``, ...), a fact hash freed by a writer that bypassed the store is retried
 MAX_INSERT_ATTEMPTS = 1000
+
+
+_T = TypeVar("_T")
+
+
+def by_agent(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
+    """``(agent_wallet, item)`` pairs grouped by agent, agents and items in first-seen order:
+    a by-id write names one agent per call (one shard of a sharded MongoDB), so a job whose
+    rows span agents writes each agent's rows in its own call."""
+    out: dict[str, list[_T]] = {}
+    for agent, item in items:
+        out.setdefault(agent, []).append(item)
+    return out
 
 
 def check_memory_changes(changes: Mapping[str, Any]) -> None:
@@ -171,7 +185,14 @@ class VectorSearchInfo:
 
 @runtime_checkable
 class MemoryRowStore(Protocol):
-    """Memory rows: the vectors layer and graph facts, with the keyword and vector lanes."""
+    """Memory rows: the vectors layer and graph facts, with the keyword and vector lanes.
+
+    By-id methods take the row's agent (``agent_wallet``, keyword): the store then matches
+    only that agent's rows, so an id of another agent is "not found" and never touched, and a
+    sharded MongoDB (shard key ``agentWallet``) routes the call to the one shard owning the
+    agent. The engine always passes it; ``None`` (any agent) is for maintenance across agents
+    and is broadcast to every shard. Row ids are unique per agent (MongoDB's unique index is
+    ``(agentWallet, vectorId)``; SQLite's ids are unique outright)."""
 
     def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
         """Insert rows; returns their ids (a colliding id gets a suffix). An active fact whose
@@ -188,21 +209,25 @@ class MemoryRowStore(Protocol):
         whether this call inserted it."""
         ...
 
-    def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
-        """The ids among ``memory_ids`` that have a row (any status), so a retried ingest
-        skips (and does not re-embed) what an earlier run stored."""
+    def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
+        """The ids among ``memory_ids`` that have a row (any status) of ``agent_wallet``, so a
+        retried ingest skips (and does not re-embed) what an earlier run stored."""
         ...
 
-    def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
-        """One row by id, optionally constrained by a query's scope, filters and status."""
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None, *,
+                   agent_wallet: str | None = None) -> MemoryRecord | None:
+        """One row by id of ``agent_wallet`` (else of the query's agent), optionally constrained
+        by a query's scope, filters and status."""
         ...
 
-    def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
-        """Set fields (snake_case record attributes) on a row; returns the row after the update."""
+    def update_memory(self, memory_id: str, changes: dict[str, Any], *,
+                      agent_wallet: str | None = None) -> MemoryRecord | None:
+        """Set fields (snake_case record attributes) on a row of ``agent_wallet``; returns the
+        row after the update (None: the agent has no such row)."""
         ...
 
-    def delete_memory(self, memory_id: str) -> bool:
-        """Hard delete; True when a row was removed."""
+    def delete_memory(self, memory_id: str, *, agent_wallet: str | None = None) -> bool:
+        """Hard delete a row of ``agent_wallet``; True when a row was removed."""
         ...
 
     def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
@@ -216,8 +241,8 @@ class MemoryRowStore(Protocol):
         processes. Returns the stored row (without its embedding) and whether it was inserted."""
         ...
 
-    def bump_access(self, memory_ids: Sequence[str], at: int) -> None:
-        """accessCount += 1 and lastAccessedAt = at for each id."""
+    def bump_access(self, memory_ids: Sequence[str], at: int, *, agent_wallet: str | None = None) -> None:
+        """accessCount += 1 and lastAccessedAt = at for each id of ``agent_wallet``'s rows."""
         ...
 
     def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
@@ -410,13 +435,14 @@ class MaintenanceStore(Protocol):
         embeddings, in insertion order."""
         ...
 
-    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
-        """Apply ``(id, changes)`` pairs (as :meth:`MemoryRowStore.update_memory`) in one bulk
-        write; returns how many rows matched."""
+    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]], *,
+                        agent_wallet: str | None = None) -> int:
+        """Apply ``(id, changes)`` pairs (as :meth:`MemoryRowStore.update_memory`) to rows of
+        ``agent_wallet`` in one bulk write; returns how many rows matched."""
         ...
 
-    def delete_memories(self, memory_ids: Sequence[str]) -> int:
-        """Hard delete many rows; returns how many were removed."""
+    def delete_memories(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> int:
+        """Hard delete many rows of ``agent_wallet``; returns how many were removed."""
         ...
 
     def delete_transcripts_older_than(self, cutoff: int) -> int:

@@ -54,11 +54,22 @@ transcripts; transcript chunks) have ``(agentWallet, userAddress)`` as equality 
 scope with a user runs one ``$text`` query for the user and one for the agent's user-less rows
 and merges them by score (MongoDB's textScore depends on the document alone, so the merged list
 is the one a single query over both would give); the vector cache, the vector scan, patterns,
-archives and sessions read (agent, user) index ranges too. Databases made by earlier versions
-get the new text indexes when a store opens them (:meth:`MongoStore.ensure_indexes` drops the
-old text index and builds the new one: while it builds, text queries fail with a
-:class:`~manowar_memory.errors.StoreError`; an engine of an earlier version opening the same
-database would put the old index back, so upgrade every engine of a database together).
+archives and sessions read (agent, user) index ranges too, and so do ``list_memories`` and
+``count_memories`` (``idx_vector_wallet_user_created``). Atlas's ``$vectorSearch`` is
+prefiltered on the whole scope (agent, user or the agent's shared rows, mode, HAI).
+
+Shard-ready: every by-id call names the row's agent (``agentWallet``, the shard key the docs
+recommend) besides its id, and row ids are unique per agent (the unique index is
+``(agentWallet, vectorId)``), so ``mongos`` routes each call of one scope to one shard.
+
+Schema changes are named, ordered migrations (:data:`MIGRATIONS`), recorded in the
+``_manowar_migrations`` collection as SQLite records its own; a store applies the pending ones
+when it opens (:meth:`MongoStore.migrate`; two engines starting together take turns through a
+lease). They create every index; on a database made by an earlier version they replace its
+old text indexes (while one builds, text queries fail with a
+:class:`~manowar_memory.errors.StoreError`) and its unique ``vectorId`` index. An engine of an
+earlier version opening the same database would put old indexes back, so upgrade every engine
+of a database together.
 
 One active fact per (agent, factHash): the store derives ``activeFactHash`` on every write
 (the hash while the row is an active fact, absent once it is superseded or deleted, so the
@@ -134,7 +145,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("pymongo", "mongo", "The MongoDB store") from exc
 
-__all__ = ["VECTOR_SEARCH_MODES", "MongoStore"]
+__all__ = ["MIGRATIONS", "MIGRATION_LEASE_MS", "VECTOR_SEARCH_MODES", "MongoStore"]
 
 log = logging.getLogger("manowar_memory.mongo")
 install_log_redaction(log)  # no credential reaches a log line
@@ -368,7 +379,8 @@ class MongoStore:
       of messages (default 4 MiB): its newest chunk in the ``session_transcripts`` document,
       the older, sealed ones in ``session_transcript_chunks``, so a transcript of any length
       stays under MongoDB's 16 MB document limit. Reads put the messages back together.
-    * ``create_indexes``: ensure the collections' indexes on open (default True).
+    * ``create_indexes``: apply the pending schema migrations (:meth:`migrate`, which create
+      the indexes) on open (default True).
     * ``client_options``: passed to :class:`pymongo.MongoClient` when the store creates it.
     """
 
@@ -463,6 +475,7 @@ class MongoStore:
         self._closed = False
         self._transactions: bool | None = None  # whether the server runs transactions; None: not yet known
         self._user_scan_index: bool | None = None
+        self._scope_list_index: bool | None = None
         self.memory = self.db[MEMORY]
         self.transcripts = self.db[TRANSCRIPTS]
         self.transcript_chunks = self.db[TRANSCRIPT_CHUNKS]
@@ -474,7 +487,7 @@ class MongoStore:
         self.jobs = self.db[JOBS]
         self.schedules = self.db[_mql.SCHEDULES]
         if create_indexes:
-            self.ensure_indexes()
+            self.migrate()
 
     # -- plumbing --
     @contextmanager
@@ -500,23 +513,102 @@ class MongoStore:
             raise StoreError(f"MongoDB {what} failed: {type(exc).__name__}: {exc}") from exc
 
     def ensure_indexes(self) -> None:
-        """Create every collection's indexes (idempotent). An index whose options changed is
-        dropped and created again, as the reference does for sessions."""
+        """Apply the pending schema migrations (:meth:`migrate`): the indexes are created by them."""
+        self.migrate()
+
+    def migrations(self) -> list[str]:
+        """Names of the migrations applied to this database, in order."""
+        with self._errors("migration listing"):
+            docs = self.db[_mql.MIGRATIONS_COLLECTION].find({"order": {"$exists": True}}, {"order": 1})
+            return [str(d["_id"]) for d in sorted(docs, key=lambda d: (d["order"], d["_id"]))]
+
+    def _pending_migrations(self) -> list[tuple[int, str, Callable[[MongoStore], None]]]:
+        done = set(self.migrations())
+        known = {name for name, _ in MIGRATIONS}
+        if done - known:
+            raise StoreError(
+                f"the MongoDB database {self.database_name!r} was migrated by a newer manowar-memory "
+                f"(migrations {sorted(done - known)}); upgrade manowar-memory to open it")
+        return [(i, name, step) for i, (name, step) in enumerate(MIGRATIONS, 1) if name not in done]
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations (:data:`MIGRATIONS`) this database has not recorded, in order,
+        each recorded in ``_manowar_migrations`` once done; returns the names applied now.
+
+        Engines starting together do not run them twice at once: the one that takes the
+        migration lease (a document in the same collection, renewed every few seconds while it
+        works) applies them, the others wait until they are recorded. A lease left by an engine
+        that died expires after :data:`MIGRATION_LEASE_MS` and the next engine takes over; the
+        steps are idempotent, so a migration cut half-way is simply run again. A database
+        migrated by a newer version (a migration this one does not know) is refused."""
+        pending = self._pending_migrations()
+        if not pending:
+            return []
+        coll = self.db[_mql.MIGRATIONS_COLLECTION]
+        token = os.urandom(8).hex()
+        waited = False
+        with self._errors("migration"):
+            while not self._take_migration_lease(coll, token):
+                if not waited:
+                    log.info("MongoStore: another engine is migrating %s; waiting for it", self.database_name)
+                    waited = True
+                time.sleep(0.2)
+                pending = self._pending_migrations()
+                if not pending:
+                    return []
+            stop = threading.Event()
+            heartbeat = threading.Thread(target=self._renew_migration_lease, args=(coll, token, stop),
+                                         name="manowar-migration-lease", daemon=True)
+            heartbeat.start()
+            applied: list[str] = []
+            try:
+                for order, name, step in self._pending_migrations():  # again, now that the lease is ours
+                    step(self)
+                    coll.update_one({"_id": name}, {"$setOnInsert": {"order": order, "appliedAt": now_ms()}},
+                                    upsert=True)
+                    applied.append(name)
+                    log.info("MongoStore: applied migration %s to %s", name, self.database_name)
+            finally:
+                stop.set()
+                heartbeat.join()
+                coll.delete_one({"_id": _MIGRATION_LEASE, "owner": token})
+        return applied
+
+    @staticmethod
+    def _take_migration_lease(coll: Any, token: str) -> bool:
+        now = now_ms()
+        try:
+            doc = coll.find_one_and_update(
+                {"_id": _MIGRATION_LEASE, "$or": [{"until": {"$lt": now}}, {"owner": token}]},
+                {"$set": {"owner": token, "until": now + MIGRATION_LEASE_MS}},
+                upsert=True, return_document=pymongo.ReturnDocument.AFTER)
+        except DuplicateKeyError:  # another engine holds an unexpired lease
+            return False
+        return bool(doc and doc.get("owner") == token)
+
+    @staticmethod
+    def _renew_migration_lease(coll: Any, token: str, stop: threading.Event) -> None:
+        while not stop.wait(MIGRATION_LEASE_MS / 4000):
+            try:
+                coll.update_one({"_id": _MIGRATION_LEASE, "owner": token},
+                                {"$set": {"until": now_ms() + MIGRATION_LEASE_MS}})
+            except PyMongoError as exc:  # the next renewal tries again; the lease outlives a few misses
+                log.warning("MongoStore: could not renew the migration lease: %s", exc)
+
+    def _create_indexes(self, coll_name: str, specs: Sequence[_mql.IndexSpec]) -> None:
+        """Create indexes (idempotent). An index whose options changed is dropped and created
+        again, as the reference does for sessions."""
         from pymongo import IndexModel
 
-        with self._errors("index creation"):
-            if "idx_vector_active_fact" not in self.memory.index_information():
-                self.migrate_active_facts()
-            for coll_name, specs in _mql.INDEXES.items():
-                coll = self.db[coll_name]
-                models = [IndexModel(spec.keys, name=spec.name, **spec.options) for spec in specs]
-                try:
-                    coll.create_indexes(models)
-                except OperationFailure as exc:
-                    if exc.code not in _INDEX_CONFLICT_CODES:
-                        raise
-                    for spec, model in zip(specs, models):
-                        self._create_or_replace(coll, spec, model)
+        coll = self.db[coll_name]
+        models = [IndexModel(spec.keys, name=spec.name, **spec.options) for spec in specs]
+        try:
+            coll.create_indexes(models)
+        except OperationFailure as exc:
+            if exc.code not in _INDEX_CONFLICT_CODES:
+                raise
+            for spec, model in zip(specs, models):
+                self._create_or_replace(coll, spec, model)
 
     def migrate_active_facts(self) -> int:
         """Prepare the unique active-fact index on a collection written without it.
@@ -549,7 +641,7 @@ class MongoStore:
             superseded = 0
             for group in groups:
                 superseded += self.memory.update_many(
-                    {"_id": {"$in": group["ids"][1:]}},
+                    {"agentWallet": group["_id"]["a"], "_id": {"$in": group["ids"][1:]}},
                     {"$set": {"metadata.status": "superseded", "metadata.supersededAt": now,
                               "metadata.supersededBy": group["keeper"],
                               "metadata.supersededReason": "duplicate active fact", "updatedAt": now,
@@ -639,19 +731,20 @@ class MongoStore:
             except DuplicateKeyError as exc:
                 if ACTIVE_FACT_FIELD not in str(exc.details or exc):
                     return record.id, False  # the unique vectorId: an earlier (or concurrent) run stored it
-                if self.memory.find_one({"vectorId": record.id}, {"_id": 1}) is not None:
+                if self.memory.find_one(_mql.memory_id_filter(record.id, record.agent_wallet), {"_id": 1}) is not None:
                     return record.id, False
                 holder = self._reinforce_fact(record.agent_wallet, doc[ACTIVE_FACT_FIELD], record.last_accessed_at)
                 if holder is not None:
                     return str(holder["vectorId"]), False
         raise _base.insert_gave_up(record.id)
 
-    def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
+    def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
         ids = list(dict.fromkeys(memory_ids))
         found: set[str] = set()
         with self._errors("read"):
             for start in range(0, len(ids), 1000):
-                docs = self.memory.find({"vectorId": {"$in": ids[start : start + 1000]}}, {"vectorId": 1, "_id": 0})
+                docs = self.memory.find(_mql.memory_id_filter(ids[start : start + 1000], agent_wallet),
+                                        {"vectorId": 1, "_id": 0})
                 found.update(str(d["vectorId"]) for d in docs)
         return found
 
@@ -700,21 +793,27 @@ class MongoStore:
             )
         return doc
 
-    def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
-        flt: dict[str, Any] = {"vectorId": memory_id}
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None, *,
+                   agent_wallet: str | None = None) -> MemoryRecord | None:
+        if query is not None:
+            if agent_wallet is not None and agent_wallet != query.scope.agent_wallet:
+                return None  # another agent's row is never in this query's scope
+            agent_wallet = query.scope.agent_wallet
+        flt = _mql.memory_id_filter(memory_id, agent_wallet)
         if query is not None:
             flt = _mql.merge([*flt.items(), *_mql.scope_filter(query).items()])
         with self._errors("read"):
             doc = self.memory.find_one(flt)
         return doc_to_memory(doc) if doc else None
 
-    def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
+    def update_memory(self, memory_id: str, changes: dict[str, Any], *,
+                      agent_wallet: str | None = None) -> MemoryRecord | None:
         _base.check_memory_changes(changes)
         if not changes:
-            return self.get_memory(memory_id)
+            return self.get_memory(memory_id, agent_wallet=agent_wallet)
         with self._errors("update"), self._fact_conflict(memory_id):
             doc = self.memory.find_one_and_update(
-                {"vectorId": memory_id}, _mql.memory_update_pipeline(self._memory_sets(changes), now_ms()),
+                _mql.memory_id_filter(memory_id, agent_wallet), _mql.memory_update_pipeline(self._memory_sets(changes), now_ms()),
                 return_document=pymongo.ReturnDocument.AFTER,
             )
         return doc_to_memory(doc) if doc else None
@@ -744,30 +843,32 @@ class MongoStore:
                 sets[_MEMORY_ALIASES[key]] = value
         return sets
 
-    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
-        """Apply ``(id, changes)`` pairs in one bulk write (maintenance jobs); returns rows matched."""
+    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]], *,
+                        agent_wallet: str | None = None) -> int:
+        """Apply ``(id, changes)`` pairs to rows of ``agent_wallet`` in one bulk write (maintenance
+        jobs); returns rows matched."""
         ops = []
         for memory_id, changes in updates:
             _base.check_memory_changes(changes)
             if changes:
                 ops.append(pymongo.UpdateOne(
-                    {"vectorId": memory_id}, _mql.memory_update_pipeline(self._memory_sets(changes), now_ms())
+                    _mql.memory_id_filter(memory_id, agent_wallet), _mql.memory_update_pipeline(self._memory_sets(changes), now_ms())
                 ))
         if not ops:
             return 0
         with self._errors("bulk update"), self._fact_conflict("rows"):
             return int(self.memory.bulk_write(ops, ordered=False).matched_count)
 
-    def delete_memory(self, memory_id: str) -> bool:
+    def delete_memory(self, memory_id: str, *, agent_wallet: str | None = None) -> bool:
         with self._errors("delete"):
-            return bool(self.memory.delete_one({"vectorId": memory_id}).deleted_count == 1)
+            return bool(self.memory.delete_one(_mql.memory_id_filter(memory_id, agent_wallet)).deleted_count == 1)
 
-    def delete_memories(self, memory_ids: Sequence[str]) -> int:
-        """Hard delete many rows; returns how many were removed."""
+    def delete_memories(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> int:
+        """Hard delete many rows of ``agent_wallet``; returns how many were removed."""
         if not memory_ids:
             return 0
         with self._errors("delete"):
-            return int(self.memory.delete_many({"vectorId": {"$in": list(memory_ids)}}).deleted_count)
+            return int(self.memory.delete_many(_mql.memory_id_filter(memory_ids, agent_wallet)).deleted_count)
 
     def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
         with self._errors("read"):
@@ -781,7 +882,7 @@ class MongoStore:
             )
         return doc_to_memory(doc, with_embedding=False) if doc else None
 
-    def bump_access(self, memory_ids: Sequence[str], at: int) -> None:
+    def bump_access(self, memory_ids: Sequence[str], at: int, *, agent_wallet: str | None = None) -> None:
         if not memory_ids:
             return
         # an id listed twice is bumped twice, as the embedded store does
@@ -789,15 +890,26 @@ class MongoStore:
         for memory_id, n in Counter(memory_ids).items():
             by_count.setdefault(n, []).append(memory_id)
         ops = [
-            pymongo.UpdateMany({"vectorId": {"$in": ids}}, {"$inc": {"accessCount": n}, "$set": {"lastAccessedAt": at}})
+            pymongo.UpdateMany(_mql.memory_id_filter(ids, agent_wallet), {"$inc": {"accessCount": n}, "$set": {"lastAccessedAt": at}})
             for n, ids in by_count.items()
         ]
         with self._errors("update"):
             self.memory.bulk_write(ops, ordered=False)
 
+    def _scope_hint(self, query: MemoryQuery) -> str | None:
+        """:func:`~manowar_memory.stores._mql.scope_list_hint`, when the database has that index
+        (absent on one opened with ``create_indexes=False`` before its migrations ran)."""
+        hint = _mql.scope_list_hint(query)
+        if hint is None:
+            return None
+        if self._scope_list_index is None:
+            self._scope_list_index = hint in self.memory.index_information()
+        return hint if self._scope_list_index else None
+
     def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
         with self._errors("read"):
-            cursor = self.memory.find(_mql.scope_filter(query), projection={"embedding": 0}).sort(
+            cursor = self.memory.find(_mql.scope_filter(query), projection={"embedding": 0},
+                                      hint=self._scope_hint(query)).sort(
                 [("createdAt", -1), ("_id", -1)]
             )
             if limit is not None:
@@ -858,7 +970,8 @@ class MongoStore:
 
     def count_memories(self, query: MemoryQuery) -> int:
         with self._errors("count"):
-            return int(self.memory.count_documents(_mql.scope_filter(query)))
+            hint = self._scope_hint(query)
+            return int(self.memory.count_documents(_mql.scope_filter(query), **({"hint": hint} if hint else {})))
 
     def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
         terms = query_terms(text or "")
@@ -1122,7 +1235,7 @@ class MongoStore:
         stale = [d["_id"] for d in window]
         for i in range(0, len(stale), self.scan_batch_size):
             ids = stale[i : i + self.scan_batch_size]
-            docs = list(self.memory.find({"_id": {"$in": ids}}, self._CACHE_FIELDS))
+            docs = list(self.memory.find({"agentWallet": agent, "_id": {"$in": ids}}, self._CACHE_FIELDS))
             self._apply(part, model_id, docs)
             for gone in set(ids) - {d["_id"] for d in docs}:
                 part.remove(gone)
@@ -1215,7 +1328,8 @@ class MongoStore:
             if not top_ids:
                 return [], info
             docs = {
-                d["_id"]: d for d in self.memory.find({"_id": {"$in": top_ids}}, projection={"embedding": 0})
+                d["_id"]: d for d in self.memory.find({"agentWallet": query.scope.agent_wallet, "_id": {"$in": top_ids}},
+                                                      projection={"embedding": 0})
             }
         # best first; exact ties in insertion order (ObjectId), as the embedded store orders them
         ranked = sorted(zip(top_ids, top_scores.tolist()), key=lambda p: (-p[1], p[0]))
@@ -1393,7 +1507,7 @@ class MongoStore:
             rows = build(self._transcript(doc, session) if doc else None, doc_to_session(live) if live else None)
             rec = rows.record
             if counter.get("userAddress") != rec.user_address:  # erasure by user finds the counter too
-                self.turns.update_one({"_id": counter["_id"]}, {"$set": {"userAddress": rec.user_address}},
+                self.turns.update_one({**key, "_id": counter["_id"]}, {"$set": {"userAddress": rec.user_address}},
                                       session=session)
             self._put_transcript(rows.transcript, session)
             self._upsert(self.sessions, {"agentWallet": rows.session.agent_wallet, "sessionId": rows.session.session_id},
@@ -1491,7 +1605,7 @@ class MongoStore:
             except OperationFailure as exc:
                 if exc.code != _INDEX_NOT_FOUND:
                     raise
-                log.warning("MongoStore: session_transcript_chunks has no text index (run ensure_indexes()); "
+                log.warning("MongoStore: session_transcript_chunks has no text index (run migrate()); "
                             "the older messages of long transcripts are not searched")
                 chunk_hits = []
             best: dict[str, float] = {}
@@ -1732,3 +1846,72 @@ class MongoStore:
                             by_source=[(r["_id"], r["n"]) for r in facets["bySource"]],
                             by_status=[(r["_id"], r["n"]) for r in facets["byStatus"]], counts=counts)
 
+
+
+# ----------------------------------------------------------------------------- migrations
+
+_MIGRATION_LEASE = "lease"
+#: how long a migration lease lasts without renewal (the engine holding it renews it every quarter)
+MIGRATION_LEASE_MS = 30_000
+#: indexes created by the migrations after the baseline (m004, m005)
+_LATER_INDEXES = {_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX}
+
+
+def _index(coll: str, name: str) -> _mql.IndexSpec:
+    return next(spec for spec in _mql.INDEXES[coll] if spec.name == name)
+
+
+def _m001_active_fact_hash(store: MongoStore) -> None:
+    """Derive ``activeFactHash`` for the unique active-fact index (earlier duplicates are kept,
+    marked superseded: :meth:`MongoStore.migrate_active_facts`); nothing to do once the index exists."""
+    if "idx_vector_active_fact" not in store.memory.index_information():
+        store.migrate_active_facts()
+
+
+def _m002_indexes(store: MongoStore) -> None:
+    """The indexes the store created on open before migrations were recorded (an earlier
+    version's index of the same name or keys with other options is replaced)."""
+    for coll, specs in _mql.INDEXES.items():
+        store._create_indexes(coll, [spec for spec in specs if spec.name not in _LATER_INDEXES])
+
+
+def _m003_memory_scope_nulls(store: MongoStore) -> None:
+    """Store null in memory rows' missing ``userAddress``, ``mode`` and ``haiId`` (rows of the
+    reference or written by hand), so the ``$vectorSearch`` scope prefilter, which matches a
+    stored null but not a missing field, sees them as every other query does."""
+    store.memory.update_many(_mql.missing_scope_fields_filter(), _mql.scope_nulls_pipeline())
+
+
+def _m004_vector_id_per_agent(store: MongoStore) -> None:
+    """Row ids unique per agent: create the unique ``(agentWallet, vectorId)`` index, then drop
+    the unique ``vectorId`` index of earlier versions (a collection sharded on ``agentWallet``
+    cannot keep a unique index that does not start with it). The new index exists before the
+    old one goes, so ids stay unique throughout."""
+    store._create_indexes(MEMORY, [_index(MEMORY, _mql.VECTOR_AGENT_ID_INDEX)])
+    legacy = _mql.LEGACY_VECTOR_ID_INDEX
+    for info in store.memory.list_indexes():
+        if info["name"] == legacy.name or list(info["key"].items()) == legacy.keys:
+            try:
+                store.memory.drop_index(info["name"])
+            except OperationFailure as exc:
+                if exc.code != _INDEX_NOT_FOUND:  # another engine dropped it first
+                    raise
+
+
+def _m005_scope_list_index(store: MongoStore) -> None:
+    """``(agentWallet, userAddress, createdAt, _id)`` for ``list_memories`` and ``count_memories``:
+    one index range per user of the scope, already in the listing's order."""
+    store._create_indexes(MEMORY, [_index(MEMORY, _mql.SCOPE_LIST_INDEX)])
+
+
+#: The schema migrations of a MongoDB database, in order (recorded in ``_manowar_migrations``
+#: by name; never renamed or reordered, new ones go at the end). A fresh database runs them all
+#: and ends in the state of one upgraded from any earlier version: the indexes of
+#: :data:`~manowar_memory.stores._mql.INDEXES`.
+MIGRATIONS: list[tuple[str, Callable[[MongoStore], None]]] = [
+    ("m001_active_fact_hash", _m001_active_fact_hash),
+    ("m002_indexes", _m002_indexes),
+    ("m003_memory_scope_nulls", _m003_memory_scope_nulls),
+    ("m004_vector_id_per_agent", _m004_vector_id_per_agent),
+    ("m005_scope_list_index", _m005_scope_list_index),
+]

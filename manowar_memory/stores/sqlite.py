@@ -54,6 +54,12 @@ __all__ = ["SQLiteStore"]
 _SCOPE_COLUMNS = {**SCOPE_FIELDS, "scopeKind": "mode", "scopeId": "COALESCE(hai_id, agent_wallet)"}
 
 
+def _agent_clause(agent_wallet: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL appended to a by-id ``WHERE`` so it matches only ``agent_wallet``'s row (nothing
+    when None: any agent's)."""
+    return (" AND agent_wallet = ?", (agent_wallet,)) if agent_wallet is not None else ("", ())
+
+
 def _json_path(path: str) -> str:
     return "$" + "".join(f'."{seg}"' for seg in path.split("."))
 
@@ -590,20 +596,23 @@ class SQLiteStore:
         out: list[tuple[str, bool]] = []
         with self._write() as conn:  # BEGIN IMMEDIATE: the id check and the insert are one transaction
             for rec in records:
-                if conn.execute("SELECT 1 FROM memory WHERE id = ?", (rec.id,)).fetchone() is not None:
+                taken = conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?", (rec.id, rec.agent_wallet))
+                if taken.fetchone() is not None:
                     out.append((rec.id, False))
                     continue
                 holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
                 out.append((holder["id"], False) if holder is not None else (self._insert(conn, rec), True))
         return out
 
-    def existing_memory_ids(self, memory_ids: Sequence[str]) -> set[str]:
+    def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
         found: set[str] = set()
         ids = list(dict.fromkeys(memory_ids))
+        agent_sql, agent_params = _agent_clause(agent_wallet)
         with self._conn() as conn:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
-                rows = conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+                rows = conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))}){agent_sql}",
+                                    [*chunk, *agent_params])
                 found.update(r[0] for r in rows)
         return found
 
@@ -668,9 +677,11 @@ class SQLiteStore:
     def _memory_where(self, q: MemoryQuery) -> tuple[str, list[Any]]:
         return self._scope_sql(q, has_status=True, json_col="metadata", source_col="source")
 
-    def get_memory(self, memory_id: str, query: MemoryQuery | None = None) -> MemoryRecord | None:
-        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE id = ?"
-        params: list[Any] = [memory_id]
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None, *,
+                   agent_wallet: str | None = None) -> MemoryRecord | None:
+        agent_sql, agent_params = _agent_clause(agent_wallet)
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE id = ?{agent_sql}"
+        params: list[Any] = [memory_id, *agent_params]
         if query is not None:
             where, extra = self._memory_where(query)
             sql += f" AND {where}"
@@ -679,33 +690,38 @@ class SQLiteStore:
             row = conn.execute(sql, params).fetchone()
         return self._row_to_record(row, with_embedding=True) if row else None
 
-    def update_memory(self, memory_id: str, changes: dict[str, Any]) -> MemoryRecord | None:
+    def update_memory(self, memory_id: str, changes: dict[str, Any], *,
+                      agent_wallet: str | None = None) -> MemoryRecord | None:
         check_memory_changes(changes)
         if not changes:
-            return self.get_memory(memory_id)
+            return self.get_memory(memory_id, agent_wallet=agent_wallet)
         with self._write() as conn:
-            if not self._update_row(conn, memory_id, changes):
+            if not self._update_row(conn, memory_id, changes, agent_wallet):
                 return None
         return self.get_memory(memory_id)
 
-    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
-        """Apply ``(id, changes)`` pairs in one transaction; returns how many rows matched."""
+    def update_memories(self, updates: Sequence[tuple[str, dict[str, Any]]], *,
+                        agent_wallet: str | None = None) -> int:
+        """Apply ``(id, changes)`` pairs to rows of ``agent_wallet`` in one transaction; returns how many rows matched."""
         for _, changes in updates:
             check_memory_changes(changes)
         done = 0
         with self._write() as conn:
             for memory_id, changes in updates:
                 if changes:
-                    done += self._update_row(conn, memory_id, changes)
+                    done += self._update_row(conn, memory_id, changes, agent_wallet)
         return done
 
-    def _update_row(self, conn: sqlite3.Connection, memory_id: str, changes: dict[str, Any]) -> int:
+    def _update_row(self, conn: sqlite3.Connection, memory_id: str, changes: dict[str, Any],
+                    agent_wallet: str | None) -> int:
         """Inside a write transaction: set ``changes`` on one row and bump its revision; rows matched."""
         sets, params = _sql.memory_update(changes)
         sets.append("rev = ?")
         params.append(self._next_rev(conn))
+        agent_sql, agent_params = _agent_clause(agent_wallet)
         try:
-            cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?", [*params, memory_id])
+            cur = conn.execute(f"UPDATE memory SET {', '.join(sets)} WHERE id = ?{agent_sql}",
+                               [*params, memory_id, *agent_params])
         except sqlite3.IntegrityError as exc:
             if "fact_hash" not in str(exc):
                 raise StoreError(f"cannot update memory {memory_id}: {exc}") from exc
@@ -715,20 +731,24 @@ class SQLiteStore:
             ) from exc
         return int(cur.rowcount)
 
-    def delete_memory(self, memory_id: str) -> bool:
+    def delete_memory(self, memory_id: str, *, agent_wallet: str | None = None) -> bool:
+        agent_sql, agent_params = _agent_clause(agent_wallet)
         with self._write() as conn:
-            row = conn.execute("DELETE FROM memory WHERE id = ? RETURNING rowid", (memory_id,)).fetchone()
+            row = conn.execute(f"DELETE FROM memory WHERE id = ?{agent_sql} RETURNING rowid",
+                               (memory_id, *agent_params)).fetchone()
             if row is None:
                 return False
             conn.execute("INSERT INTO memory_tombstones VALUES (?, ?)", (row[0], self._next_rev(conn)))
             return True
 
-    def delete_memories(self, memory_ids: Sequence[str]) -> int:
-        """Hard delete many rows; returns how many were removed."""
+    def delete_memories(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> int:
+        """Hard delete many rows of ``agent_wallet``; returns how many were removed."""
         removed = 0
+        agent_sql, agent_params = _agent_clause(agent_wallet)
         with self._write() as conn:
             for memory_id in memory_ids:
-                row = conn.execute("DELETE FROM memory WHERE id = ? RETURNING rowid", (memory_id,)).fetchone()
+                row = conn.execute(f"DELETE FROM memory WHERE id = ?{agent_sql} RETURNING rowid",
+                                   (memory_id, *agent_params)).fetchone()
                 if row is not None:
                     conn.execute("INSERT INTO memory_tombstones VALUES (?, ?)", (row[0], self._next_rev(conn)))
                     removed += 1
@@ -743,13 +763,14 @@ class SQLiteStore:
             ).fetchone()
         return self._row_to_record(row) if row else None
 
-    def bump_access(self, memory_ids: Sequence[str], at: int) -> None:
+    def bump_access(self, memory_ids: Sequence[str], at: int, *, agent_wallet: str | None = None) -> None:
         if not memory_ids:
             return
+        agent_sql, agent_params = _agent_clause(agent_wallet)
         with self._write() as conn:
             conn.executemany(
-                "UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
-                [(at, i) for i in memory_ids],
+                f"UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?{agent_sql}",
+                [(at, i, *agent_params) for i in memory_ids],
             )
 
     def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:

@@ -488,6 +488,51 @@ class MemoryRowsConformance(_RoleConformance):
             assert sum(r[i][1] for r in results) == 1
         assert store.count_memories(_q(active_only=False)) == 20
 
+    def test_by_id_calls_naming_another_agent_touch_nothing(self, store: Store) -> None:
+        """Every by-id method matches only the named agent's row: another agent naming the id
+        reads nothing and changes nothing (on a sharded store the call goes to the other
+        agent's shard, which does not hold the row)."""
+        mine, theirs = store.add_memories([make_record("agent A's row", created_at=T0),
+                                           make_record("agent B's row", agent=OTHER_AGENT, created_at=T0 + 1)])
+        before = store.get_memory(mine)
+        assert store.get_memory(mine, agent_wallet=OTHER_AGENT) is None
+        assert store.get_memory(mine, _q(), agent_wallet=OTHER_AGENT) is None  # the agent and the query disagree
+        assert store.get_memory(mine, agent_wallet=AGENT) == before
+        assert store.existing_memory_ids([mine, theirs], agent_wallet=OTHER_AGENT) == {theirs}
+        assert store.existing_memory_ids([mine, theirs], agent_wallet=AGENT) == {mine}
+        assert store.update_memory(mine, {"content": "hijacked"}, agent_wallet=OTHER_AGENT) is None
+        assert store.update_memory(mine, {}, agent_wallet=OTHER_AGENT) is None
+        assert store.update_memories([(mine, {"decay_score": 0.1})], agent_wallet=OTHER_AGENT) == 0
+        store.bump_access([mine], T0 + 50, agent_wallet=OTHER_AGENT)
+        assert store.delete_memory(mine, agent_wallet=OTHER_AGENT) is False
+        assert store.delete_memories([mine], agent_wallet=OTHER_AGENT) == 0
+        assert store.get_memory(mine) == before  # untouched
+        assert store.count_memories(_q(OTHER_AGENT, active_only=False)) == 1
+        # the same calls naming the row's own agent do their work
+        updated = store.update_memory(mine, {"content": "edited"}, agent_wallet=AGENT)
+        assert updated is not None and updated.content == "edited"
+        assert store.update_memories([(mine, {"decay_score": 0.5})], agent_wallet=AGENT) == 1
+        store.bump_access([mine], T0 + 60, agent_wallet=AGENT)
+        row = store.get_memory(mine, agent_wallet=AGENT)
+        assert row is not None and (row.decay_score, row.access_count, row.last_accessed_at) == (0.5, 1, T0 + 60)
+        assert store.get_memory(theirs, agent_wallet=OTHER_AGENT).access_count == 0  # type: ignore[union-attr]
+        assert store.delete_memories([mine, theirs], agent_wallet=AGENT) == 1
+        assert store.delete_memory(theirs, agent_wallet=OTHER_AGENT) is True
+        assert store.count_memories(_q(active_only=False)) == store.count_memories(_q(OTHER_AGENT, active_only=False)) == 0
+
+    def test_a_keyed_row_of_another_agent_is_not_taken_for_stored(self, store: Store) -> None:
+        """``add_memories_if_absent`` and ``existing_memory_ids`` judge "already stored" within
+        the record's agent: another agent's row with the same id is neither reported as this
+        one nor changed (the engine's keyed ids hash the agent in, so they never collide)."""
+        assert store.add_memories_if_absent([make_record("A's keyed row", record_id="vec_same_key")]) == [
+            ("vec_same_key", True)]
+        (other, inserted), = store.add_memories_if_absent(
+            [make_record("B's keyed row", agent=OTHER_AGENT, record_id="vec_same_key")])
+        assert inserted
+        assert store.get_memory("vec_same_key", agent_wallet=AGENT).content == "A's keyed row"  # type: ignore[union-attr]
+        assert store.get_memory(other, agent_wallet=OTHER_AGENT).content == "B's keyed row"  # type: ignore[union-attr]
+        assert store.existing_memory_ids([other], agent_wallet=OTHER_AGENT) == {other}
+
     def test_bump_access(self, store: Store) -> None:
         a, b, c = store.add_memories([make_record(f"bump {i}", created_at=T0 + i) for i in range(3)])
         store.bump_access([a, b], T0 + 500)

@@ -72,11 +72,6 @@ def routing_filters(name: str, cmd: dict[str, Any]) -> list[Any]:
     return []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not shard-ready yet: the Store protocol's by-id methods (bump_access, update_memory, delete_memory, "
-    "get by vectorId) and the vector cache's fetch by _id do not carry the agent, so mongos would broadcast "
-    "them, and MongoDB 6.0 refuses single-document updates without the shard key; the protocol must pass "
-    "the agent wallet first"))
 def test_single_scope_operations_name_their_agent(mongo_uri):
     from manowar_memory.stores.mongo import MongoStore
 
