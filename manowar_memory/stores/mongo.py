@@ -595,7 +595,7 @@ class MongoStore:
             except PyMongoError as exc:  # the next renewal tries again; the lease outlives a few misses
                 log.warning("MongoStore: could not renew the migration lease: %s", exc)
 
-    def _create_indexes(self, coll_name: str, specs: Sequence[_mql.IndexSpec]) -> None:
+    def create_indexes(self, coll_name: str, specs: Sequence[_mql.IndexSpec]) -> None:
         """Create indexes (idempotent). An index whose options changed is dropped and created
         again, as the reference does for sessions."""
         from pymongo import IndexModel
@@ -1872,7 +1872,7 @@ def _m002_indexes(store: MongoStore) -> None:
     """The indexes the store created on open before migrations were recorded (an earlier
     version's index of the same name or keys with other options is replaced)."""
     for coll, specs in _mql.INDEXES.items():
-        store._create_indexes(coll, [spec for spec in specs if spec.name not in _LATER_INDEXES])
+        store.create_indexes(coll, [spec for spec in specs if spec.name not in _LATER_INDEXES])
 
 
 def _m003_memory_scope_nulls(store: MongoStore) -> None:
@@ -1887,7 +1887,7 @@ def _m004_vector_id_per_agent(store: MongoStore) -> None:
     the unique ``vectorId`` index of earlier versions (a collection sharded on ``agentWallet``
     cannot keep a unique index that does not start with it). The new index exists before the
     old one goes, so ids stay unique throughout."""
-    store._create_indexes(MEMORY, [_index(MEMORY, _mql.VECTOR_AGENT_ID_INDEX)])
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql.VECTOR_AGENT_ID_INDEX)])
     legacy = _mql.LEGACY_VECTOR_ID_INDEX
     for info in store.memory.list_indexes():
         if info["name"] == legacy.name or list(info["key"].items()) == legacy.keys:
@@ -1901,7 +1901,7 @@ def _m004_vector_id_per_agent(store: MongoStore) -> None:
 def _m005_scope_list_index(store: MongoStore) -> None:
     """``(agentWallet, userAddress, createdAt, _id)`` for ``list_memories`` and ``count_memories``:
     one index range per user of the scope, already in the listing's order."""
-    store._create_indexes(MEMORY, [_index(MEMORY, _mql.SCOPE_LIST_INDEX)])
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql.SCOPE_LIST_INDEX)])
 
 
 #: The schema migrations of a MongoDB database, in order (recorded in ``_manowar_migrations``
