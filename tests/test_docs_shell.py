@@ -10,7 +10,9 @@ are addresses: the default MongoDB, Redis and Temporal addresses become the envi
 Every process a block leaves (a server it put in the background) is stopped after it.
 
 A ``console`` block's ``$ `` lines are the commands, and each other line is output that must
-appear in what they print.
+appear in what they print. A ``json`` block right after a shell block (nothing but blank lines
+between) shows what it prints: the printed JSON must hold the keys it shows, at every level (the
+values, such as a reader's paths, differ).
 
 An HTML comment on the line before a block, which neither GitHub nor the site shows, says more:
 
@@ -30,6 +32,8 @@ Directives combine with ``;``: ``<!-- docs-test: requires temporal; stop after "
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import re
 import shlex
@@ -72,6 +76,7 @@ class ShellBlock:
     requires: frozenset[str]
     ready: str | None  # the output after which the test stops a block that serves until stopped
     unknown: tuple[str, ...]  # the marker's directives this test does not know
+    shown: str | None = None  # the JSON block right after it: what it prints
 
     @property
     def id(self) -> str:
@@ -89,6 +94,7 @@ def _language(info: str) -> str:
 def _page_blocks(path: Path, page: str) -> list[ShellBlock]:
     lines = path.read_text().splitlines()
     blocks: list[ShellBlock] = []
+    previous_shell_end = -1  # 1-based line of the last shell block's closing fence
     i = 0
     while i < len(lines):
         opening = _FENCE.match(lines[i])
@@ -104,6 +110,9 @@ def _page_blocks(path: Path, page: str) -> list[ShellBlock]:
                 break
             end += 1
         language = _language(opening["info"])
+        if language == "json" and blocks and previous_shell_end > 0 \
+                and not any(line.strip() for line in lines[previous_shell_end:i]):
+            blocks[-1] = dataclasses.replace(blocks[-1], shown="\n".join(lines[i + 1:end]))
         if language in SHELLS:
             body = [line[indent:] if line[:indent].isspace() else line.lstrip() for line in lines[i + 1:end]]
             before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
@@ -121,6 +130,7 @@ def _page_blocks(path: Path, page: str) -> list[ShellBlock]:
                     unknown.append(part)
             blocks.append(ShellBlock(page, i + 1, language, "\n".join(body) + "\n", skip, requires, ready,
                                      tuple(unknown)))
+            previous_shell_end = end + 1
         i = end + 1
     return blocks
 
@@ -136,6 +146,7 @@ SKIPPED = [b for b in BLOCKS if b.skip is not None]
 
 
 def test_every_shell_block_runs_or_says_why_not() -> None:
+    """A block without a skip marker is run by test_shell_block_runs; a marker says what it means."""
     assert any(b.page == "README.md" for b in BLOCKS) and RUN, "no shell blocks found: the parser is broken"
     for block in BLOCKS:
         assert not block.unknown, (f"{block.id}: unknown docs-test directive {block.unknown}; write 'skip (REASON)', "
@@ -143,8 +154,6 @@ def test_every_shell_block_runs_or_says_why_not() -> None:
         assert block.requires <= SERVERS, f"{block.id}: requires names unknown servers; use {sorted(SERVERS)}"
         if block.skip is not None:
             assert block.skip.strip(), f"{block.id}: a skipped block must say why: <!-- docs-test: skip (REASON) -->"
-    # every block is run by test_shell_block_runs or marked skipped: no third way
-    assert {b.id for b in RUN} | {b.id for b in SKIPPED} == {b.id for b in BLOCKS}
 
 
 def test_the_parser_reads_markers_and_fences(tmp_path: Path) -> None:
@@ -154,14 +163,18 @@ def test_the_parser_reads_markers_and_fences(tmp_path: Path) -> None:
                     '<!-- docs-test: requires mongo; stop after "ready: x" -->\n\n~~~sh\nmanowar stats\n~~~\n\n'
                     "!!! note\n    ```console\n    $ echo hi\n    hi\n    ```\n\n"
                     "<!-- docs-test: skp (typo) -->\n```shell\nls\n```\n\n"
-                    "<!-- docs-test: skip (slow; needs root) -->\n```zsh\nsudo ls\n```\n")
+                    "<!-- docs-test: skip (slow; needs root) -->\n```zsh\nsudo ls\n```\n\n```json\n{\"a\": 1}\n```\n"
+                    "\n```bash\nls\n```\nText.\n\n```json\n{}\n```\n")
     found = _page_blocks(page, "page.md")
     assert [(b.line, b.language, b.skip, sorted(b.requires), b.ready, b.unknown) for b in found] == [
         (4, "bash", "needs the network", [], None, ()), (14, "sh", None, ["mongo"], "ready: x", ()),
         (19, "console", None, [], None, ()), (25, "shell", None, [], None, ("skp (typo)",)),
-        (30, "zsh", "slow; needs root", [], None, ())]
+        (30, "zsh", "slow; needs root", [], None, ()), (38, "bash", None, [], None, ())]
     assert found[0].text == "pip install x\n" and found[2].text == "$ echo hi\nhi\n"
     assert _script(found[2]) == ("echo hi\n", ["hi"])
+    assert [b.shown for b in found] == [None, None, None, None, '{"a": 1}', None]  # JSON right after a block
+    assert _missing_keys({"a": {"b": [1], "c": "x"}}, {"a": {"b": [2, 3], "c": "y", "d": 1}}) == []
+    assert _missing_keys({"a": {"b": [1], "c": "x"}}, {"a": {"b": "1"}}) == ["a.b as a list", "a.c"]
 
 
 # ---------------------------------------------------------------- running a block
@@ -314,8 +327,28 @@ def test_shell_block_runs(block: ShellBlock, tmp_path: Path, request: pytest.Fix
         f"--- output (last 4000 characters)\n{output[-4000:]}")
     if block.ready is not None:
         assert block.ready in output, f"{block.id} stopped before it printed {block.ready!r}:\n{output[-4000:]}"
+    if block.shown is not None:
+        missing_keys = _missing_keys(json.loads(block.shown), _printed_json(output))
+        assert not missing_keys, f"{block.id} prints no {missing_keys}, which the page shows:\n{output[-4000:]}"
     missing = [line for line in expected if line not in output]
     assert not missing, f"{block.id}: the output does not show {missing}\n--- output\n{output[-4000:]}"
+
+
+def _printed_json(output: str) -> object:
+    """The first JSON object the block printed (its output also holds what it said on stderr)."""
+    start = re.search(r"^\{", output, re.M)
+    assert start is not None, f"the block printed no JSON object:\n{output[-4000:]}"
+    return json.JSONDecoder().raw_decode(output[start.start():])[0]
+
+
+def _missing_keys(shown: object, printed: object, at: str = "") -> list[str]:
+    """The keys ``shown`` has, at any level, that ``printed`` lacks (or holds a value of another type)."""
+    if not isinstance(shown, dict):
+        return [] if type(printed) is type(shown) else [f"{at.rstrip('.') or 'the value'} as a {type(shown).__name__}"]
+    if not isinstance(printed, dict):
+        return [at or "an object"]
+    return [missing for key, value in shown.items()
+            for missing in ([f"{at}{key}"] if key not in printed else _missing_keys(value, printed[key], f"{at}{key}."))]
 
 
 def _drop_database(uri: str) -> None:
