@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 import tomllib
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,7 @@ _DIRECTIVE = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<body>.*?)\s*-->\s*$")
 _SKIP = re.compile(r"^skip\s*\((?P<reason>.+)\)$")
 _REQUIRES = re.compile(r"^requires\s+(?P<servers>[\w ]+)$")
 _STOP = re.compile(r'^stop after\s+"(?P<text>[^"]+)"$')
-DOCS_DATABASE = "manowar_docs_shell"  # the database a block's MongoDB URL names instead of the docs' one
+DOCS_DATABASE = "manowar_docs_shell_"  # + a random suffix: the database a block's MongoDB URL names instead
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ def test_every_shell_block_runs_or_says_why_not() -> None:
         assert block.requires <= SERVERS, f"{block.id}: requires names unknown servers; use {sorted(SERVERS)}"
         if block.skip is not None:
             assert block.skip.strip(), f"{block.id}: a skipped block must say why: <!-- docs-test: skip (REASON) -->"
+        if block.language == "console":
+            assert _script(block)[0].strip(), f"{block.id}: a console block shows its commands after '$ '"
 
 
 def test_the_parser_reads_markers_and_fences(tmp_path: Path) -> None:
@@ -219,14 +222,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _addresses(text: str, request: pytest.FixtureRequest) -> str:
+def _addresses(text: str, request: pytest.FixtureRequest, database: str) -> str:
     """The docs' default server addresses, replaced by the ones this run uses (and the docs'
     MongoDB database by the test's own)."""
     mongo, redis_url, temporal = "mongodb://127.0.0.1:27017", "redis://127.0.0.1:6379/0", "127.0.0.1:7233"
     if mongo in text:
         host = re.match(r"mongodb://[^/?]+", request.getfixturevalue("mongo_uri"))
         assert host is not None, "MONGODB_URI is not a mongodb:// URL"
-        text = re.sub(re.escape(mongo) + r"/\w+", f"{host.group(0)}/{DOCS_DATABASE}", text).replace(mongo, host.group(0))
+        text = re.sub(re.escape(mongo) + r"/\w+", f"{host.group(0)}/{database}", text).replace(mongo, host.group(0))
     if redis_url in text:
         text = text.replace(redis_url, request.getfixturevalue("redis_url"))
     if temporal in text:
@@ -316,12 +319,13 @@ def test_shell_block_runs(block: ShellBlock, tmp_path: Path, request: pytest.Fix
         env[variable] = request.getfixturevalue(fixture)
     text, expected = _script(block)
     script = tmp_path / "block.sh"
-    script.write_text(_addresses(text, request))
+    database = DOCS_DATABASE + uuid.uuid4().hex[:8]
+    script.write_text(_addresses(text, request, database))
     try:
         returncode, output = _run(script, repo, env, block.ready)
     finally:
         if "mongo" in block.requires:
-            _drop_database(request.getfixturevalue("mongo_uri"))
+            _drop_database(request.getfixturevalue("mongo_uri"), database)
     assert returncode == 0, (
         f"{block.id} exited {returncode} (None: still running after {BLOCK_TIMEOUT} s)\n--- block\n{block.text}"
         f"--- output (last 4000 characters)\n{output[-4000:]}")
@@ -351,12 +355,12 @@ def _missing_keys(shown: object, printed: object, at: str = "") -> list[str]:
             for missing in ([f"{at}{key}"] if key not in printed else _missing_keys(value, printed[key], f"{at}{key}."))]
 
 
-def _drop_database(uri: str) -> None:
+def _drop_database(uri: str, database: str) -> None:
     import pymongo
 
     client: pymongo.MongoClient[dict[str, object]] = pymongo.MongoClient(uri, serverSelectionTimeoutMS=3000)
     with client:
-        client.drop_database(DOCS_DATABASE)
+        client.drop_database(database)
 
 
 # ---------------------------------------------------------------- what a skipped block names
