@@ -393,6 +393,23 @@ def _extras(project: Path) -> set[str]:
     return set(data.get("project", {}).get("optional-dependencies", {}))
 
 
+def _projects() -> dict[str, Path]:
+    """The checkout's projects by their wheel's name (``manowar_memory``, ``langchain_manowar``, ...)."""
+    found = {}
+    for pyproject in [ROOT / "pyproject.toml", *sorted((ROOT / "integrations").glob("*/pyproject.toml"))]:
+        name = tomllib.loads(pyproject.read_text())["project"]["name"]
+        found[re.sub(r"[-_.]+", "_", name).lower()] = pyproject.parent
+    return found
+
+
+def _check_pinned(block: ShellBlock, arg: str) -> None:
+    """A pinned torch is the one the tests run against (scripts/test.sh)."""
+    if pinned := re.fullmatch(r"torch==(?P<version>[\w.+]+)", arg):
+        tested = re.search(r'^TORCH="torch==(?P<version>[\w.+]+)"', (ROOT / "scripts" / "test.sh").read_text(), re.M)
+        assert tested is not None, "scripts/test.sh no longer pins TORCH=\"torch==...\""
+        assert pinned["version"] == tested["version"], f"{block.id}: {arg}, but the tests run torch {tested['version']}"
+
+
 def _manowar_options(words: list[str]) -> set[str]:
     from manowar_memory.cli import cli
 
@@ -436,10 +453,17 @@ def test_skipped_block_names_real_things(block: ShellBlock) -> None:
             assert not unknown, f"{block.id}: manowar {' '.join(args[:1])} accepts no {sorted(unknown)}"
         elif program in ("pip", "pip3") and args[:1] == ["install"]:
             for arg in args[1:]:
+                _check_pinned(block, arg)
                 local = re.fullmatch(r"(?P<path>\.|[\w./-]*/[\w.-]+?)(?:\[(?P<extras>[\w,-]+)\])?", arg)
-                if arg.startswith("-") or local is None or arg.endswith(".whl") or ".whl[" in arg:
+                if arg.startswith("-") or local is None:
                     continue
-                project = ROOT / local["path"]
+                if wheel := re.fullmatch(r"(?:[\w./-]*/)?(?P<name>\w+)-(?P<version>[^-]+)-[^/]*\.whl", local["path"]):
+                    project = _projects().get(wheel["name"].lower())
+                    assert project is not None, f"{block.id}: no project of this checkout builds {arg}"
+                    version = tomllib.loads((project / "pyproject.toml").read_text())["project"]["version"]
+                    assert wheel["version"] == version, f"{block.id}: {arg} is not version {version}"
+                else:
+                    project = ROOT / local["path"]
                 assert (project / "pyproject.toml").is_file(), f"{block.id}: {local['path']} is not a project"
                 extras = set((local["extras"] or "").split(",")) - {""}
                 assert extras <= _extras(project), f"{block.id}: {arg} names undefined extras {extras - _extras(project)}"
