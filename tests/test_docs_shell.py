@@ -18,9 +18,12 @@ An HTML comment on the line before a block, which neither GitHub nor the site sh
 
 * ``<!-- docs-test: skip (REASON) -->``: not run, for a stated reason (it installs from PyPI,
   needs root, runs for hours, needs the LoCoMo file, ...). A block neither run nor marked fails
-  the test, so a new block is never skipped silently. A skipped block is still checked: the
-  scripts and paths it names exist, its ``pip install`` extras are defined, and every ``--flag``
-  it gives ``manowar`` or a ``benchmarks/`` script is one that command accepts.
+  the test, so a new block is never skipped silently.
+
+Every block, run or skipped, is also read: the scripts and paths it names exist, every ``--flag``
+it gives (or its comments mention for) ``manowar``, a ``benchmarks/`` script or a ``scripts/``
+script is one that command knows, its ``pip install`` extras are defined, its wheels are the
+ones this checkout builds and its torch is the one the tests run.
 * ``<!-- docs-test: requires mongo redis -->``: the block uses those servers; its test gets their
   markers (fails in CI when one is missing instead of skipping).
 * ``<!-- docs-test: stop after "TEXT" -->``: the block serves until stopped (a worker); once its
@@ -366,26 +369,30 @@ def _drop_database(uri: str, database: str) -> None:
 # ---------------------------------------------------------------- what a skipped block names
 
 
-def _commands(text: str) -> list[list[str]]:
-    """The block's commands as words: continuation lines joined, comments and `$ ` prompts dropped,
-    `&&`, `|` and `;` split."""
+def _commands(text: str) -> list[tuple[list[str], set[str]]]:
+    """The block's commands as words (continuation lines joined, `$ ` prompts dropped, `&&`, `|`,
+    `;` and `&` split), each with the flags its line's comment mentions ("# add --schedules to ...");
+    a comment on a line of its own speaks of the command before it."""
     joined = re.sub(r"\\\n\s*", " ", text)
-    commands: list[list[str]] = []
+    commands: list[tuple[list[str], set[str]]] = []
     for line in joined.splitlines():
         line = line.removeprefix("$ ")
+        comment = re.split(r"(?:^|\s)#", line, maxsplit=1)[1:]
+        noted = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", comment[0])) if comment else set()
         try:
             words = shlex.split(line, comments=True)
         except ValueError:
             words = line.split()
         current: list[str] = []
-        for word in words:
-            if word in ("&&", "||", "|", ";", "&"):
-                commands.append(current)
-                current = []
-            else:
+        for word in [*words, ";"]:
+            if word not in ("&&", "||", "|", ";", "&"):
                 current.append(word)
-        commands.append(current)
-    return [c for c in commands if c]
+            elif current:
+                commands.append((current, set()))
+                current = []
+        if noted and commands:
+            commands[-1][1].update(noted)
+    return commands
 
 
 def _extras(project: Path) -> set[str]:
@@ -410,16 +417,20 @@ def _check_pinned(block: ShellBlock, arg: str) -> None:
         assert pinned["version"] == tested["version"], f"{block.id}: {arg}, but the tests run torch {tested['version']}"
 
 
-def _manowar_options(words: list[str]) -> set[str]:
+def _manowar_options(words: list[str], siblings: bool = False) -> set[str]:
+    """The options of the `manowar` command the words name (with ``siblings``, of every command of
+    its group too: a comment may speak of them, "then delete --all")."""
     from manowar_memory.cli import cli
 
     command: click.Command = cli
+    group: click.Group = cli
     for word in words:
         if isinstance(command, click.Group) and word in command.commands:
-            command = command.commands[word]
+            group, command = command, command.commands[word]
         elif word.startswith("-"):
             break
-    return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)} | {"--help"}
+    commands = [*group.commands.values(), command] if siblings else [command]
+    return {opt for c in commands for param in c.params for opt in (*param.opts, *param.secondary_opts)} | {"--help"}
 
 
 def _script_help(script: Path, words: list[str]) -> str:
@@ -435,21 +446,25 @@ def _flags(words: list[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.id, marks=[pytest.mark.slow] if "benchmarks/" in b.text else [])
-                                   for b in SKIPPED])  # a benchmark's --help imports its libraries: seconds
-def test_skipped_block_names_real_things(block: ShellBlock) -> None:
-    """A block that is not run still names scripts that exist, extras that are defined and flags
-    its commands accept."""
-    for words in _commands(block.text):
+                                   for b in BLOCKS])  # a benchmark's --help imports its libraries: seconds
+def test_block_names_real_things(block: ShellBlock) -> None:
+    """A block, run or not, names scripts that exist, extras that are defined and flags its
+    commands accept, in the commands and in their comments; what a skipped block installs is what
+    this checkout builds and the tests use."""
+    for words, noted in _commands(block.text):
         program, args = Path(words[0]).name, words[1:]
         if program in ("python", "python3", "bash", "sh") and args and args[0] != "-m":
             path = ROOT / args[0]
             assert path.is_file(), f"{block.id}: {args[0]} does not exist"
             if program.startswith("python") and args[0].startswith("benchmarks/"):
                 help_text = _script_help(path, args[1:])
-                unknown = {f for f in _flags(args[1:]) if f not in help_text}
+                unknown = {f for f in _flags(args[1:]) | noted if not re.search(re.escape(f) + r"\b", help_text)}
                 assert not unknown, f"{block.id}: {args[0]} accepts no {sorted(unknown)}"
+            elif program in ("bash", "sh"):
+                unknown = {f for f in _flags(args[1:]) | noted if f not in path.read_text()}
+                assert not unknown, f"{block.id}: {args[0]} knows no {sorted(unknown)}"
         elif program == "manowar":
-            unknown = _flags(args) - _manowar_options(args)
+            unknown = (_flags(args) - _manowar_options(args)) | (noted - _manowar_options(args, siblings=True))
             assert not unknown, f"{block.id}: manowar {' '.join(args[:1])} accepts no {sorted(unknown)}"
         elif program in ("pip", "pip3") and args[:1] == ["install"]:
             for arg in args[1:]:
