@@ -146,7 +146,6 @@ def _blocks() -> list[ShellBlock]:
 
 BLOCKS = _blocks()
 RUN = [b for b in BLOCKS if b.skip is None]
-SKIPPED = [b for b in BLOCKS if b.skip is not None]
 
 
 def test_every_shell_block_runs_or_says_why_not() -> None:
