@@ -1,7 +1,6 @@
 """The REST API's conventions: camelCase answers (:func:`camel_keys`, :func:`rest_model`), one
-validation status in the OpenAPI document (400, not FastAPI's 422), and the lean request path of
-hot routes (:func:`served_by`: the route documented as any route, its requests read and validated
-once by its own handler)."""
+validation status in the OpenAPI document (400, not FastAPI's 422), and request bodies read and
+validated as FastAPI reads them (:func:`json_body`, :func:`validate_body`, for the lean routes)."""
 
 import copy
 import email.message
@@ -10,21 +9,18 @@ import json
 import operator
 import re
 import types
-from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 
 from .. import errors
 from ..tools import TOOL_GROUPS, catalog
 
-__all__ = ["MISSING", "camel_keys", "document_one_validation_status", "json_body", "rest_model", "served_by",
-           "tool_response", "validate_body"]
+__all__ = ["MISSING", "camel_keys", "document_one_validation_status", "json_body", "rest_model", "tool_response",
+           "validate_body"]
 
 _M = TypeVar("_M", bound=BaseModel)
 #: an empty request body (``json_body``'s answer, which ``validate_body`` refuses as a missing body)
@@ -145,16 +141,3 @@ def validate_body(model: type[_M], data: Any) -> _M:
     except ValidationError as exc:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)],
                                      body=data) from exc
-
-
-def served_by(handler: Callable[[Request], Coroutine[Any, Any, Response]]) -> type[APIRoute]:
-    """A route class documented from its endpoint's signature like any route (OpenAPI, security
-    schemes, 400 response) whose requests go straight to ``handler``, skipping FastAPI's
-    per-request dependency solving and body re-validation (FastAPI's custom-route hook)."""
-
-    class ServedRoute(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-            return handler
-
-    return ServedRoute
-

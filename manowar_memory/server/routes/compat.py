@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ... import errors
 from ...engine import PostTurnResult
 from ..deps import CallerDep, Id, Q
+from ..lean import lean_post
 from ..models import (
     AddBody,
     RerankBody,
@@ -40,7 +41,7 @@ def add(body: AddBody, caller: CallerDep) -> dict[str, Any]:
             "factsBumped": flushed.facts_reinforced}
 
 
-@router.post("/search", summary="Search facts", **tool_response("memory_search"))
+@lean_post(router, "/search", summary="Search facts", **tool_response("memory_search"))
 def search(body: SearchBody, caller: CallerDep) -> dict[str, Any]:
     return caller.tool(body.scope_data(), "memory_search", query=body.query, k=body.limit,
                        layers=body.layers or ["graph"])
@@ -85,7 +86,7 @@ def rerank(body: RerankBody, caller: CallerDep) -> dict[str, Any]:
     return {"results": [{"index": x.index, "score": x.score, "document": body.documents[x.index]} for x in results]}
 
 
-@router.post("/layers/search", summary="Search chosen layers", **tool_response("memory_search"))
+@lean_post(router, "/layers/search", summary="Search chosen layers", **tool_response("memory_search"))
 def layers_search(body: SearchBody, caller: CallerDep) -> dict[str, Any]:
     return caller.tool(body.scope_data(), "memory_search", query=body.query, k=body.limit, layers=body.layers)
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from ...engine import ForgetReport
 from ..deps import CallerDep, Id, Q
+from ..lean import lean_post
 from ..models import ForgetBody, ItemPatchBody, ResolveBody, SearchBody, both_scopes
 from ..problems import PROBLEM_SCHEMA
 from ..rest import tool_response
@@ -15,7 +16,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["items"])
 
 
-@router.post("/items/search", summary="Search memories", **tool_response("memory_search"))
+@lean_post(router, "/items/search", summary="Search memories", **tool_response("memory_search"))
 def items_search(body: SearchBody, caller: CallerDep) -> dict[str, Any]:
     return caller.tool(body.scope_data(), "memory_search", query=body.query, k=body.limit, layers=body.layers)
 

@@ -2,48 +2,31 @@
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from ... import errors
 from ...engine import PostTurnResult, PreTurnResult, RememberResult
-from ..deps import Caller, CallerDep, request_caller
+from ..deps import CallerDep
+from ..lean import lean_post
 from ..models import AssembleBody, LoopBody, LoopResult, RecordBody, RememberBody, message_dicts
-from ..rest import json_body, served_by, validate_body
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["loop"])
 
 
-def _assemble_json(body: AssembleBody, caller: Caller) -> str:
+@lean_post(router, "/context/assemble", response_model=PreTurnResult, summary="Assemble context (pre_turn)")
+def assemble(body: AssembleBody, caller: CallerDep) -> Any:
     result = caller.memory(body.scope_data()).context(
         body.query, layers=body.layers, limit=body.limit, max_items=body.max_items,
         max_item_chars=body.max_item_chars, budget_chars=body.budget_chars, rerank=body.rerank, mmr=body.mmr,
         explain=body.explain)
-    return result.model_dump_json(by_alias=True)  # serialised once, from the engine's model (the response_model)
+    # serialised once, from the engine's model (the response_model), not validated again
+    return Response(result.model_dump_json(by_alias=True), media_type="application/json")
 
 
-async def _assemble_served(request: Request) -> Response:
-    # the hot path, as FastAPI would serve `assemble` but without its per-request dependency solving:
-    # a malformed JSON body is refused first, then the key, then the body's fields
-    data = json_body(await request.body(), request.headers.get("content-type"))
-    who = request_caller(request)
-    body = validate_body(AssembleBody, data)
-    return Response(await run_in_threadpool(_assemble_json, body, who), media_type="application/json")
-
-
-def assemble(body: AssembleBody, caller: CallerDep) -> Any:
-    # the documented signature of context/assemble (its OpenAPI operation); requests go to _assemble_served
-    return Response(_assemble_json(body, caller), media_type="application/json")
-
-
-router.add_api_route("/context/assemble", assemble, methods=["POST"], response_model=PreTurnResult,
-                     summary="Assemble context (pre_turn)", route_class_override=served_by(_assemble_served))
-
-
-@router.post("/turns/record", response_model=PostTurnResult, summary="Record a turn (post_turn)")
+@lean_post(router, "/turns/record", response_model=PostTurnResult, summary="Record a turn (post_turn)")
 def record(body: RecordBody, caller: CallerDep) -> Any:
     return caller.memory(body.scope_data()).post_turn(
         message_dicts(body.messages), body.tool_calls, metadata=body.metadata, extract_facts=body.extract_facts,
