@@ -36,7 +36,7 @@ from .deps import ServerSettings
 from .docs import DOCS_ASSETS_PATH, serve_docs
 from .problems import Problem, install_problem_handlers
 from .rest import camel_keys, document_one_validation_status
-from .routes import health_router, memory_router
+from .routes import include_routes
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DOCS_ASSETS_PATH", "Problem", "camel_keys", "check_bind", "create_app", "is_loopback",
            "uvicorn_options"]
@@ -71,8 +71,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     app.state.keys = settings.keys
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     install_problem_handlers(app)
-    app.include_router(memory_router)
-    app.include_router(health_router)
+    include_routes(app)
     return app
 
 

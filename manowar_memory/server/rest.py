@@ -32,11 +32,17 @@ _CAMEL_PART = re.compile(r"_([a-z0-9])")
 _USER_DATA = frozenset({"metadata", "userMetadata", "user_metadata"})
 
 
+@functools.lru_cache(maxsize=4096)
+def _camel(key: str) -> str:
+    """``key`` camelCased when it is snake_case (the few keys an API answers, converted once each)."""
+    return _CAMEL_PART.sub(lambda m: m.group(1).upper(), key) if _SNAKE.match(key) else key
+
+
 def camel_keys(value: Any) -> Any:
     """``value`` (JSON data) with every snake_case key camelCased, except inside user metadata."""
     if isinstance(value, dict):
-        return {(_CAMEL_PART.sub(lambda m: m.group(1).upper(), k) if isinstance(k, str) and _SNAKE.match(k) else k):
-                (v if k in _USER_DATA else camel_keys(v)) for k, v in value.items()}
+        return {(_camel(k) if isinstance(k, str) else k): (v if k in _USER_DATA else camel_keys(v))
+                for k, v in value.items()}
     if isinstance(value, list):
         return [camel_keys(v) for v in value]
     return value
