@@ -17,7 +17,8 @@ between a field of the wrong type and an empty one: the problem's ``detail`` say
 
 This module builds the app; the routes are in :mod:`.routes` (one module per resource), what they
 take from the app and the request in :mod:`.deps`, the bodies in :mod:`.models`, errors in
-:mod:`.problems`, the body limits in :mod:`.body_limit` and the conventions in :mod:`.rest`.
+:mod:`.problems`, the body limits in :mod:`.body_limit`, the conventions in :mod:`.rest` and the
+lean request path of the hot routes in :mod:`.lean`.
 """
 
 import asyncio
