@@ -1,4 +1,4 @@
-"""`context/assemble` over HTTP against the same call in process.
+"""`context/assemble` (or `search`) over HTTP against the same call in process.
 
 Fills one LoCoMo-sized scope (default 2,000 memories of 20 threads plus 100 facts) in a SQLite
 file, starts ``manowar serve`` on it as its own process (a real socket, an API key, uvicorn with
@@ -22,10 +22,13 @@ the engine's time taken out of both sides (the HTTP layer alone: client, sockets
 validation, the hop to a worker thread and serialisation). The machine's load average is
 printed with the figures: on a shared machine, every process wake-up an HTTP call needs waits
 for a CPU. ``--client httptools`` (a socket and httptools' response parser) shows how much of the
-cost is the benchmark's own client.
+cost is the benchmark's own client. ``--route search`` measures ``POST /api/memory/search``
+against the ``memory_search`` tool called in process (a search answer carries no engine time, so
+"outside the engine" is the paired difference itself).
 
     python benchmarks/server.py [--memories 2000] [--clients 1,4] [--requests 300] [--rounds 7]
                                 [--client http.client|httpx|httptools] [--embedder fake]
+                                [--route context/assemble|search]
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Any
 
 from manowar_memory import MemoryEngine, PreTurnResult, Scope
 from manowar_memory.server import hash_key
+from manowar_memory.tools import memory_tools
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record import write_record  # type: ignore[import-not-found]
@@ -56,6 +60,7 @@ from record import write_record  # type: ignore[import-not-found]
 WORDS = ("trip lisbon tea garden python concert sister budget marathon piano recipe flight hotel museum "
          "project deadline review bicycle coffee novel painting hiking camera birthday").split()
 KEY = "bench-key"
+ROUTES = ("context/assemble", "search")
 
 
 def fill(engine: MemoryEngine, scope: Scope, n: int) -> list[str]:
@@ -75,7 +80,10 @@ def engine_ms(result: object) -> float:
     """The engine's own time of a call (``timings_ms["total"]``), read after the clock stopped."""
     if isinstance(result, PreTurnResult):
         return result.timings_ms["total"]
-    return float(json.loads(result)["timingsMs"]["total"])  # type: ignore[arg-type]
+    if isinstance(result, dict):
+        return 0.0  # a search answer (in process) carries no engine time
+    timings = json.loads(result).get("timingsMs")  # type: ignore[arg-type]
+    return float(timings["total"]) if timings else 0.0
 
 
 def measure(call: Call, queries: list[str], clients: int, requests: int) -> dict[str, float]:
@@ -158,9 +166,10 @@ def start_server(store: str, embedder: str, port: int) -> subprocess.Popen[bytes
     raise SystemExit(f"manowar serve did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
 
 
-def http_caller(port: int, kind: str) -> Callable[[str], bytes]:
+def http_caller(port: int, kind: str, route: str = "context/assemble") -> Callable[[str], bytes]:
     """One keep-alive connection per client thread; each call returns the response body."""
     local = threading.local()
+    path = f"/api/memory/{route}"
     headers = {"X-API-Key": KEY, "Content-Type": "application/json"}
     if kind == "httpx":
         import httpx
@@ -168,20 +177,20 @@ def http_caller(port: int, kind: str) -> Callable[[str], bytes]:
         def httpx_call(query: str) -> bytes:
             if not hasattr(local, "client"):
                 local.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers)
-            r = local.client.post("/api/memory/context/assemble", json={"query": query})
+            r = local.client.post(path, json={"query": query})
             r.raise_for_status()
             return r.content
 
         return httpx_call
     if kind == "httptools":
-        return httptools_caller(port, local)
+        return httptools_caller(port, local, path)
 
     def stdlib_call(query: str) -> bytes:
         for attempt in (1, 2):  # the server closes a connection idle past its keep-alive timeout: reconnect once
             if not hasattr(local, "conn"):
                 local.conn = http.client.HTTPConnection("127.0.0.1", port)
             try:
-                local.conn.request("POST", "/api/memory/context/assemble", body=json.dumps({"query": query}),
+                local.conn.request("POST", path, body=json.dumps({"query": query}),
                                    headers=headers)
                 r = local.conn.getresponse()
                 body = r.read()
@@ -198,12 +207,12 @@ def http_caller(port: int, kind: str) -> Callable[[str], bytes]:
     return stdlib_call
 
 
-def httptools_caller(port: int, local: threading.local) -> Callable[[str], bytes]:
+def httptools_caller(port: int, local: threading.local, path: str) -> Callable[[str], bytes]:
     """The leanest client: one socket per thread, the request written in one send, the response
     read with httptools' parser (what uvicorn parses requests with)."""
     import httptools
 
-    head = (f"POST /api/memory/context/assemble HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-API-Key: {KEY}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-API-Key: {KEY}\r\n"
             "Content-Type: application/json\r\nContent-Length: ").encode()
 
     class Reply:
@@ -255,10 +264,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--client", choices=("http.client", "httpx", "httptools"), default="http.client")
     ap.add_argument("--embedder", default="fake")
+    ap.add_argument("--route", choices=ROUTES, default="context/assemble")
     ap.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = ap.parse_args()
     results: dict[str, Any] = {"memories": args.memories, "requests": args.requests, "rounds": args.rounds,
-                               "client": args.client, "embedder": args.embedder,
+                               "client": args.client, "embedder": args.embedder, "route": args.route,
                                "load_average_start": round(os.getloadavg()[0], 2), "clients": {}}
 
     tmp = tempfile.TemporaryDirectory()
@@ -271,9 +281,16 @@ def main() -> None:
     server = start_server(store, args.embedder, port)
     engine = MemoryEngine(store=store, embedder=embedder)
     memory = engine.scoped(scope)
-    paths: dict[str, Call] = {"in-process": memory.context, "http": http_caller(port, args.client)}
+    in_process: Call = memory.context
+    if args.route == "search":  # as the route calls it: the memory_search tool on the graph layer
+        search = memory_tools(memory, include=["memory_search"])[0]
+
+        def in_process(query: str) -> object:
+            return search.call(query=query, k=5, layers=["graph"])
+
+    paths: dict[str, Call] = {"in-process": in_process, "http": http_caller(port, args.client, args.route)}
     try:
-        print(f"context/assemble, {args.memories} memories + facts in one scope (SQLite file), embedder={args.embedder}, "
+        print(f"{args.route}, {args.memories} memories + facts in one scope (SQLite file), embedder={args.embedder}, "
               f"client={args.client}, {args.rounds} interleaved rounds of {args.requests} requests per path; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         for clients in (int(c) for c in args.clients.split(",")):
