@@ -26,21 +26,30 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as replace_fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from . import validation
+from ._util import collapse_ws, now_ms, truncate
 from .candidates import Candidate
+from .config import MemoryConfig
 from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
+from .jobs import core
+from .jobs._store import ChangedScopes, job_store
+from .jobs.pinning import ArchivePinParams, archive_pin
+from .jobs.runner import invalidate_changes, query_cache_of, run_job
+from .jobs.schedules import InlineSchedules, MaintenanceSchedule, ScheduleNotFoundError, schedule_table
+from .notes import ProjectNotes
 from .packing import PackResult, pack
-from .ranking.trust import TRUST_LEVELS, content_delimiter
-from .records import MemoryRecord, Message
-from .scope import Scope, ScopeLike
+from .ranking.trust import TRUST_LEVELS, content_delimiter, trust_level
+from .records import MemoryRecord, Message, Session, WorkingMemory
+from .results import ForgetReport, PostTurnResult, PreTurnResult, RememberResult
+from .scope import Scope, ScopeLike, owns, visible
+from .stores.base import MemoryQuery, Store
 
 if TYPE_CHECKING:
     import builtins
 
-    from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
-    from .jobs.schedules import InlineSchedules, ScheduleInfo
+    from .jobs.schedules import ScheduleInfo
     from .records import Job
 
 __all__ = [
@@ -49,6 +58,7 @@ __all__ = [
     "DOCUMENT_LABEL_KEYS",
     "DOC_KEY",
     "RESERVED_METADATA_KEYS",
+    "EngineCore",
     "ScopedMemory",
     "SearchHits",
     "chat_role",
@@ -90,31 +100,6 @@ def chat_role(role: Any) -> str:
             f"unknown chat role {role!r}; use one of {sorted(_ROLES)} (map custom roles before recording them)"
         )
     return _ROLES[key]
-
-
-def owns(scope: Scope, record: Any) -> bool:
-    """Whether ``scope`` may write ``record``: same agent, user, mode and HAI (the thread is ignored)."""
-    return (
-        getattr(record, "agent_wallet", None) == scope.agent_wallet
-        and getattr(record, "user_address", None) == scope.user_address
-        and getattr(record, "mode", None) == scope.mode
-        and getattr(record, "hai_id", None) == scope.hai_id
-    )
-
-
-def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
-    """The engine's visibility rule for one row: same agent; the reader's user or none; the
-    reader's mode and HAI when it sets them; the thread too for the hot layers (``durable=False``)."""
-    if getattr(record, "agent_wallet", None) != reader.agent_wallet:
-        return False
-    user = getattr(record, "user_address", None)
-    if user is not None and user != reader.user_address:
-        return False
-    if reader.mode is not None and getattr(record, "mode", None) != reader.mode:
-        return False
-    if reader.hai_id is not None and getattr(record, "hai_id", None) != reader.hai_id:
-        return False
-    return durable or reader.thread_id is None or getattr(record, "thread_id", None) == reader.thread_id
 
 
 def shortfall(k: int, *, found: int, kept: int, threshold: float | None = None,
@@ -234,6 +219,68 @@ class SearchHits:
         return len(self.candidates)
 
 
+class EngineCore(Protocol):
+    """What the scoped surface uses of the engine it is bound to (:class:`~manowar_memory.engine.MemoryEngine`
+    implements it and hands itself over in :meth:`MemoryEngine.scoped`). The surface sits below the
+    engine's module and reads the engine through this interface only, so neither imports the other
+    in a circle. Its members keep the engine's names and signatures."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def config(self) -> MemoryConfig: ...
+    @property
+    def embedder(self) -> Any: ...
+    @property
+    def reranker(self) -> Any: ...
+    @property
+    def extractor(self) -> Any: ...
+    @property
+    def model_id(self) -> str | None: ...
+
+    def search(self, query: str, scope: ScopeLike, *, layers: Sequence[str] = ..., k: int = ...,
+               filters: Mapping[str, Any] | None = ..., decay: bool = ..., rerank: bool = ...,
+               mmr: bool = ...) -> tuple[list[Candidate], list[str]]: ...
+    def pre_turn(self, query: str, scope: ScopeLike, layers: Sequence[str] | None = ..., *,
+                 filters: Mapping[str, Any] | None = ..., limit: int | None = ..., max_items: int | None = ...,
+                 max_item_chars: int | None = ..., budget_chars: int | None = ..., rerank: bool = ...,
+                 mmr: bool = ..., explain: bool = ...) -> PreTurnResult: ...
+    def post_turn(self, scope: ScopeLike, messages: Sequence[Mapping[str, Any] | Message],
+                  tool_calls: Sequence[Mapping[str, Any]] | None = ..., *, session_id: str | None = ...,
+                  turn_id: str | None = ..., summary: str | None = ..., metadata: Mapping[str, Any] | None = ...,
+                  extract_facts: bool = ...) -> PostTurnResult: ...
+    def remember(self, scope: ScopeLike, content: str, *, fact_type: str | None = ..., confidence: float | None = ...,
+                 importance: float | None = ..., retention: str | None = ...,
+                 metadata: Mapping[str, Any] | None = ..., created_at: int | None = ..., ttl: Any = ...,
+                 expires_at: Any = ...) -> RememberResult: ...
+    def ingest(self, scope: ScopeLike, items: Iterable[Mapping[str, Any]], *, batch_size: int = ...,
+               progress: bool = ..., dedupe: bool = ..., ttl: Any = ..., expires_at: Any = ...) -> list[str]: ...
+    def ingest_id(self, scope: ScopeLike, key: str) -> str: ...
+    def get_item(self, scope: ScopeLike, memory_id: str, *,
+                 filters: Mapping[str, Any] | None = ...) -> MemoryRecord: ...
+    def list_items(self, scope: ScopeLike, *, filters: Mapping[str, Any] | None = ...,
+                   sources: Sequence[str] | None = ..., limit: int = ...) -> list[MemoryRecord]: ...
+    def update_item(self, scope: ScopeLike, memory_id: str, *, content: str | None = ...,
+                    metadata: Mapping[str, Any] | None = ..., confidence: float | None = ...,
+                    status: str | None = ...) -> MemoryRecord: ...
+    def delete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = ...) -> bool: ...
+    def delete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = ...) -> int: ...
+    def resolve_conflict(self, scope: ScopeLike, memory_id: str, resolution: str, *,
+                         winning_memory_id: str | None = ..., reason: str | None = ...) -> MemoryRecord: ...
+    def thread_messages(self, scope: ScopeLike) -> list[Message]: ...
+    def check_conversation_scope(self, scope: ScopeLike, what: str = ...) -> Scope: ...
+    def clear_thread(self, scope: ScopeLike) -> None: ...
+    def forget(self, scope: ScopeLike) -> ForgetReport: ...
+    def flush(self, timeout: float | None = ...) -> Any: ...
+    def reembed(self, agent_wallet: str | None = ..., *, owner: ScopeLike | None = ..., batch_size: int = ...,
+                progress: bool = ..., dry_run: bool = ...) -> Any: ...
+    def agent_artifact(self, scope: ScopeLike, kind: str, artifact_id: str) -> Any: ...
+    def scoped(self, scope: ScopeLike, *, trust: str | None = ..., require_thread: bool = ...,
+               agent_jobs: bool = ..., allow_pin: bool = ...) -> ScopedMemory: ...
+    def _merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, Any]: ...
+    def _invalidate(self, *scopes: Scope) -> None: ...
+
+
 class ScopedMemory:
     """A :class:`MemoryEngine` bound to one :class:`Scope`; build it with ``engine.scoped(scope)``.
 
@@ -248,7 +295,7 @@ class ScopedMemory:
     application says so.
     """
 
-    def __init__(self, engine: MemoryEngine, scope: ScopeLike, *, trust: TrustLevel | None = None,
+    def __init__(self, engine: EngineCore, scope: ScopeLike, *, trust: TrustLevel | None = None,
                  require_thread: bool = False, max_scan: int = 10_000, agent_jobs: bool = False,
                  allow_pin: bool = False) -> None:
         self._engine = engine
@@ -417,9 +464,6 @@ class ScopedMemory:
         on a keyword-only engine."""
         import math
 
-        from .ranking.trust import trust_level
-        from .stores.base import MemoryQuery
-
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
         if not text and vector is None:
@@ -451,9 +495,6 @@ class ScopedMemory:
         store's keyword index ranks first for ``query`` (an OR of its content terms), best first,
         each with its raw BM25 score (higher is better; only the order is comparable across
         stores). No vector lane, fusion or decay; the engine's trust filter applies."""
-        from .ranking.trust import trust_level
-        from .stores.base import MemoryQuery
-
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
         if not text:
@@ -504,6 +545,22 @@ class ScopedMemory:
         if rows:
             self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at)
         return [key for key, _ in batch]
+
+    def ingest(self, items: Iterable[Mapping[str, Any]], *, ttl: Any = None,
+               expires_at: Any = None) -> builtins.list[str]:
+        """Write rows keyed by an idempotency key: ``{"key", "content", "metadata"?, "context"?,
+        "source"?, "ttl"?, "expires_at"?}`` each. A key this scope already stored is left as it is
+        (see :meth:`MemoryEngine.ingest`); returns the row ids, :meth:`ingest_id` of each key."""
+        rows = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidInputError(f"item {i} must be a mapping with 'key' and 'content'")
+            rows.append({**item, "metadata": self._write_meta(item.get("metadata"), what=f"items[{i}].metadata")})
+        return self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at) if rows else []
+
+    def ingest_id(self, key: str) -> str:
+        """The row id of the keyed row ``key`` of this scope (written by :meth:`ingest`)."""
+        return self._engine.ingest_id(self._scope, key)
 
     def delete_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> int:
         """Remove this scope's own rows under these keys (shared rows stay); how many went."""
@@ -610,8 +667,6 @@ class ScopedMemory:
     def run_job(self, job_type: str, params: Mapping[str, Any] | None = None, *, dry_run: bool = False) -> Any:
         """Run a maintenance job on the rows this scope owns (on every row of its agent for an
         agent-level scope with ``agent_jobs``; never another agent's)."""
-        from .jobs.runner import run_job
-
         return run_job(self._engine, job_type, self._job_params(job_type, params), dry_run=dry_run)
 
     def reembed(self, *, batch_size: int = 64, dry_run: bool = False) -> Any:
@@ -674,10 +729,6 @@ class ScopedMemory:
         deleted or erased since the archive was made stay gone unless ``restore_deleted``, which
         only the application passes. Rows of other scopes are never restored. Returns the report
         ``{archiveId, restored, skippedExisting, skippedDeleted, entryCount}``."""
-        from .jobs import core
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.runner import invalidate_changes, query_cache_of
-
         archive = self._own_archive(archive_id)
         changes = ChangedScopes()
         owner = self._owner()
@@ -690,19 +741,14 @@ class ScopedMemory:
 
     def pin_archive(self, archive_id: str, *, dry_run: bool = False) -> dict[str, Any]:
         """Pin one of this scope's archives to IPFS (needs ``allow_pin``); idempotent."""
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.pinning import ArchivePinParams, archive_pin
-
         self._check_pin()
         archive = self._own_archive(archive_id)
         return archive_pin(job_store(self._engine), ArchivePinParams(archive_id=archive.archive_id), dry_run=dry_run,
                            changes=ChangedScopes())
 
-    def notes(self, project: Any = None) -> Any:
+    def notes(self, project: Any = None) -> ProjectNotes:
         """This scope's agent and user's project notes (:class:`manowar_memory.notes.ProjectNotes`);
         ``project``: a directory or ``ProjectIdentity`` (default: the working directory's project)."""
-        from .notes import ProjectNotes
-
         return ProjectNotes(self._engine, project=project, agent=self._scope.agent_wallet,
                             user=self._scope.user_address)
 
@@ -710,8 +756,6 @@ class ScopedMemory:
                  min_success_rate: float | None = None) -> builtins.list[Any]:
         """Patterns visible in the scope, best success rate first (optionally of one type and
         at least a success rate)."""
-        from .stores.base import MemoryQuery
-
         limit = _positive(limit, "limit")
         rows = self._engine.store.find_patterns(MemoryQuery(scope=self._scope), self._max_scan)
         rows = [p for p in rows if visible(self._scope, p)
@@ -775,9 +819,6 @@ class ScopedMemory:
         ``context`` lines are appended (the buffer keeps the newest ``session_context_limit``)
         and ``entities``, ``state`` and ``metadata`` are merged key by key; ``replace`` sets all
         four to what is given (empty when omitted). The expiry is refreshed."""
-        from ._util import now_ms
-        from .records import Session, WorkingMemory
-
         scope = self._engine.check_conversation_scope(self._require_thread(), "update_working")
         config = self._engine.config
         lines = [validation.check_text(line, f"context[{i}]", max_chars=config.max_text_chars)
@@ -806,8 +847,6 @@ class ScopedMemory:
         ``max_chars``), with ``keyFacts`` the engine's fact extractor finds in the whole thread;
         the working session is marked compressed. :class:`NotFoundError` when the thread has no
         messages. Returns ``{sessionId, summary, keyFacts, archiveRowId, entitiesExtracted}``."""
-        from ._util import collapse_ws, truncate
-
         scope = self._require_thread()
         msgs = self.messages()
         if not msgs:
@@ -834,8 +873,6 @@ class ScopedMemory:
 
     # ---------------------------------------------------------------- schedules of this agent (inline backend)
     def _schedules(self) -> InlineSchedules:
-        from .jobs.schedules import InlineSchedules
-
         return InlineSchedules(self._engine)
 
     def _is_mine(self, info: ScheduleInfo) -> bool:
@@ -853,8 +890,6 @@ class ScopedMemory:
 
     def agent_schedule(self, schedule_id: str) -> ScheduleInfo:
         """One schedule of this agent; :class:`NotFoundError` when missing or another's."""
-        from .jobs.schedules import ScheduleNotFoundError
-
         try:
             info = self._schedules().describe(schedule_id)
         except ScheduleNotFoundError:
@@ -868,8 +903,6 @@ class ScopedMemory:
         (``memory-daily-consolidation:{agent}``), hourly decay (``memory-hourly-decay:{agent}``),
         daily pattern extraction and the weekly archive, with the crons and windows of
         :class:`~manowar_memory.jobs.schedules.ScheduleSettings`; ``job_types`` keeps only some."""
-        from .jobs.schedules import MaintenanceSchedule, schedule_table
-
         self._require_agent_jobs("an agent schedule")
         agent = self._scope.agent_wallet
         table = []

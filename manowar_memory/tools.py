@@ -26,8 +26,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .candidates import Candidate, relevance
-from .errors import ManowarError, ToolCallError
+from .errors import InvalidInputError, ManowarError, ToolCallError
+from .jobs import core
+from .jobs._store import ChangedScopes, job_store
+from .jobs.runner import invalidate_changes, query_cache_of
 from .notes.tools import NOTES_TOOL_RESULTS, NOTES_TOOL_SPECS
+from .ranking.trust import trust_level
 from .records import MemoryRecord
 from .scoped import ScopedMemory
 from .tool_results import (
@@ -89,8 +93,6 @@ def memory_view(item: Candidate | MemoryRecord, *, default_trust: str = "learned
     ``score`` is the memory's relevance in [0, 1] (:func:`manowar_memory.candidates.relevance`),
     what a ``score_threshold`` compares with; ``rank_score`` is the engine's ranking score
     (fusion, decay, boosts; it orders the results and may pass 1)."""
-    from .ranking.trust import trust_level
-
     if isinstance(item, Candidate):
         rec = item.record if isinstance(item.record, MemoryRecord) else None
         meta = item.metadata or {}
@@ -325,18 +327,11 @@ def _archive_pin(m: ScopedMemory, a: ArchiveIdArgs) -> dict[str, Any]:
 
 
 def _validate_pattern(m: ScopedMemory, a: PatternIdArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import job_store
-
     m.artifact("pattern", a.pattern_id)
     return core.validate_pattern(job_store(m._engine), a.pattern_id)
 
 
 def _promote_pattern(m: ScopedMemory, a: PromoteArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import ChangedScopes, job_store
-    from .jobs.runner import invalidate_changes, query_cache_of
-
     m.artifact("pattern", a.pattern_id)
     changes = ChangedScopes()
     try:
@@ -346,9 +341,6 @@ def _promote_pattern(m: ScopedMemory, a: PromoteArgs) -> dict[str, Any]:
 
 
 def _list_skills(m: ScopedMemory, a: ListSkillsArgs) -> dict[str, Any]:
-    from .jobs import core
-    from .jobs._store import job_store
-
     skills = core.list_skills(job_store(m._engine), m.scope.agent_wallet, a.category, a.limit)
     return {"skills": [s.to_doc() for s in skills]}
 
@@ -519,8 +511,6 @@ def _groups(groups: Sequence[str] | None) -> set[str]:
         groups = [groups]
     unknown = sorted(set(groups) - set(TOOL_GROUPS))
     if unknown:
-        from .errors import InvalidInputError
-
         raise InvalidInputError(f"unknown tool group(s) {unknown}; use {list(TOOL_GROUPS)}")
     return set(groups)
 
@@ -581,8 +571,6 @@ def memory_tools(memory: ScopedMemory, groups: Sequence[str] | None = None,
         names = {d.name for d in defs}
         unknown = sorted(set(include) - names)
         if unknown:
-            from .errors import InvalidInputError
-
             raise InvalidInputError(f"unknown tool(s) {unknown}; the catalog has {sorted(names)}")
         defs = [d for d in defs if d.name in set(include)]
     return [BoundTool(d, memory) for d in defs]

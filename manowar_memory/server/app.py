@@ -43,12 +43,13 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from .. import errors
+from .._util import now_ms
 from .._version import __version__
 from ..engine import ForgetReport, MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
 from ..jobs.schedules import ScheduleInfo
 from ..records import Job
 from ..scoped import ScopedMemory
-from ..tools import TOOL_GROUPS, catalog, memory_tools
+from ..tools import TOOL_GROUPS, catalog, memory_tools, memory_view
 from .auth import ApiKeys, KeyBinding, presented_key, scope_for
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DOCS_ASSETS_PATH", "Problem", "camel_keys", "check_bind", "create_app", "is_loopback",
@@ -1090,8 +1091,6 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def add(body: AddBody, key: Tenant) -> dict[str, Any]:
         data = body.scope_data()
         if not data.get("threadId"):
-            from .._util import now_ms
-
             data["threadId"] = f"api-{now_ms()}"
         m = mem(key, data)
         turn = m.post_turn(msgs(body.messages), metadata=body.metadata, extract_facts=True)
@@ -1108,8 +1107,6 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     def vector_search(body: VectorSearchBody, key: Tenant) -> dict[str, Any]:
         m = mem(key, body.scope_data())
         hits = m.search(body.query, k=body.limit, layers=("vectors",), mmr=True, rerank=m.reranker is not None)
-        from ..tools import memory_view
-
         return {"results": [camel_keys({"text": v["text"], **v["metadata"]})
                             for v in (memory_view(c, default_trust=m.default_trust) for c in hits)],
                 "degradations": hits.degradations}

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..cache.namespace import QUERY_TTL_SECONDS
+from ..config import MemoryConfig
+from ..engine import MemoryEngine
+
 __all__ = ["QueryCachedEngine", "StoreConformance"]
 
 
@@ -34,10 +38,6 @@ def _query_cached_engine() -> Any:
     global _CLASS
     if _CLASS is not None:
         return _CLASS
-
-    from ..cache.namespace import QUERY_TTL_SECONDS
-    from ..config import MemoryConfig
-    from ..engine import MemoryEngine
 
     class QueryCachedEngine(MemoryEngine):
         """A MemoryEngine with the layer query cache forced on, whatever the cache backend
