@@ -17,9 +17,9 @@ from .engine import NO_EMBEDDER, IngestItem, MemoryEngine, open_store
 from .errors import InvalidInputError, ManowarError
 from .notes.cli import notes as notes_cli
 from .scope import Scope
+from .server import mcp as mcp_server  # a module: tests replace run_stdio on it
 from .server.auth import ApiKeys, hash_key, new_key
 from .server.client_config import CLIENTS, client_config
-from .server.mcp import build_mcp_server, mcp_http_app, run_stdio
 from .stores.base import MemoryQuery
 
 __all__ = ["main"]
@@ -450,16 +450,16 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
         _announce_embedder(engine)
         engine.warm_up()  # the model loads now, not in the first tool call
         scope = fields if (http and keys) else Scope.from_dict(fields)
-        server = build_mcp_server(engine, scope=scope, keys=keys if http else None,
-                                  groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust,
-                                  agent_jobs=agent_jobs, allow_pin=allow_pin)
+        server = mcp_server.build_mcp_server(engine, scope=scope, keys=keys if http else None,
+                                             groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust,
+                                             agent_jobs=agent_jobs, allow_pin=allow_pin)
         if keys is None:  # stdio
-            asyncio.run(run_stdio(server))
+            asyncio.run(mcp_server.run_stdio(server))
             return
         import uvicorn
 
         click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store.name} keys={len(keys)}", err=True)
-        uvicorn.run(mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
+        uvicorn.run(mcp_server.mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
 
 
 def _print_client_config(client: str, agent: str | None, user: str | None, thread: str | None, groups: str,
