@@ -11,6 +11,8 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .redaction import redact
+
 _current: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("manowar_notes", default=None)
 
 
@@ -31,7 +33,6 @@ def degrade(message: str) -> None:
     notes = _current.get()
     if notes is None:
         return
-    from .redaction import redact
 
     message = redact(message)
     if message not in notes:

@@ -7,19 +7,19 @@ import sys
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from ._version import __version__
 from .cli_schedules import schedules
-from .engine import NO_EMBEDDER, MemoryEngine
+from .engine import NO_EMBEDDER, IngestItem, MemoryEngine, open_store
 from .errors import InvalidInputError, ManowarError
 from .notes.cli import notes as notes_cli
 from .scope import Scope
-
-if TYPE_CHECKING:
-    from .server.auth import ApiKeys
+from .server import mcp as mcp_server  # a module: tests replace run_stdio on it
+from .server.auth import ApiKeys, hash_key, new_key
+from .server.client_config import CLIENTS, client_config
 
 __all__ = ["main"]
 
@@ -202,8 +202,6 @@ def _ingest_line(item: Any, n: int, path: Path) -> dict[str, Any]:
     that is wrong and what to write instead."""
     from pydantic import ValidationError
 
-    from .engine import IngestItem
-
     where = f"line {n} of {path}"
     if isinstance(item, str):
         return {"content": item}
@@ -297,8 +295,6 @@ def worker(address: str, namespace: str, task_queue: str | None, store: str | No
     import asyncio
     from datetime import timedelta
 
-    from .engine import open_store
-
     try:
         from .jobs.temporal import DEFAULT_TASK_QUEUE, run_worker
     except ImportError as exc:
@@ -329,7 +325,6 @@ def _worker_target(store: Any, redis_url: str | None) -> Any:
     if not redis_url:
         return store
     from .cache.redis import RedisCache
-    from .engine import MemoryEngine
 
     return MemoryEngine(store=store, embedder=None, cache=RedisCache(redis_url))
 
@@ -355,10 +350,6 @@ def _announce_embedder(engine: MemoryEngine) -> None:
 
 
 def _server_keys(keys_file: Path | None) -> ApiKeys:
-    try:
-        from .server.auth import ApiKeys
-    except ImportError as exc:  # pragma: no cover - the extra is missing
-        raise click.ClickException(f'serving needs the server extra: pip install "manowar-memory[server]" ({exc})') from exc
     return ApiKeys.load(keys_file)
 
 
@@ -447,7 +438,6 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
         return
 
     keys = _server_keys(keys_file) if http else None
-    from .server.mcp import build_mcp_server, mcp_http_app, run_stdio
 
     fields = {"agentWallet": agent, "userAddress": user, "threadId": thread, "mode": mode, "haiId": hai}
     fields = {k: v for k, v in fields.items() if v is not None}
@@ -463,23 +453,21 @@ def mcp_command(http: bool, host: str, port: int, agent: str | None, user: str |
         _announce_embedder(engine)
         engine.warm_up()  # the model loads now, not in the first tool call
         scope = fields if (http and keys) else Scope.from_dict(fields)
-        server = build_mcp_server(engine, scope=scope, keys=keys if http else None,
-                                  groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust,
-                                  agent_jobs=agent_jobs, allow_pin=allow_pin)
+        server = mcp_server.build_mcp_server(engine, scope=scope, keys=keys if http else None,
+                                             groups=[g.strip() for g in groups.split(",") if g.strip()], trust=trust,
+                                             agent_jobs=agent_jobs, allow_pin=allow_pin)
         if keys is None:  # stdio
-            asyncio.run(run_stdio(server))
+            asyncio.run(mcp_server.run_stdio(server))
             return
         import uvicorn
 
         click.echo(f"manowar mcp: http://{host}:{port}/mcp store={engine.store_name} keys={len(keys)}", err=True)
-        uvicorn.run(mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
+        uvicorn.run(mcp_server.mcp_http_app(server, keys, host=host), host=host, port=port, log_level="warning")
 
 
 def _print_client_config(client: str, agent: str | None, user: str | None, thread: str | None, groups: str,
                          store: str | None, embedder: str) -> None:
     from click.core import ParameterSource
-
-    from .server.client_config import CLIENTS, client_config
 
     if not agent:
         raise click.UsageError("the client starts a stdio server for one scope: pass --agent (or set MANOWAR_AGENT)")
@@ -518,8 +506,6 @@ def forget(agent: str, user: str | None, mode: str | None, hai: str | None, stor
 @click.option("--name", default=None, help="A label for the key.")
 def api_key(agent: str, user: str | None, name: str | None) -> None:
     """Print a new API key (stderr) and its key-file entry, which stores only the hash (stdout)."""
-    from .server.auth import hash_key, new_key
-
     for flag, value in (("--agent", agent), ("--user", user)):
         if value is not None and not value.strip():
             raise click.BadParameter("is blank: give the id, or leave --user out for a key of any user", param_hint=flag)

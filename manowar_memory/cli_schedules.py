@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from .engine import MemoryEngine
 from .jobs.schedules import (
     InlineSchedules,
     ScheduleBackend,
@@ -47,8 +48,6 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _with_backend(ctx_args: dict[str, Any], action: Callable[[ScheduleBackend, Any], Coroutine[Any, Any, T]]) -> T:
-    from .engine import MemoryEngine
-
     engine = MemoryEngine(store=ctx_args["store"], embedder=None)
     try:
         if ctx_args["backend"] == "inline":
@@ -192,8 +191,6 @@ def trigger_cmd(common: dict[str, Any], schedule_id: str) -> None:
 @click.option("--store", default=None, help="Store URL (default: the SQLite file under $MANOWAR_HOME).")
 def run_cmd(poll: float, workers: int, once: bool, store: str | None) -> None:
     """Run the inline schedules in this process (Temporal schedules run on the Temporal workers)."""
-    from .engine import MemoryEngine
-
     def report(job: Any) -> None:
         click.echo(f"{(job.data or {}).get('scheduleId')}: job {job.job_id} {job.status}"
                    + (f" ({job.error})" if job.error else ""))

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import InvalidConfigError
+from .expiry import TTL_KINDS
 
 __all__ = ["MemoryConfig", "PackerConfig", "RetrievalConfig"]
 
@@ -271,8 +272,6 @@ class MemoryConfig(_Settings):
     @field_validator("ttl_by_kind")
     @classmethod
     def _check_ttl_by_kind(cls, value: dict[str, float]) -> dict[str, float]:
-        from .expiry import TTL_KINDS
-
         for key, seconds in value.items():
             if key not in TTL_KINDS:
                 raise ValueError(f"ttl_by_kind key {key!r} is not a fact type, source, layer or '*'; "

@@ -14,10 +14,9 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 
 from ._access import AccessBumps
 from ._notes import collect, degrade
@@ -32,25 +31,29 @@ from .errors import ConfigurationError, EmbeddingError, InvalidInputError, NotFo
 from .expiry import EXPIRES_AT, check_expires_at_value, default_ttl_seconds, is_expired, resolve_expiry, ttl_to_ms
 from .extraction import FactExtractor, RuleBasedExtractor, fact_time_metadata
 from .filters import FilterValue, Group, Ops, conjoin, normalize_filters
+from .jobs import core
+from .jobs._store import ChangedScopes, job_store
+from .jobs.core import Owner
+from .jobs.reembed import ReembedParams, count_reembed, reembed
+from .jobs.runner import invalidate_changes
 from .layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
 from .lifecycle import SOURCE_MEMORY_ID
-from .packing import ContextUsage, Decision, PackedItem, pack
+from .notes import DEFAULT_AGENT, ProjectNotes
+from .packing import pack
 from .ranking.trust import content_delimiter
-from .records import FACT_TYPES, Layer, MemoryRecord, Message, Session, Transcript, WorkingMemory
+from .records import FACT_TYPES, Job, Layer, MemoryRecord, Message, Pattern, Session, Transcript, WorkingMemory
 from .redaction import install_log_redaction, redact
+from .rerankers import resolve_reranker
 from .rerankers.base import Reranker
 from .resolver import FactResolver, resolve_updates
+from .results import ForgetReport, PostTurnResult, PreTurnResult, RememberResult
 from .retrieval.pipeline import RankingStage, RankOptions, StageInsert
-from .scope import Scope, ScopeLike
-from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store, TurnRows, missing_role_methods
+from .scope import Scope, ScopeLike, owns
+from .scoped import ScopedMemory
+from .stores.base import INACTIVE_STATUSES, Hit, MemoryQuery, Store, TurnRows, missing_role_methods
 from .stores.sqlite import SQLiteStore
 from .threads import EngineThreads, blas_threads
 from .validation import check_id, check_json_value, check_metadata, check_optional_text, check_text, check_timestamp
-
-if TYPE_CHECKING:
-    from .records import Job, Pattern
-    from .scoped import ScopedMemory
-    from .stores.base import Hit
 
 __all__ = [
     "FlushResult",
@@ -78,85 +81,6 @@ def _plain(value: FilterValue) -> bool:
 
 _SCOPE_FILTER_KEYS = {"agentWallet": "agent_wallet", "userAddress": "user_address", "threadId": "thread_id",
                       "mode": "mode", "haiId": "hai_id"}
-
-
-class RememberResult(BaseModel):
-    """What ``remember`` stored."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
-
-    id: str
-    fact_type: str
-    fact_hash: str
-    deduplicated: bool = Field(False, description="True when an identical fact existed and was reinforced instead.")
-    superseded: list[str] = Field(
-        default_factory=list, description="Rows this fact replaced (same subject and attribute, another value); "
-        "its own id when a fact observed later already replaced it. See manowar_memory.lifecycle.")
-    notes: list[str] = Field(default_factory=list, description=(
-        "Possible contradictions left alone (uncertain); with a resolver, also what it found already known or "
-        "could not decide (see manowar_memory.resolver)."))
-
-
-class PostTurnResult(BaseModel):
-    """What ``post_turn`` stored in-band and what it queued."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
-
-    session_id: str
-    thread_id: str
-    turn_id: str
-    vector_id: str | None
-    stored: dict[str, bool]
-    queued: dict[str, bool]
-    degradations: list[str] = Field(default_factory=list)
-    created: bool = Field(True, description=(
-        "False when this turn id was already stored (a retry): nothing was written, and vector_id is the "
-        "row the first call stored."))
-    seq: int | None = Field(None, description="The turn's place in its transcript (1, 2, ...), in commit order.")
-
-
-class ForgetReport(BaseModel):
-    """What ``forget`` erased: rows of each kind the scope owned, its rows cut out of the agent's
-    shared archives, and the pinned copies of those archives (public IPFS copies that still hold
-    the rows until the application unpins them at its provider)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
-
-    memories: int = Field(description="memory rows (facts, knowledge, session rows, archive rows) deleted")
-    transcripts: int = Field(description="transcripts deleted, with their chunks")
-    sessions: int = Field(description="working sessions deleted")
-    patterns: int = Field(description="patterns built from the scope's transcripts deleted")
-    archives: int = Field(description="the scope's own archives deleted")
-    turns: int = Field(0, description="entries of the turn ledger (the record of which turn ids were stored) deleted")
-    archives_rewritten: int = Field(description="the agent's archives rewritten without the scope's rows")
-    archived_rows_removed: int = Field(description="rows cut out of those archives")
-    pinned_copies: list[dict[str, Any]] = Field(
-        default_factory=list, description="archives that had been pinned to IPFS: {archiveId, ipfsHash, unpinned, "
-        "reason?}; the engine unpins them with the application's Pinata credentials, but a public copy others "
-        "fetched or pinned is beyond its reach")
-
-    @property
-    def total(self) -> int:
-        """Rows and documents removed in all."""
-        return (self.memories + self.transcripts + self.sessions + self.patterns + self.archives
-                + self.archived_rows_removed)
-
-
-class PreTurnResult(BaseModel):
-    """The packed memory context of a turn, with full accounting."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)  # camelCase over JSON (REST)
-
-    prompt: str
-    items: list[PackedItem]
-    totals: dict[str, int]
-    omitted: dict[str, int]
-    context_usage: ContextUsage
-    decisions: list[Decision] | None = None
-    degradations: list[str] = Field(default_factory=list)
-    lanes: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    timings_ms: dict[str, float] = Field(default_factory=dict)
-    context_id: str
 
 
 class LayerSearchResult(BaseModel):
@@ -360,8 +284,6 @@ class MemoryEngine:
         #: why the vector lane is off (reported in every result's degradations), or None when it is on
         self.keyword_only_note: str | None = (choice.note or NO_EMBEDDER) if self.embedder is None else None
         if isinstance(reranker, str):
-            from .rerankers import resolve_reranker
-
             reranker = resolve_reranker(reranker)
         self.reranker: Reranker | None = reranker
         if extractor == "rules":
@@ -1511,8 +1433,6 @@ class MemoryEngine:
         sid = scope.thread_session_id()
         transcript = self.store.get_transcript(sid, scope.agent_wallet)
         session = self.store.get_session(sid, scope.agent_wallet)
-        from .scoped import owns
-
         return (transcript if transcript is not None and owns(scope, transcript) else None,
                 session if session is not None and owns(scope, session) else None)
 
@@ -1542,10 +1462,6 @@ class MemoryEngine:
         nothing of the scope is written after the erasure. Safe to run again after a failure
         part-way (it removes what is left) and a no-op on an erased scope. A user-less scope
         erases the agent's shared rows, never users' rows. Returns a :class:`ForgetReport`."""
-        from .jobs import core
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.runner import invalidate_changes
-
         scope = Scope.coerce(scope)
         self.flush()
         params = core.ForgetParams(agent_wallet=scope.agent_wallet, user_address=scope.user_address, mode=scope.mode,
@@ -1689,16 +1605,13 @@ class MemoryEngine:
         (ownership, trust, wrapper and cache invalidation; see :class:`ScopedMemory`).
         ``agent_jobs`` lets an agent-level scope run maintenance over every row of the agent;
         ``allow_pin`` lets archives be published to IPFS. Both are the application's choice."""
-        from .scoped import ScopedMemory
-
-        return ScopedMemory(self, scope, trust=trust, require_thread=require_thread,  # type: ignore[arg-type]
+        return ScopedMemory(self, scope, require_thread=require_thread,  # mypy checks self against EngineCore
+                            trust=trust,  # type: ignore[arg-type]  # ScopedMemory refuses an unknown level
                             agent_jobs=agent_jobs, allow_pin=allow_pin)
 
-    def notes(self, project: Any = None, *, agent: str | None = None, user: str | None = None) -> Any:
+    def notes(self, project: Any = None, *, agent: str | None = None, user: str | None = None) -> ProjectNotes:
         """Project notes for coding agents on this engine (:class:`manowar_memory.notes.ProjectNotes`):
         ``project`` is a directory or a ``ProjectIdentity`` (default: the working directory's project)."""
-        from .notes import DEFAULT_AGENT, ProjectNotes
-
         return ProjectNotes(self, project=project, agent=agent or DEFAULT_AGENT, user=user)
 
     def warm_up(self) -> bool:
@@ -1724,11 +1637,6 @@ class MemoryEngine:
         ``owner``: only the rows this scope owns (its agent, user, mode and HAI). ``progress``
         shows a tqdm bar. Raises :class:`ConfigurationError` on a keyword-only engine and
         :class:`EmbeddingError` when the embedder fails (saying how far it got)."""
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.core import Owner
-        from .jobs.reembed import ReembedParams, count_reembed, reembed
-        from .jobs.runner import invalidate_changes
-
         if self.embedder is None:
             raise ConfigurationError(
                 f"reembed needs an embedder and this engine is keyword-only ({self.keyword_only_note}); name one "

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from .redaction import redact, redact_value
+
 __all__ = [
     "ConfigurationError",
     "ConflictError",
@@ -82,8 +84,6 @@ class ManowarError(Exception):
 
     def __init__(self, *args: Any) -> None:
         if args and isinstance(args[0], str):
-            from .redaction import redact
-
             args = (redact(args[0]), *args[1:])
         super().__init__(*args)
 
@@ -222,8 +222,6 @@ class ToolCallError(ManowarError):
     ``{"error": {"type": ..., "message": ..., "tool": ...}}``."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
-        from .redaction import redact_value
-
         payload = redact_value(payload)
         super().__init__(payload["error"]["message"])
         self.payload = payload

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ._util import query_terms
 from .candidates import Candidate
 from .config import RetrievalConfig
+from .errors import InvalidInputError
 from .filters import FilterValue
 from .records import LAYERS, Layer
 from .rerankers.base import Reranker
@@ -82,8 +83,6 @@ LayerSearcher = Callable[[LayerRequest], LayerHits]
 
 def normalize_layers(layers: object) -> list[Layer]:
     """Validate a layer selection (None or empty = all six, in the default order)."""
-    from .errors import InvalidInputError
-
     if layers is None:
         return list(LAYERS)
     if isinstance(layers, str):

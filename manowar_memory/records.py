@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from ._util import content_hash, now_ms
+from .redaction import redact_value
 from .scope import Scope
 
 __all__ = [
@@ -285,6 +286,4 @@ class Job(_Model):
     def _without_credentials(self, value: Any) -> Any:
         """A job document is never written (or shown) with a credential in it: an upstream
         that echoed a key into an error body ends up in ``error`` or a report in ``data``."""
-        from .redaction import redact_value
-
         return redact_value(value)

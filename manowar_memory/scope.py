@@ -11,7 +11,7 @@ from ._util import as_str
 from .errors import ScopeError
 from .filters import FilterValue, normalize_filters
 
-__all__ = ["SCOPE_FIELDS", "Scope", "ScopeLike"]
+__all__ = ["SCOPE_FIELDS", "Scope", "ScopeLike", "owns", "visible"]
 
 Mode = Literal["global", "local"]
 
@@ -175,3 +175,31 @@ class Scope:
 
 
 ScopeLike = Scope | Mapping[str, Any]
+
+
+# -- the ownership and visibility rules: the engine and the scoped surface both read them --------
+
+
+def owns(scope: Scope, record: Any) -> bool:
+    """Whether ``scope`` may write ``record``: same agent, user, mode and HAI (the thread is ignored)."""
+    return (
+        getattr(record, "agent_wallet", None) == scope.agent_wallet
+        and getattr(record, "user_address", None) == scope.user_address
+        and getattr(record, "mode", None) == scope.mode
+        and getattr(record, "hai_id", None) == scope.hai_id
+    )
+
+
+def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
+    """The engine's visibility rule for one row: same agent; the reader's user or none; the
+    reader's mode and HAI when it sets them; the thread too for the hot layers (``durable=False``)."""
+    if getattr(record, "agent_wallet", None) != reader.agent_wallet:
+        return False
+    user = getattr(record, "user_address", None)
+    if user is not None and user != reader.user_address:
+        return False
+    if reader.mode is not None and getattr(record, "mode", None) != reader.mode:
+        return False
+    if reader.hai_id is not None and getattr(record, "hai_id", None) != reader.hai_id:
+        return False
+    return durable or reader.thread_id is None or getattr(record, "thread_id", None) == reader.thread_id

@@ -25,21 +25,30 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as replace_fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from . import validation
 from ._twins import async_twin
+from ._util import collapse_ws, now_ms, truncate
 from .candidates import Candidate
+from .config import MemoryConfig
 from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
+from .jobs import core
+from .jobs._store import ChangedScopes, job_store
+from .jobs.pinning import ArchivePinParams, archive_pin
+from .jobs.runner import invalidate_changes, query_cache_of, run_job
+from .jobs.schedules import InlineSchedules, MaintenanceSchedule, ScheduleNotFoundError, schedule_table
+from .notes import ProjectNotes
 from .packing import PackResult, pack
-from .ranking.trust import TRUST_LEVELS, content_delimiter
-from .records import MemoryRecord, Message
-from .scope import Scope, ScopeLike
+from .ranking.trust import TRUST_LEVELS, content_delimiter, trust_level
+from .records import MemoryRecord, Message, Pattern, Session, WorkingMemory
+from .results import ForgetReport, PostTurnResult, PreTurnResult, RememberResult
+from .scope import Scope, ScopeLike, owns, visible
+from .stores.base import Hit, Store
 
 if TYPE_CHECKING:
     import builtins
 
-    from .engine import MemoryEngine, PostTurnResult, PreTurnResult, RememberResult
     from .jobs.schedules import InlineSchedules, ScheduleInfo
     from .records import Job, Skill
 
@@ -49,6 +58,7 @@ __all__ = [
     "DOCUMENT_LABEL_KEYS",
     "DOC_KEY",
     "RESERVED_METADATA_KEYS",
+    "EngineCore",
     "ScopedMemory",
     "SearchHits",
     "chat_role",
@@ -90,31 +100,6 @@ def chat_role(role: Any) -> str:
             f"unknown chat role {role!r}; use one of {sorted(_ROLES)} (map custom roles before recording them)"
         )
     return _ROLES[key]
-
-
-def owns(scope: Scope, record: Any) -> bool:
-    """Whether ``scope`` may write ``record``: same agent, user, mode and HAI (the thread is ignored)."""
-    return (
-        getattr(record, "agent_wallet", None) == scope.agent_wallet
-        and getattr(record, "user_address", None) == scope.user_address
-        and getattr(record, "mode", None) == scope.mode
-        and getattr(record, "hai_id", None) == scope.hai_id
-    )
-
-
-def visible(reader: Scope, record: Any, *, durable: bool = True) -> bool:
-    """The engine's visibility rule for one row: same agent; the reader's user or none; the
-    reader's mode and HAI when it sets them; the thread too for the hot layers (``durable=False``)."""
-    if getattr(record, "agent_wallet", None) != reader.agent_wallet:
-        return False
-    user = getattr(record, "user_address", None)
-    if user is not None and user != reader.user_address:
-        return False
-    if reader.mode is not None and getattr(record, "mode", None) != reader.mode:
-        return False
-    if reader.hai_id is not None and getattr(record, "hai_id", None) != reader.hai_id:
-        return False
-    return durable or reader.thread_id is None or getattr(record, "thread_id", None) == reader.thread_id
 
 
 def shortfall(k: int, *, found: int, kept: int, threshold: float | None = None,
@@ -234,6 +219,77 @@ class SearchHits:
         return len(self.candidates)
 
 
+class EngineCore(Protocol):
+    """What the scoped surface uses of the engine it is bound to (:class:`~manowar_memory.engine.MemoryEngine`
+    implements it and hands itself over in :meth:`MemoryEngine.scoped`). The surface sits below the
+    engine's module and reads the engine through this interface only, so neither imports the other
+    in a circle. Its members keep the engine's names and signatures."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def config(self) -> MemoryConfig: ...
+    @property
+    def embedder(self) -> Any: ...
+    @property
+    def reranker(self) -> Any: ...
+    @property
+    def extractor(self) -> Any: ...
+    @property
+    def model_id(self) -> str | None: ...
+
+    def search(self, query: str, scope: ScopeLike, *, layers: Sequence[str] = ..., k: int = ...,
+               filters: Mapping[str, Any] | None = ..., decay: bool = ..., rerank: bool = ...,
+               mmr: bool = ...) -> tuple[list[Candidate], list[str]]: ...
+    def pre_turn(self, query: str, scope: ScopeLike, layers: Sequence[str] | None = ..., *,
+                 filters: Mapping[str, Any] | None = ..., limit: int | None = ..., max_items: int | None = ...,
+                 max_item_chars: int | None = ..., budget_chars: int | None = ..., rerank: bool = ...,
+                 mmr: bool = ..., explain: bool = ...) -> PreTurnResult: ...
+    def post_turn(self, scope: ScopeLike, messages: Sequence[Mapping[str, Any] | Message],
+                  tool_calls: Sequence[Mapping[str, Any]] | None = ..., *, session_id: str | None = ...,
+                  turn_id: str | None = ..., summary: str | None = ..., metadata: Mapping[str, Any] | None = ...,
+                  extract_facts: bool = ...) -> PostTurnResult: ...
+    def remember(self, scope: ScopeLike, content: str, *, fact_type: str | None = ..., confidence: float | None = ...,
+                 importance: float | None = ..., retention: str | None = ...,
+                 metadata: Mapping[str, Any] | None = ..., created_at: int | None = ..., ttl: Any = ...,
+                 expires_at: Any = ...) -> RememberResult: ...
+    def ingest(self, scope: ScopeLike, items: Iterable[Mapping[str, Any]], *, batch_size: int = ...,
+               progress: bool = ..., dedupe: bool = ..., ttl: Any = ..., expires_at: Any = ...) -> list[str]: ...
+    def ingest_id(self, scope: ScopeLike, key: str) -> str: ...
+    def get_item(self, scope: ScopeLike, memory_id: str, *,
+                 filters: Mapping[str, Any] | None = ...) -> MemoryRecord: ...
+    def list_items(self, scope: ScopeLike, *, filters: Mapping[str, Any] | None = ...,
+                   sources: Sequence[str] | None = ..., limit: int = ...) -> list[MemoryRecord]: ...
+    def update_item(self, scope: ScopeLike, memory_id: str, *, content: str | None = ...,
+                    metadata: Mapping[str, Any] | None = ..., confidence: float | None = ...,
+                    status: str | None = ...) -> MemoryRecord: ...
+    def delete_item(self, scope: ScopeLike, memory_id: str, *, hard: bool = ...) -> bool: ...
+    def delete_items(self, scope: ScopeLike, memory_ids: Sequence[str], *, hard: bool = ...) -> int: ...
+    def resolve_conflict(self, scope: ScopeLike, memory_id: str, resolution: str, *,
+                         winning_memory_id: str | None = ..., reason: str | None = ...) -> MemoryRecord: ...
+    def thread_messages(self, scope: ScopeLike) -> list[Message]: ...
+    def check_conversation_scope(self, scope: ScopeLike, what: str = ...) -> Scope: ...
+    def clear_thread(self, scope: ScopeLike) -> None: ...
+    def forget(self, scope: ScopeLike) -> ForgetReport: ...
+    def flush(self, timeout: float | None = ...) -> Any: ...
+    def reembed(self, agent_wallet: str | None = ..., *, owner: ScopeLike | None = ..., batch_size: int = ...,
+                progress: bool = ..., dry_run: bool = ...) -> Any: ...
+    def agent_artifact(self, scope: ScopeLike, kind: str, artifact_id: str) -> Any: ...
+    def scoped(self, scope: ScopeLike, *, trust: str | None = ..., require_thread: bool = ...,
+               agent_jobs: bool = ..., allow_pin: bool = ...) -> ScopedMemory: ...
+    def merge_filters(self, scope: Scope, filters: Mapping[str, Any] | None) -> dict[str, Any]: ...
+    def invalidate(self, *scopes: Scope) -> None: ...
+    def vector_hits(self, scope: Scope, vector: Sequence[float], limit: int, *,
+                    filters: Mapping[str, Any] | None = ..., sources: Sequence[str] | None = ...) -> list[Hit]: ...
+    def keyword_hits(self, scope: Scope, text: str, limit: int, *, filters: Mapping[str, Any] | None = ...,
+                     sources: Sequence[str] | None = ...) -> list[Hit]: ...
+    def find_patterns(self, scope: Scope, limit: int) -> list[Pattern]: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def thread_session(self, scope: Scope) -> Session | None: ...
+    def put_session(self, session: Session) -> None: ...
+    def maintenance_store(self) -> Store: ...
+
+
 class ScopedMemory:
     """A :class:`MemoryEngine` bound to one :class:`Scope`; build it with ``engine.scoped(scope)``.
 
@@ -248,7 +304,7 @@ class ScopedMemory:
     application says so.
     """
 
-    def __init__(self, engine: MemoryEngine, scope: ScopeLike, *, trust: TrustLevel | None = None,
+    def __init__(self, engine: EngineCore, scope: ScopeLike, *, trust: TrustLevel | None = None,
                  require_thread: bool = False, max_scan: int = 10_000, agent_jobs: bool = False,
                  allow_pin: bool = False) -> None:
         self._engine = engine
@@ -417,8 +473,6 @@ class ScopedMemory:
         on a keyword-only engine."""
         import math
 
-        from .ranking.trust import trust_level
-
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
         if not text and vector is None:
@@ -449,8 +503,6 @@ class ScopedMemory:
         store's keyword index ranks first for ``query`` (an OR of its content terms), best first,
         each with its raw BM25 score (higher is better; only the order is comparable across
         stores). No vector lane, fusion or decay; the engine's trust filter applies."""
-        from .ranking.trust import trust_level
-
         engine = self._engine
         text = query.strip() if isinstance(query, str) else ""
         if not text:
@@ -499,6 +551,22 @@ class ScopedMemory:
         if rows:
             self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at)
         return [key for key, _ in batch]
+
+    def ingest(self, items: Iterable[Mapping[str, Any]], *, ttl: Any = None,
+               expires_at: Any = None) -> builtins.list[str]:
+        """Write rows keyed by an idempotency key: ``{"key", "content", "metadata"?, "context"?,
+        "source"?, "ttl"?, "expires_at"?}`` each. A key this scope already stored is left as it is
+        (see :meth:`MemoryEngine.ingest`); returns the row ids, :meth:`ingest_id` of each key."""
+        rows = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidInputError(f"item {i} must be a mapping with 'key' and 'content'")
+            rows.append({**item, "metadata": self._write_meta(item.get("metadata"), what=f"items[{i}].metadata")})
+        return self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at) if rows else []
+
+    def ingest_id(self, key: str) -> str:
+        """The row id of the keyed row ``key`` of this scope (written by :meth:`ingest`)."""
+        return self._engine.ingest_id(self._scope, key)
 
     def delete_keys(self, keys: Sequence[str], *, filters: Mapping[str, Any] | None = None) -> int:
         """Remove this scope's own rows under these keys (shared rows stay); how many went."""
@@ -601,8 +669,6 @@ class ScopedMemory:
     def run_job(self, job_type: str, params: Mapping[str, Any] | None = None, *, dry_run: bool = False) -> Any:
         """Run a maintenance job on the rows this scope owns (on every row of its agent for an
         agent-level scope with ``agent_jobs``; never another agent's)."""
-        from .jobs.runner import run_job
-
         return run_job(self._engine, job_type, self._job_params(job_type, params), dry_run=dry_run)
 
     def reembed(self, *, batch_size: int = 64, dry_run: bool = False) -> Any:
@@ -665,10 +731,6 @@ class ScopedMemory:
         deleted or erased since the archive was made stay gone unless ``restore_deleted``, which
         only the application passes. Rows of other scopes are never restored. Returns the report
         ``{archiveId, restored, skippedExisting, skippedDeleted, entryCount}``."""
-        from .jobs import core
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.runner import invalidate_changes, query_cache_of
-
         archive = self._own_archive(archive_id)
         changes = ChangedScopes()
         owner = self._owner()
@@ -681,19 +743,14 @@ class ScopedMemory:
 
     def pin_archive(self, archive_id: str, *, dry_run: bool = False) -> dict[str, Any]:
         """Pin one of this scope's archives to IPFS (needs ``allow_pin``); idempotent."""
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.pinning import ArchivePinParams, archive_pin
-
         self._check_pin()
         archive = self._own_archive(archive_id)
         return archive_pin(job_store(self._engine), ArchivePinParams(archive_id=archive.archive_id), dry_run=dry_run,
                            changes=ChangedScopes())
 
-    def notes(self, project: Any = None) -> Any:
+    def notes(self, project: Any = None) -> ProjectNotes:
         """This scope's agent and user's project notes (:class:`manowar_memory.notes.ProjectNotes`);
         ``project``: a directory or ``ProjectIdentity`` (default: the working directory's project)."""
-        from .notes import ProjectNotes
-
         return ProjectNotes(self._engine, project=project, agent=self._scope.agent_wallet,
                             user=self._scope.user_address)
 
@@ -727,9 +784,6 @@ class ScopedMemory:
         """Whether a pattern visible here may become a skill: ``{patternId, valid, confidence,
         occurrences, successRate, toolSequence}`` (:class:`NotFoundError` for a pattern of
         another agent or user)."""
-        from .jobs import core
-        from .jobs._store import job_store
-
         self.artifact("pattern", pattern_id)
         return core.validate_pattern(job_store(self._engine), pattern_id)
 
@@ -737,10 +791,6 @@ class ScopedMemory:
         """Validate a pattern visible here again and, when valid, make it the agent's skill
         ``skill_name`` (the same pattern and name twice returns the existing skill with
         ``promoted: False``); the cached queries it could change are invalidated."""
-        from .jobs import core
-        from .jobs._store import ChangedScopes, job_store
-        from .jobs.runner import invalidate_changes, query_cache_of
-
         self.artifact("pattern", pattern_id)
         changes = ChangedScopes()
         try:
@@ -751,9 +801,6 @@ class ScopedMemory:
     def skills(self, *, category: str | None = None, limit: int = 20) -> builtins.list[Skill]:
         """The skills of this scope's agent (shared by all its users), optionally of one
         ``category``, at most ``limit`` (capped at 100)."""
-        from .jobs import core
-        from .jobs._store import job_store
-
         return core.list_skills(job_store(self._engine), self._scope.agent_wallet, category, _positive(limit, "limit"))
 
     def invalidate(self) -> None:
@@ -803,9 +850,6 @@ class ScopedMemory:
         ``context`` lines are appended (the buffer keeps the newest ``session_context_limit``)
         and ``entities``, ``state`` and ``metadata`` are merged key by key; ``replace`` sets all
         four to what is given (empty when omitted). The expiry is refreshed."""
-        from ._util import now_ms
-        from .records import Session, WorkingMemory
-
         scope = self._engine.check_conversation_scope(self._require_thread(), "update_working")
         config = self._engine.config
         lines = [validation.check_text(line, f"context[{i}]", max_chars=config.max_text_chars)
@@ -834,8 +878,6 @@ class ScopedMemory:
         ``max_chars``), with ``keyFacts`` the engine's fact extractor finds in the whole thread;
         the working session is marked compressed. :class:`NotFoundError` when the thread has no
         messages. Returns ``{sessionId, summary, keyFacts, archiveRowId, entitiesExtracted}``."""
-        from ._util import collapse_ws, truncate
-
         scope = self._require_thread()
         msgs = self.messages()
         if not msgs:
@@ -862,8 +904,6 @@ class ScopedMemory:
 
     # ---------------------------------------------------------------- schedules of this agent (inline backend)
     def _schedules(self) -> InlineSchedules:
-        from .jobs.schedules import InlineSchedules
-
         return InlineSchedules(self._engine)
 
     def _is_mine(self, info: ScheduleInfo) -> bool:
@@ -881,8 +921,6 @@ class ScopedMemory:
 
     def agent_schedule(self, schedule_id: str) -> ScheduleInfo:
         """One schedule of this agent; :class:`NotFoundError` when missing or another's."""
-        from .jobs.schedules import ScheduleNotFoundError
-
         try:
             info = self._schedules().describe(schedule_id)
         except ScheduleNotFoundError:
@@ -896,8 +934,6 @@ class ScopedMemory:
         (``memory-daily-consolidation:{agent}``), hourly decay (``memory-hourly-decay:{agent}``),
         daily pattern extraction and the weekly archive, with the crons and windows of
         :class:`~manowar_memory.jobs.schedules.ScheduleSettings`; ``job_types`` keeps only some."""
-        from .jobs.schedules import MaintenanceSchedule, schedule_table
-
         self._require_agent_jobs("an agent schedule")
         agent = self._scope.agent_wallet
         table = []

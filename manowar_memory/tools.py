@@ -26,8 +26,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .candidates import Candidate, relevance
-from .errors import ManowarError, ToolCallError
+from .errors import InvalidInputError, ManowarError, ToolCallError
 from .notes.tools import NOTES_TOOL_RESULTS, NOTES_TOOL_SPECS
+from .ranking.trust import trust_level
 from .records import MemoryRecord
 from .scoped import ScopedMemory
 from .tool_results import (
@@ -89,8 +90,6 @@ def memory_view(item: Candidate | MemoryRecord, *, default_trust: str = "learned
     ``score`` is the memory's relevance in [0, 1] (:func:`manowar_memory.candidates.relevance`),
     what a ``score_threshold`` compares with; ``rank_score`` is the engine's ranking score
     (fusion, decay, boosts; it orders the results and may pass 1)."""
-    from .ranking.trust import trust_level
-
     if isinstance(item, Candidate):
         rec = item.record if isinstance(item.record, MemoryRecord) else None
         meta = item.metadata or {}
@@ -502,8 +501,6 @@ def _groups(groups: Sequence[str] | None) -> set[str]:
         groups = [groups]
     unknown = sorted(set(groups) - set(TOOL_GROUPS))
     if unknown:
-        from .errors import InvalidInputError
-
         raise InvalidInputError(f"unknown tool group(s) {unknown}; use {list(TOOL_GROUPS)}")
     return set(groups)
 
@@ -564,8 +561,6 @@ def memory_tools(memory: ScopedMemory, groups: Sequence[str] | None = None,
         names = {d.name for d in defs}
         unknown = sorted(set(include) - names)
         if unknown:
-            from .errors import InvalidInputError
-
             raise InvalidInputError(f"unknown tool(s) {unknown}; the catalog has {sorted(names)}")
         defs = [d for d in defs if d.name in set(include)]
     return [BoundTool(d, memory) for d in defs]

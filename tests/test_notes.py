@@ -27,6 +27,7 @@ from manowar_memory.notes import (
 )
 from manowar_memory.notes.cards import lexical_bonus
 from manowar_memory.notes.fusion import gated_fusion
+from manowar_memory.notes.tools import NOTES_TOOL_SPECS
 
 
 @pytest.fixture
@@ -432,6 +433,7 @@ def test_operations_report_scopes_tools_health_and_index_state(engine: MemoryEng
         "project": "default", "global": "promotion_only", "hybrid": "read_only"}
     test = notes.self_test()
     assert test["tool_count"] == len(test["tools"]) == 15 and "notes_lint" in test["tools"]
+    assert test["tools"] == [spec[0] for spec in NOTES_TOOL_SPECS]  # the tools the catalog serves, in order
     assert notes.health()["checks"] == {"store": "ok", "embedder": "ok"}
     assert notes.server_info()["index_status"]["project"]["state"] == "empty"
     note = notes.remember_note("Ops", "Operations report the index state.", "lesson")["item"]

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -144,3 +145,33 @@ def test_the_wheels_install_offline_and_run_from_a_fresh_environment(wheels: dic
     (tmp_path / "quickstart.py").write_text(_quickstart())
     out = _run([python, "quickstart.py"], cwd=tmp_path, MANOWAR_HOME=str(home))
     assert "Lisbon" in out and "Memory context:" in out
+
+
+# -- the version: one place (pyproject.toml), read from the installed metadata --------------------
+
+
+def test_the_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    import manowar_memory
+    from manowar_memory import _version
+
+    assert manowar_memory.__version__ == _version.find_version() == version("manowar-memory")
+
+
+def test_a_checkout_that_is_not_installed_reads_its_pyproject_version(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    from importlib.metadata import PackageNotFoundError
+
+    from manowar_memory import _version
+
+    def missing(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(_version, "version", missing)
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert _version.find_version() == expected  # the pyproject.toml next to the package
+    other = tmp_path / "pyproject.toml"
+    other.write_text('[project]\nname = "another-project"\nversion = "9.9"\n', encoding="utf-8")
+    assert _version.find_version(other) == "0+unknown"  # another project's file is not ours
+    assert _version.find_version(tmp_path / "missing.toml") == "0+unknown"

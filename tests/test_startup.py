@@ -91,7 +91,7 @@ def test_a_server_says_when_it_is_keyword_only(monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(mcp_module, "run_stdio", serve)
     monkeypatch.delenv(EMBEDDER_ENV)
-    monkeypatch.setattr(local_module, "_has_module", lambda name: False)  # nothing installed
+    monkeypatch.setattr(local_module, "has_module", lambda name: False)  # nothing installed
     result = CliRunner().invoke(cli_module.cli, ["mcp", "--agent", "a1", "--store", f"sqlite:///{tmp_path / 'm.db'}"])
     assert result.exit_code == 0, result.output
     assert "warning: vector lane disabled: no local embedder is installed" in result.output

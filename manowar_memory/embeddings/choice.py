@@ -22,9 +22,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ConfigurationError
+from . import local, onnx
 from .base import Embedder
+from .fake import FakeEmbedder
+from .voyage import VoyageEmbedder
 
-__all__ = ["AUTO", "EMBEDDER_ENV", "NOT_INSTALLED", "EmbedderChoice", "choose_embedder", "installed_local_embedder"]
+__all__ = [
+    "AUTO", "EMBEDDER_ENV", "NOT_INSTALLED", "EmbedderChoice", "EmbedderSpec", "choose_embedder",
+    "installed_local_embedder", "resolve_embedder",
+]
+
+EmbedderSpec = Embedder | str | None
 
 log = logging.getLogger("manowar_memory")
 
@@ -41,9 +49,7 @@ NOT_INSTALLED = (
 
 
 def _has(*modules: str) -> bool:
-    from .local import _has_module
-
-    return all(_has_module(m) for m in modules)
+    return all(local.has_module(m) for m in modules)
 
 
 def installed_local_embedder() -> Literal["onnx", "local"] | None:
@@ -55,10 +61,8 @@ def installed_local_embedder() -> Literal["onnx", "local"] | None:
     if bundled and _has("onnxruntime", "tokenizers"):
         if _has("torch", "transformers", "onnx"):
             return "onnx"
-        from .onnx import is_exported
-
         try:
-            if is_exported():
+            if onnx.is_exported():
                 return "onnx"
         except ConfigurationError:  # the bundled model's files are incomplete: not usable either way
             pass
@@ -88,8 +92,6 @@ def choose_embedder(spec: Any = AUTO, **options: Any) -> EmbedderChoice:
     Raises :class:`ConfigurationError` for an unknown provider (naming ``MANOWAR_EMBEDDER``
     when the name came from it) and :class:`MissingDependencyError` when a named provider's
     extra is not installed: a named provider is never replaced by another."""
-    from . import resolve_embedder
-
     if not (isinstance(spec, str) and spec.strip().lower() == AUTO):
         return EmbedderChoice(resolve_embedder(spec, **options), spec if isinstance(spec, str) else None, "argument")
     named = os.environ.get(EMBEDDER_ENV, "").strip()
@@ -106,3 +108,41 @@ def choose_embedder(spec: Any = AUTO, **options: Any) -> EmbedderChoice:
         log.warning("manowar-memory: %s", NOT_INSTALLED)
         return EmbedderChoice(None, None, "installed", NOT_INSTALLED)
     return EmbedderChoice(resolve_embedder(found, **options), found, "installed")
+
+
+def resolve_embedder(spec: EmbedderSpec, **options: Any) -> Embedder | None:
+    """Turn a provider string (or an instance, or None) into an embedder.
+
+    Raises :class:`ConfigurationError` for an unknown provider and
+    :class:`MissingDependencyError` when the provider's extra is not installed.
+    """
+    if spec is None:
+        return None
+    if not isinstance(spec, str):
+        if isinstance(spec, Embedder):
+            return spec
+        raise ConfigurationError(
+            f"embedder must be a provider string or an Embedder, got {type(spec).__name__}"
+        )
+    provider, _, model = spec.partition(":")
+    provider = provider.strip().lower()
+    model = model.strip()
+    if provider == "none" and not model:
+        return None
+    if provider == "auto" and not model:
+        return choose_embedder(spec, **options).embedder
+    if provider == "fake":
+        return FakeEmbedder(int(model) if model else options.pop("dimensions", 64), **options)
+    if provider == "voyage":
+        return VoyageEmbedder(model=model or "voyage-4-large", **options)
+    if provider == "local":
+        return local.LocalEmbedder(model=model or "all-MiniLM-L6-v2", **options)
+    if provider in ("onnx", "onnx-int8"):
+        if provider == "onnx-int8":
+            options["quantize"] = "int8"
+        return onnx.OnnxEmbedder(model=model or "all-MiniLM-L6-v2", **options)
+    raise ConfigurationError(
+        f"unknown embedder {spec!r}; use 'voyage[:model]', 'local[:model or path]', 'onnx[:model or path]', "
+        "'onnx-int8[:model or path]', 'fake[:dimensions]', "
+        "'auto' (the best one installed), an Embedder instance, or 'none' / None for keyword-only memory"
+    )

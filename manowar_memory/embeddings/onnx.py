@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, EmbeddingError, MissingDependencyError
 from .base import BaseEmbedder, InputType
-from .local import BUNDLED_MODEL, _has_module, bundled_model_path, is_bundled_name
+from .local import BUNDLED_MODEL, bundled_model_path, has_module, is_bundled_name
 
 __all__ = [
     "EXPORTER_VERSION", "INT8_MODEL_PREFIX", "OnnxEmbedder", "OnnxModelFiles", "cache_root", "export_model", "is_exported",
@@ -331,7 +331,7 @@ class OnnxEmbedder(BaseEmbedder):
         if quantize not in (None, "int8"):
             raise ConfigurationError(f"onnx embedder: quantize must be None or 'int8', got {quantize!r}")
         for module, package in (("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers")):
-            if not _has_module(module):
+            if not has_module(module):
                 raise MissingDependencyError(package, _EXTRA, _PURPOSE)
         self.name, self.source = _source_dir(model)
         self.quantize: Quantize = quantize

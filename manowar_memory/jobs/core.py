@@ -33,10 +33,13 @@ from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._util import DAY_MS, content_hash, now_ms
-from ..errors import InvalidInputError, NotFoundError
+from ..errors import InvalidInputError, NotFoundError, PinningError
+from ..expiry import EXPIRED, FORGOTTEN, is_expired, is_protected, kind_of
 from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigger, Skill
-from ..stores.base import INACTIVE_STATUSES, by_agent
+from ..scope import Scope
+from ..stores.base import INACTIVE_STATUSES, MemoryQuery, by_agent
 from ._store import ChangedScopes, JobStore
+from .pinning import PinataClient, PinataCredentials, pin_report_after_create
 
 __all__ = [
     "STALE_DECAY_THRESHOLD",
@@ -400,8 +403,6 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
         if dry_run:
             report["pin"] = {"pinned": False, "reason": "not pinned: dry run"}
         else:
-            from .pinning import pin_report_after_create
-
             report["pin"] = pin_report_after_create(store, archive_id, pinner)
         report["pinned"] = report["pin"]["pinned"]
         report["ipfsHash"] = report["pin"].get("ipfsHash")
@@ -461,9 +462,6 @@ class ForgetParams(_Params):
 def _unpin(copies: list[dict[str, Any]], unpinner: Any | None) -> None:
     """Unpin each pinned copy (``unpinner``: a PinataClient, default from the environment) and
     note on it whether that worked; without credentials the copy is reported as still pinned."""
-    from ..errors import PinningError
-    from .pinning import PinataClient, PinataCredentials
-
     client = unpinner
     if client is None:
         if PinataCredentials.from_env() is None:
@@ -492,9 +490,6 @@ def forget(store: JobStore, params: ForgetParams, *, dry_run: bool = False, prog
     that was pinned to IPFS is unpinned (``unpinner``, default a PinataClient from the
     environment) and listed in ``pinnedCopies`` with ``unpinned`` and the reason when it could
     not be: a public copy may have been fetched or pinned by others already. Idempotent."""
-    from ..scope import Scope
-    from ..stores.base import MemoryQuery
-
     owner = Owner(user_address=params.user_address, mode=params.mode, hai_id=params.hai_id)
     key = owner.key(params.agent_wallet)
     rewritten, removed_from_archives = 0, 0
@@ -617,8 +612,6 @@ class ExpireParams(_Params):
 
 def _decays(rec: MemoryRecord, params: ExpireParams, now: int) -> bool:
     """Whether decay forgets ``rec``: old, not recalled lately nor often, unimportant, of a chosen kind."""
-    from ..expiry import kind_of
-
     assert params.unused_days is not None
     cutoff = now - int(params.unused_days * DAY_MS)
     if rec.created_at > cutoff or rec.last_accessed_at > cutoff:
@@ -642,8 +635,6 @@ def expire(store: JobStore, params: ExpireParams, *, dry_run: bool = False, prog
     ``examined``, ``expired``, ``decayed``, ``archived``, ``deleted``, ``protected`` (rows decay
     would have forgotten but that are pinned or ``system``), ``alreadyInactive`` (expired rows
     already archived, superseded or deleted) and ``byType`` (per kind: expired and decayed)."""
-    from ..expiry import EXPIRED, FORGOTTEN, is_expired, is_protected, kind_of
-
     if params.owner is not None and params.agent_wallet is None:
         raise InvalidInputError("expire of one scope's rows needs its agent_wallet")
     now = now if now is not None else now_ms()

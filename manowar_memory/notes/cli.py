@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..engine import MemoryEngine
 from ..errors import ManowarError
 from .service import DEFAULT_AGENT, NOTE_KINDS, TIERS, ProjectNotes
 
@@ -20,8 +21,6 @@ _EMBEDDER_HELP = ("Embedder: 'auto' (the best one installed: 'onnx', then 'local
 
 
 def _open(ctx: click.Context) -> ProjectNotes:
-    from ..engine import MemoryEngine
-
     o = ctx.obj
     engine = MemoryEngine(store=o["store"], embedder=None if o["embedder"] == "none" else o["embedder"])
     ctx.call_on_close(engine.close)

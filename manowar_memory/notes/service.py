@@ -20,6 +20,7 @@ human-written notes (the ranking score).
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import os
@@ -28,18 +29,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._version import __version__
 from ..errors import InvalidInputError, NotFoundError, ScopeError
 from ..records import MemoryRecord
 from ..scope import Scope
-from . import cards, fusion
+from . import cards, fusion, lint
 from .identity import ProjectIdentity, resolve_project
 from .markdown import discover, parse_markdown
-
-if TYPE_CHECKING:
-    from ..engine import MemoryEngine
+from .results import NOTES_TOOL_RESULTS
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -47,6 +46,8 @@ __all__ = [
     "PROVENANCES",
     "TIERS",
     "GlobalWriteError",
+    "NotesHost",
+    "NotesMemory",
     "ProjectNotes",
     "check_uri",
 ]
@@ -67,6 +68,52 @@ MARKDOWN_FORMAT = 2
 _SCAN = 100_000
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _SLASHED = ("note", "file", "issue", "task", "http", "https")
+
+
+class NotesMemory(Protocol):
+    """The part of the scoped surface (:class:`~manowar_memory.scoped.ScopedMemory`) project notes
+    act through: one scope's reads, keyed writes and changes of its own rows."""
+
+    @property
+    def embedder(self) -> Any:
+        """The engine's embedder, or None on a keyword-only engine."""
+
+    @property
+    def model_id(self) -> str | None:
+        """The embedding model's id, or None."""
+
+    def get(self, memory_id: str) -> MemoryRecord:
+        """A row visible in the scope; :class:`NotFoundError` otherwise."""
+
+    def list(self, *, filters: Mapping[str, Any] | None = None, limit: int = 50) -> builtins.list[MemoryRecord]:
+        """Active rows visible in the scope, newest first."""
+
+    def similar(self, query: str | None, *, k: int = 4,
+                filters: Mapping[str, Any] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
+        """The ``k`` visible rows nearest to ``query``, each with its cosine similarity."""
+
+    def keyword(self, query: str, *, k: int = 4,
+                filters: Mapping[str, Any] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
+        """The ``k`` visible rows the keyword index ranks first for ``query``."""
+
+    def ingest(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[str]:
+        """Write rows keyed by an idempotency ``key`` each; the row ids."""
+
+    def ingest_id(self, key: str) -> str:
+        """The row id of the keyed row ``key`` in the scope."""
+
+    def update(self, memory_id: str, *, metadata: Mapping[str, Any] | None = None) -> MemoryRecord:
+        """Merge ``metadata`` into one of the scope's own rows."""
+
+    def delete(self, memory_id: str, *, hard: bool = False) -> bool:
+        """Delete one of the scope's own rows."""
+
+
+class NotesHost(Protocol):
+    """What opens the scoped surface of each notes scope (:meth:`MemoryEngine.scoped`)."""
+
+    def scoped(self, scope: Scope) -> NotesMemory:
+        """The surface bound to ``scope``."""
 
 
 class GlobalWriteError(ScopeError):
@@ -141,10 +188,10 @@ class ProjectNotes:
     a project's notes when its identity changes (see :meth:`reconcile`).
     """
 
-    def __init__(self, engine: MemoryEngine, *, project: ProjectIdentity | str | os.PathLike[str] | None = None,
+    def __init__(self, engine: NotesHost, *, project: ProjectIdentity | str | os.PathLike[str] | None = None,
                  agent: str = DEFAULT_AGENT, user: str | None = None, auto_refresh: bool = True,
                  reconcile: bool = True) -> None:
-        self._engine = engine
+        self._host = engine
         self._registry = Scope(agent_wallet=agent, user_address=user, mode="local", hai_id="projects")
         ident = project if isinstance(project, ProjectIdentity) else resolve_project(project)
         self.project: ProjectIdentity = self.reconcile(ident) if reconcile else ident
@@ -161,7 +208,8 @@ class ProjectNotes:
         remotes and they differ (another project reusing the path). An override is taken as is."""
         if ident.identity_kind == "override":
             return ident
-        rows = self._engine.list_items(self._registry, filters={"metadata.item_type": "project_manifest"}, limit=_SCAN)
+        registry = self._at(self._registry)
+        rows = registry.list(filters={"metadata.item_type": "project_manifest"}, limit=_SCAN)
         chosen = next((r for r in rows if ident.identity_source in r.metadata.get("identity_sources", [])), None)
         if chosen is None:
             remote = ident.identity_source if ident.identity_kind == "git_remote" else None
@@ -177,14 +225,17 @@ class ProjectNotes:
                     "identity_sources": sources, "remote": remote, "updated_at": _now_iso()}
             key = f"manifest:{pid}"
             try:  # the manifest row is replaced whole (a keyed ingest never overwrites)
-                self._engine.delete_item(self._registry, self._engine.ingest_id(self._registry, key), hard=True)
+                registry.delete(registry.ingest_id(key), hard=True)
             except NotFoundError:
                 pass
-            self._engine.ingest(self._registry, [{"key": key, "content": f"project {ident.name} at {ident.root}",
-                                                  "metadata": meta}])
+            registry.ingest([{"key": key, "content": f"project {ident.name} at {ident.root}", "metadata": meta}])
         return ProjectIdentity(pid, ident.name, ident.root, ident.identity_kind, ident.identity_source)
 
     # ------------------------------------------------------------------ plumbing
+    def _at(self, scope: Scope) -> NotesMemory:
+        """The scoped surface of one notes scope: every read and write goes through it."""
+        return self._host.scoped(scope)
+
     def scope_of(self, name: str) -> Scope:
         """The engine scope of ``project`` or ``global``."""
         if name not in self._scopes:
@@ -199,21 +250,21 @@ class ProjectNotes:
         raise InvalidInputError(f"scope must be 'project', 'global' or 'hybrid', got {scope!r}")
 
     def _row(self, scope: str, key: str) -> MemoryRecord | None:
-        sc = self.scope_of(scope)
+        memory = self._at(self.scope_of(scope))
         try:
-            return self._engine.get_item(sc, self._engine.ingest_id(sc, key))
+            return memory.get(memory.ingest_id(key))
         except NotFoundError:
             return None
 
     def _rows(self, scope: str, filters: Mapping[str, Any]) -> list[MemoryRecord]:
-        return self._engine.list_items(self.scope_of(scope), filters=filters, limit=_SCAN)
+        return self._at(self.scope_of(scope)).list(filters=filters, limit=_SCAN)
 
     def _write(self, scope: str, key: str, content: str, metadata: dict[str, Any], context: str | None = None) -> str:
         sc = self.scope_of(scope)
         old = self._row(scope, key)
         if old is not None:
-            self._engine.delete_item(sc, old.id, hard=True)
-        return self._engine.ingest(sc, [{"key": key, "content": content, "metadata": metadata, "context": context}])[0]
+            self._at(sc).delete(old.id, hard=True)
+        return self._at(sc).ingest([{"key": key, "content": content, "metadata": metadata, "context": context}])[0]
 
     def _note_row(self, note_id: str, scope: str) -> MemoryRecord:
         row = self._row(scope, f"note:{_text(note_id, 'note_id')}")
@@ -275,9 +326,9 @@ class ProjectNotes:
         return out
 
     def _similar_notes(self, text: str, kind: str) -> list[dict[str, Any]]:
-        if self._engine.embedder is None:
+        if self._at(self.scope_of("project")).embedder is None:
             return []
-        found = self._engine.scoped(self.scope_of("project")).similar(
+        found = self._at(self.scope_of("project")).similar(
             text, k=4, filters={"metadata.item_type": "note", "metadata.active": True})
         out = []
         for rec, cos in found:
@@ -351,7 +402,7 @@ class ProjectNotes:
                                         "title": rm.get("title"), "source_path": f"note://{rm.get('note_id')}"}
         else:
             changes["note_status"] = "archived"
-        updated = self._engine.update_item(self.scope_of(scope), rec.id, metadata=changes)
+        updated = self._at(self.scope_of(scope)).update(rec.id, metadata=changes)
         return {"status": "ok", "action": changes["note_status"], "item": self._note_item(updated, scope)}
 
     def recent_context(self, scope: str = "project", limit: int = 10,
@@ -407,9 +458,9 @@ class ProjectNotes:
             refreshed = self.refresh()
         filters = {"metadata.item_type": kinds, "metadata.active": True, "metadata.tier": tiers}
         count = max(5, 2 * limit) if scope == "hybrid" else max(5, limit)
-        engine = self._engine
+        embedder = self._at(self._registry).embedder
         scored: list[tuple[tuple[Any, ...], float, float, str, MemoryRecord]] = []
-        notes: list[str] = [] if engine.embedder is not None else ["vector lane disabled: no embedder configured"]
+        notes: list[str] = [] if embedder is not None else ["vector lane disabled: no embedder configured"]
         gated: dict[str, bool] = {}
         for sc in scopes:
             found, gated[sc] = self._candidates(query, sc, filters, count)
@@ -455,10 +506,10 @@ class ProjectNotes:
         asked for ``3 × count`` rows, chosen by :func:`~manowar_memory.notes.fusion.gated_fusion`.
         A keyword-only hit gets its real cosine (its stored embedding; 0 on a keyword-only
         engine). When both lanes find nothing, the rows with a lexical bonus stand in (cosine 0)."""
-        engine = self._engine
-        memory = engine.scoped(self.scope_of(scope))
+        memory = self._at(self.scope_of(scope))
+        embedder = memory.embedder
         fetch = 3 * count
-        vector = memory.similar(query, k=fetch, filters=filters) if engine.embedder is not None else []
+        vector = memory.similar(query, k=fetch, filters=filters) if embedder is not None else []
         records = {rec.id: rec for rec, _ in vector}
         cosine = {rec.id: cos for rec, cos in vector}
 
@@ -478,11 +529,11 @@ class ProjectNotes:
         out = []
         for item in chosen.ids:
             rec = records[item]
-            if item not in cosine and engine.embedder is not None:
+            if item not in cosine and embedder is not None:
                 if rec.embedding is None:  # a store that leaves embeddings out of keyword hits
-                    rec = engine.get_item(self.scope_of(scope), item)
+                    rec = memory.get(item)
                 if qvec is None:
-                    qvec = engine.embedder.embed([query], input_type="query")[0]
+                    qvec = embedder.embed([query], input_type="query")[0]
                 cosine[item] = _cosine(qvec, rec.embedding) or 0.0
             out.append((rec, cosine.get(item, 0.0)))
         return out, chosen.gated
@@ -672,7 +723,7 @@ class ProjectNotes:
                 stamp = {"source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns, "source_checksum": checksum}
                 if not full and old and m0.get("source_checksum") == checksum:
                     for rec in old:
-                        self._engine.update_item(sc, rec.id, metadata=stamp)
+                        self._at(sc).update(rec.id, metadata=stamp)
                     report["files_skipped"] += 1
                     continue
                 self._write_file(rel, root, text, stamp, old, report)
@@ -683,7 +734,7 @@ class ProjectNotes:
             stale = rel not in seen and (in_root or prune)
             if stale:
                 for rec in old:
-                    self._engine.delete_item(sc, rec.id, hard=True)
+                    self._at(sc).delete(rec.id, hard=True)
                     report["blocks_deleted"] += 1
                 report["files_removed"] += 1
         report["blocks_total"] = len(self._rows("project", {"metadata.item_type": "block"}))
@@ -703,17 +754,17 @@ class ProjectNotes:
                     "project_id": self.project.id, "project_name": self.project.name, "updated_at": now, **stamp}
             prev = by_id.pop(b.block_id, None)
             if prev is not None and prev.metadata.get("block_checksum") == b.checksum:
-                self._engine.update_item(sc, prev.id, metadata=meta)  # same text: no re-embedding
+                self._at(sc).update(prev.id, metadata=meta)  # same text: no re-embedding
                 continue
             if prev is not None:
-                self._engine.delete_item(sc, prev.id, hard=True)
+                self._at(sc).delete(prev.id, hard=True)
             fresh.append({"key": b.block_id, "content": b.text, "metadata": meta,
                           "context": " > ".join(p for p in b.heading_path if p != "__preamble__")})
         for rec in by_id.values():
-            self._engine.delete_item(sc, rec.id, hard=True)
+            self._at(sc).delete(rec.id, hard=True)
             report["blocks_deleted"] += 1
         if fresh:
-            self._engine.ingest(sc, fresh)
+            self._at(sc).ingest(fresh)
             report["blocks_written"] += len(fresh)
 
     # ------------------------------------------------------------------ relations
@@ -728,7 +779,7 @@ class ProjectNotes:
         if row is None:
             meta = {"item_type": "relation", "active": False, "source": src, "target": dst, "relation_type": rtype,
                     "created_at": _now_iso()}
-            self._engine.ingest(self.scope_of(scope), [{"key": key, "content": f"{src} {rtype} {dst}", "metadata": meta}])
+            self._at(self.scope_of(scope)).ingest([{"key": key, "content": f"{src} {rtype} {dst}", "metadata": meta}])
             row = self._row(scope, key)
         assert row is not None
         return {"status": "ok", "action": "linked", "relation": self._relation(row), "scope": scope}
@@ -748,7 +799,7 @@ class ProjectNotes:
             filters["metadata.relation_type"] = relation_type
         changed = 0
         for rec in self._rows(scope, filters):
-            changed += int(self._engine.delete_item(self.scope_of(scope), rec.id, hard=True))
+            changed += int(self._at(self.scope_of(scope)).delete(rec.id, hard=True))
         return {"status": "ok", "action": "unlinked", "changed": changed, "scope": scope}
 
     def get_related_entities(self, uri: str, relation_type: str | None = None, scope: str = "hybrid") -> dict[str, Any]:
@@ -781,9 +832,7 @@ class ProjectNotes:
 
     def self_test(self) -> dict[str, Any]:
         """The notes tool contract: tool names and count, and the scope rules."""
-        from .tools import NOTES_TOOL_SPECS
-
-        names = [spec[0] for spec in NOTES_TOOL_SPECS]
+        names = list(NOTES_TOOL_RESULTS)
         return {"status": "ok", "tool_count": len(names), "tools": names,
                 "namespace_contract": {s["scope"]: s["writes"] for s in self.list_scopes()["scopes"]},
                 "default_read_mode": "hybrid", "default_write_scope": "project"}
@@ -799,13 +848,14 @@ class ProjectNotes:
                 return f"error: {type(exc).__name__}: {exc}"
             return "ok"
 
-        embedder = self._engine.embedder
-        checks = {"store": check(lambda: self._engine.list_items(self._registry, limit=1)),
+        registry = self._at(self._registry)
+        embedder = registry.embedder
+        checks = {"store": check(lambda: registry.list(limit=1)),
                   "embedder": "none (keyword-only: search confidence is lexical only)" if embedder is None
                   else check(lambda: embedder.embed(["health probe"], input_type="query"))}
         ok = all(v == "ok" or v.startswith("none") for v in checks.values())
         return {"status": "ok" if ok else "degraded", "server_id": "manowar-notes", "package_name": "manowar-memory",
-                "version": __version__, "embedding_model": self._engine.model_id, "checks": checks,
+                "version": __version__, "embedding_model": registry.model_id, "checks": checks,
                 "markdown_format": MARKDOWN_FORMAT,
                 "project": {"id": self.project.id, "name": self.project.name}}
 
@@ -858,7 +908,7 @@ class ProjectNotes:
             state = "not_indexed"
         else:
             state = "stale" if changed or stale_format else "fresh"
-        manifests = self._engine.list_items(self._registry, filters={"metadata.item_type": "project_manifest"},
+        manifests = self._at(self._registry).list(filters={"metadata.item_type": "project_manifest"},
                                             limit=_SCAN)
         orphaned = [{"project_id": r.metadata.get("project_id"), "project_root": r.metadata.get("project_root")}
                     for r in manifests if r.metadata.get("project_root")
@@ -890,8 +940,6 @@ class ProjectNotes:
         notes: broken links, orphan candidates, duplicate titles, stale episodic notes (older than
         ``MANOWAR_EPISODIC_STALE_DAYS``, default 14) and near-duplicate notes (cosine >= 0.90; needs
         an embedder). At most ``max_issues`` issues are listed (``truncated`` says so)."""
-        from . import lint
-
         if isinstance(max_issues, bool) or not isinstance(max_issues, int) or max_issues < 1:
             raise InvalidInputError(f"max_issues must be a positive integer, got {max_issues!r}")
         if isinstance(paths, (str, os.PathLike)):
@@ -917,10 +965,11 @@ class ProjectNotes:
         notes = self._rows("project", {"metadata.item_type": "note", "metadata.active": True})
         issues.extend(lint.stale_episodic([r.metadata for r in notes], days))
         near: list[dict[str, Any]] = []
-        if self._engine.embedder is not None and len(notes) > 1:
+        embedder = self._at(self._registry).embedder
+        if embedder is not None and len(notes) > 1:
             notes = notes[: lint.MAX_NOTES]
             probes = [cards.compressed_summary(str(r.metadata.get("title", "")), self._body(r)) for r in notes]
-            vectors = self._engine.embedder.embed(probes, input_type="document")
+            vectors = embedder.embed(probes, input_type="document")
             near = lint.near_duplicate_pairs([str(r.metadata.get("note_id")) for r in notes], probes, vectors)
         issues.extend(near)
         counts = {kind: sum(1 for i in issues if i["kind"] == kind) for kind in

@@ -9,13 +9,12 @@ application may record a note as ``human-explicit`` (through :class:`ProjectNote
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-if TYPE_CHECKING:
-    from ..scoped import ScopedMemory
-    from .service import ProjectNotes
+from .results import NOTES_TOOL_RESULTS
+from .service import ProjectNotes
 
 __all__ = ["NOTES_TOOL_RESULTS", "NOTES_TOOL_SPECS"]
 
@@ -131,184 +130,79 @@ class NoArgs(_Args):
     """No arguments."""
 
 
-def _notes(m: ScopedMemory) -> ProjectNotes:
+class NotesOwner(Protocol):
+    """What a handler needs of the scoped surface (:class:`manowar_memory.scoped.ScopedMemory`):
+    the bound scope's project notes."""
+
+    def notes(self, project: Any = None) -> ProjectNotes:
+        """The scope's project notes."""
+
+
+def _notes(m: NotesOwner) -> ProjectNotes:
     notes: ProjectNotes = m.notes()
     return notes
 
 
-def _remember(m: ScopedMemory, a: NoteRememberArgs) -> dict[str, Any]:
+def _remember(m: NotesOwner, a: NoteRememberArgs) -> dict[str, Any]:
     return _notes(m).remember_note(a.title, a.content, a.kind, tags=a.tags, source_refs=a.source_refs, tier=a.tier)
 
 
-def _promote(m: ScopedMemory, a: NoteIdArgs) -> dict[str, Any]:
+def _promote(m: NotesOwner, a: NoteIdArgs) -> dict[str, Any]:
     return _notes(m).promote_note(a.note_id)
 
 
-def _deprecate(m: ScopedMemory, a: NoteDeprecateArgs) -> dict[str, Any]:
+def _deprecate(m: NotesOwner, a: NoteDeprecateArgs) -> dict[str, Any]:
     return _notes(m).deprecate_note(a.note_id, scope=a.namespace, replacement_note_id=a.replacement_note_id,
                                     replacement_scope=a.replacement_namespace, reason=a.reason)
 
 
-def _search(m: ScopedMemory, a: NoteSearchArgs) -> dict[str, Any]:
+def _search(m: NotesOwner, a: NoteSearchArgs) -> dict[str, Any]:
     return _notes(m).semantic_search(a.query, a.namespace, a.limit, a.tier_filter, a.source_filter)
 
 
-def _hydrate(m: ScopedMemory, a: NoteHydrateArgs) -> dict[str, Any]:
+def _hydrate(m: NotesOwner, a: NoteHydrateArgs) -> dict[str, Any]:
     return _notes(m).hydrate(a.item_id, a.namespace, a.window)
 
 
-def _recent(m: ScopedMemory, a: NoteRecentArgs) -> dict[str, Any]:
+def _recent(m: NotesOwner, a: NoteRecentArgs) -> dict[str, Any]:
     return _notes(m).recent_context(a.namespace, a.limit, a.tier_filter)
 
 
-def _index(m: ScopedMemory, a: NoteIndexArgs) -> dict[str, Any]:
+def _index(m: NotesOwner, a: NoteIndexArgs) -> dict[str, Any]:
     return _notes(m).index_paths(a.paths, "full" if a.full else "incremental")
 
 
-def _link(m: ScopedMemory, a: NoteLinkArgs) -> dict[str, Any]:
+def _link(m: NotesOwner, a: NoteLinkArgs) -> dict[str, Any]:
     return _notes(m).link_entities(a.source_uri, a.target_uri, a.relation_type, a.namespace)
 
 
-def _unlink(m: ScopedMemory, a: NoteUnlinkArgs) -> dict[str, Any]:
+def _unlink(m: NotesOwner, a: NoteUnlinkArgs) -> dict[str, Any]:
     return _notes(m).unlink_entities(a.source_uri, a.target_uri, a.relation_type, a.namespace)
 
 
-def _related(m: ScopedMemory, a: NoteRelatedArgs) -> dict[str, Any]:
+def _related(m: NotesOwner, a: NoteRelatedArgs) -> dict[str, Any]:
     return _notes(m).get_related_entities(a.uri, a.relation_type, a.namespace)
 
 
-def _lint(m: ScopedMemory, a: NoteLintArgs) -> dict[str, Any]:
+def _lint(m: NotesOwner, a: NoteLintArgs) -> dict[str, Any]:
     return _notes(m).lint_knowledge_base(a.paths, a.max_issues)
 
 
-def _info(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+def _info(m: NotesOwner, a: NoArgs) -> dict[str, Any]:
     return _notes(m).server_info()
 
 
-def _health(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+def _health(m: NotesOwner, a: NoArgs) -> dict[str, Any]:
     return _notes(m).health()
 
 
-def _scopes(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+def _scopes(m: NotesOwner, a: NoArgs) -> dict[str, Any]:
     return _notes(m).list_scopes()
 
 
-def _self_test(m: ScopedMemory, a: NoArgs) -> dict[str, Any]:
+def _self_test(m: NotesOwner, a: NoArgs) -> dict[str, Any]:
     return _notes(m).self_test()
 
-
-# ---------------------------------------------------------------- results
-# The notes service's answers name the fields below in every case and may carry more (hints,
-# warnings, index details), so each model is open.
-
-
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    status: str = Field(description="ok, or degraded (health) when a check failed.")
-
-
-class NoteChangeResult(_Result):
-    """A note written, promoted or deprecated: the note as a card."""
-
-    action: str = Field(description="stored, promoted, superseded or archived.")
-    item: dict[str, Any] = Field(description="The note's card.")
-
-
-class NoteCardsResult(_Result):
-    """Cards found (``notes_search``) or the newest notes (``notes_recent``)."""
-
-    scope: str
-    result_count: int
-    items: list[dict[str, Any]]
-
-
-class NoteHydrateResult(_Result):
-    """A card in full, with its neighbouring Markdown blocks."""
-
-    mode: str
-    scope: str
-    source_kind: str = Field(description="memory_note or markdown.")
-    item: dict[str, Any]
-    neighbors_before: list[dict[str, Any]]
-    neighbors_after: list[dict[str, Any]]
-
-
-class NoteIndexResult(_Result):
-    """What ``notes_index`` read, wrote and removed."""
-
-    mode: str = Field(description="incremental or full.")
-    roots: list[str]
-    files_indexed: int
-
-
-class NoteLinkResult(_Result):
-    """A relation recorded."""
-
-    action: str
-    relation: dict[str, Any]
-    scope: str
-
-
-class NoteUnlinkResult(_Result):
-    """Relations removed."""
-
-    action: str
-    changed: int = Field(description="Relations removed.")
-    scope: str
-
-
-class NoteRelatedResult(_Result):
-    """An entity's relations."""
-
-    uri: str
-    relations: list[dict[str, Any]]
-    scope: str
-
-
-class NoteLintResult(_Result):
-    """Issues found in the notes and the project's Markdown."""
-
-    summary: dict[str, Any]
-    issues: list[dict[str, Any]]
-    truncated: bool
-
-
-class NoteInfoResult(_Result):
-    """The notes contract and state."""
-
-    version: str
-    current_project: dict[str, Any]
-
-
-class NoteHealthResult(_Result):
-    """Whether the notes' store and embedder answer."""
-
-    version: str
-    checks: dict[str, str]
-
-
-class NoteScopesResult(_Result):
-    """The notes scopes and how each is written."""
-
-    scopes: list[dict[str, Any]]
-
-
-class NoteSelfTestResult(_Result):
-    """The notes tools and the scope rules they follow."""
-
-    tool_count: int
-    tools: list[str]
-
-
-#: The result model of each tool of the ``notes`` group.
-NOTES_TOOL_RESULTS: dict[str, type[BaseModel]] = {
-    "notes_remember": NoteChangeResult, "notes_promote": NoteChangeResult, "notes_deprecate": NoteChangeResult,
-    "notes_search": NoteCardsResult, "notes_hydrate": NoteHydrateResult, "notes_recent": NoteCardsResult,
-    "notes_index": NoteIndexResult, "notes_link": NoteLinkResult, "notes_unlink": NoteUnlinkResult,
-    "notes_related": NoteRelatedResult, "notes_lint": NoteLintResult, "notes_server_info": NoteInfoResult,
-    "notes_health": NoteHealthResult, "notes_scopes": NoteScopesResult, "notes_self_test": NoteSelfTestResult,
-}
 
 #: (name, arguments model, handler, writes, description) of each tool of the ``notes`` group.
 NOTES_TOOL_SPECS: tuple[tuple[str, type[BaseModel], Callable[..., dict[str, Any]], bool, str], ...] = (

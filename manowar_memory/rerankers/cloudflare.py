@@ -16,7 +16,7 @@ import httpx
 
 from ..errors import ConfigurationError, RerankError, detach
 from ..redaction import redact, redact_library_logs, register_secret
-from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
+from ._shared import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
 __all__ = ["CloudflareReranker"]

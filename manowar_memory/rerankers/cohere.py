@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, MissingDependencyError, RerankError
 from ..redaction import redact, redact_library_logs, register_secret
-from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
+from ._shared import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
 __all__ = ["CohereReranker"]

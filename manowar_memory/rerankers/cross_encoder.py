@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependencyError, RerankError
-from . import check_request, finish_results
+from ._shared import check_request, finish_results
 from .base import RerankResult
 
 __all__ = ["CrossEncoderReranker"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from .._util import query_terms, term_overlap, tokens
 from ..errors import RerankError
-from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
+from ._shared import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
 __all__ = ["FakeReranker"]

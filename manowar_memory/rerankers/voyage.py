@@ -7,9 +7,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..embeddings.voyage import describe_voyage_error
 from ..errors import ConfigurationError, MissingDependencyError, RerankError
 from ..redaction import redact_library_logs, register_secret
-from . import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
+from ._shared import DEFAULT_TIMEOUT, check_request, finish_results, resolve_timeout
 from .base import RerankResult
 
 __all__ = ["VoyageReranker"]
@@ -88,7 +89,6 @@ class VoyageReranker:
             response = client.rerank(query, docs, model=self.model, top_k=limit)
             pairs = [(r.index, r.relevance_score) for r in response.results]
         except Exception as exc:  # noqa: BLE001 - any SDK failure becomes a RerankError
-            from ..embeddings.voyage import describe_voyage_error
 
             failure = describe_voyage_error(exc, timeout=seconds, secrets=(self._api_key,))
         if failure is not None:

@@ -14,39 +14,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..cache.namespace import QUERY_TTL_SECONDS
+from ..config import MemoryConfig
+from ..engine import MemoryEngine
+
 __all__ = ["QueryCachedEngine", "StoreConformance"]
 
 
+class QueryCachedEngine(MemoryEngine):
+    """A MemoryEngine with the layer query cache forced on, whatever the cache backend
+    (the engine turns it on by itself only for a shared cache such as Redis)."""
+
+    def __init__(self, *args: Any, query_cache_ttl_s: float = QUERY_TTL_SECONDS, **kwargs: Any) -> None:
+        config = kwargs.pop("config", None) or MemoryConfig()
+        config = config.model_copy(update={"query_cache": True, "query_cache_ttl_s": query_cache_ttl_s})
+        super().__init__(*args, config=config, **kwargs)
+
+
 def __getattr__(name: str) -> Any:
-    if name == "StoreConformance":
+    if name == "StoreConformance":  # pytest is imported only when the suite is asked for
         from .conformance import StoreConformance
 
         return StoreConformance
-    if name == "QueryCachedEngine":
-        return _query_cached_engine()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_CLASS: Any = None
-
-
-def _query_cached_engine() -> Any:
-    global _CLASS
-    if _CLASS is not None:
-        return _CLASS
-
-    from ..cache.namespace import QUERY_TTL_SECONDS
-    from ..config import MemoryConfig
-    from ..engine import MemoryEngine
-
-    class QueryCachedEngine(MemoryEngine):
-        """A MemoryEngine with the layer query cache forced on, whatever the cache backend
-        (the engine turns it on by itself only for a shared cache such as Redis)."""
-
-        def __init__(self, *args: Any, query_cache_ttl_s: float = QUERY_TTL_SECONDS, **kwargs: Any) -> None:
-            config = kwargs.pop("config", None) or MemoryConfig()
-            config = config.model_copy(update={"query_cache": True, "query_cache_ttl_s": query_cache_ttl_s})
-            super().__init__(*args, config=config, **kwargs)
-
-    _CLASS = QueryCachedEngine
-    return _CLASS

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import MemoryConfig, MemoryEngine, Scope
 from ..errors import ConfigurationError, ManowarError
 
 __all__ = ["EngineProcess", "RemoteError", "ReplicaSet", "bench_turns", "find_mongo_binary", "free_port"]
@@ -324,8 +325,6 @@ def _churn(engine: Any, req: dict[str, Any]) -> dict[str, Any]:
     retried while it raises a retryable library error (post_turn only after checking that its
     turn is not stored yet), then a pre_turn read. Returns what was acknowledged, every error
     seen and when each successful read ended (epoch seconds)."""
-    from .. import Scope
-
     tag = req["tag"]
     scope = Scope(agent_wallet=req["agent"], user_address=f"user-{tag}", thread_id=f"thread-{tag}")
     acked: dict[str, list[Any]] = {"remember": [], "ingest": [], "post_turn": []}
@@ -381,7 +380,6 @@ def _churn(engine: Any, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serve(spec: dict[str, Any]) -> None:  # pragma: no cover - runs in the child process
-    from .. import MemoryConfig, MemoryEngine, Scope
     from ..stores.mongo import MongoStore
 
     options = dict(spec.get("store_options") or {})
@@ -447,8 +445,6 @@ def bench_turns(engine: Any, *, agent: str, tag: str, n: int, start_at: float = 
     starting at the wall-clock time ``start_at`` (so several processes overlap). Returns each
     call's latency in ms (``post_ms``, ``pre_ms``), each phase's [start, end] epoch seconds and
     the pre_turns' ``timings_ms`` per stage (``pre_stage_ms``)."""
-    from .. import Scope
-
     scope = Scope(agent_wallet=agent, user_address=f"user-{tag}", thread_id=f"thread-{tag}")
     time.sleep(max(0.0, start_at - time.time()))
     post: list[float] = []

@@ -8,7 +8,9 @@ from fastapi import APIRouter, Query
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ... import errors
+from ..._util import now_ms
 from ...engine import PostTurnResult
+from ...tools import memory_view
 from ..deps import CallerDep, Id, Q
 from ..lean import lean_post
 from ..models import (
@@ -31,8 +33,6 @@ router = APIRouter(tags=["compatibility"])
 def add(body: AddBody, caller: CallerDep) -> dict[str, Any]:
     data = body.scope_data()
     if not data.get("threadId"):
-        from ..._util import now_ms
-
         data["threadId"] = f"api-{now_ms()}"
     m = caller.memory(data)
     turn = m.post_turn(message_dicts(body.messages), metadata=body.metadata, extract_facts=True)
@@ -51,8 +51,6 @@ def search(body: SearchBody, caller: CallerDep) -> dict[str, Any]:
 def vector_search(body: VectorSearchBody, caller: CallerDep) -> dict[str, Any]:
     m = caller.memory(body.scope_data())
     hits = m.search(body.query, k=body.limit, layers=("vectors",), mmr=True, rerank=m.reranker is not None)
-    from ...tools import memory_view
-
     return {"results": [camel_keys({"text": v["text"], **v["metadata"]})
                         for v in (memory_view(c, default_trust=m.default_trust) for c in hits)],
             "degradations": hits.degradations}
