@@ -109,7 +109,9 @@ def normalize_layers(layers: object) -> list[Layer]:
 def rank_layer(req: LayerRequest, layer: Layer, candidates: list[Candidate]) -> LayerHits:
     """A non-hybrid layer's candidates through the ranking stages (the request's options
     without the cross-encoder, and its inserted stages); its best ``limit``, with each stage's
-    milliseconds as ``<layer>.<stage>``."""
+    milliseconds as ``<layer>.<stage>``. A layer that found nothing runs (and reports) no stage."""
+    if not candidates:
+        return LayerHits({layer: []})
     ctx = RankContext(text=req.text, limit=req.limit, now=now_ms() if req.now is None else req.now,
                       config=req.config, report=LaneReport(), threads=req.threads)
     stages = ranking_stages(req.config, dataclasses.replace(req.options, rerank=False), req.inserts)

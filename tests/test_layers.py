@@ -436,6 +436,8 @@ def test_every_layer_goes_through_decay_and_boosts_and_says_so(engine: MemoryEng
     for layer in NON_HYBRID:
         assert f"{layer}.decay" not in undecayed.timings_ms and f"{layer}.boosts" in undecayed.timings_ms
         assert all("decay" not in c.trace for c in undecayed.layers[layer]), layer
+    nothing = engine.search_layers("zebra crossing", SCOPE, list(NON_HYBRID))
+    assert not any(key.startswith(NON_HYBRID) and "." in key for key in nothing.timings_ms)  # no match, no stage
 
 
 def test_an_old_archive_is_decayed_like_an_old_vectors_row(engine: MemoryEngine) -> None:
