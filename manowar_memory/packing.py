@@ -250,7 +250,9 @@ def pack(
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
     ``mmr_lambda`` (None = off) selects greedily by maximal marginal relevance instead of by score, so
-    near-duplicates give way to variety in the final prompt. Candidates with ``trace['below_threshold']`` set are
+    near-duplicates give way to variety in the final prompt; it is for candidates of other retrievers
+    (:func:`~manowar_memory.scoped.pack_context`, the framework adapters): the engine's ``pre_turn`` runs
+    MMR as a ranking stage (:class:`~manowar_memory.retrieval.pipeline.MMRStage`) and never passes it. Candidates with ``trace['below_threshold']`` set are
     reported and never packed. ``untrusted_delimiter`` (8–64 lowercase hex, see
     :func:`~manowar_memory.ranking.trust.content_delimiter`) wraps the items below the ``system`` trust level
     (``metadata['trust']``, else ``default_trust``) in one untrusted-content block whose markers count against the

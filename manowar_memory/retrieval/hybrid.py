@@ -28,7 +28,7 @@
 2. **fusion** (:func:`fuse`): weighted RRF (:func:`~manowar_memory.retrieval.fusion.rrf`; a
    single lane passes its own scores through), one :class:`Candidate` per memory;
 3. **ranking stages** (:func:`~manowar_memory.retrieval.pipeline.ranking_stages`): decay,
-   rerank, boosts, MMR, and any stage the user inserted.
+   rerank, boosts, time, MMR, and any stage the user inserted.
 
 The whole search runs with numpy's BLAS held to one thread
 (:func:`~manowar_memory.threads.blas_limit`). The result (:class:`HybridResult`) carries the
