@@ -1066,9 +1066,10 @@ class MemoryEngine:
 
     # ------------------------------------------------------------------ reads
     def insert_stage(self, stage: RankingStage, *, after: str | None = None, before: str | None = None) -> None:
-        """Add a ranking stage of your own to every hybrid search of this engine, right
-        ``after`` or ``before`` a named stage (``decay``, ``rerank``, ``boosts``, ``mmr``, or
-        one inserted earlier), or last. See :mod:`manowar_memory.retrieval.pipeline`."""
+        """Add a ranking stage of your own to every layer search of this engine, right
+        ``after`` or ``before`` a named stage (``decay``, ``rerank``, ``boosts``, ``time``, ``mmr``,
+        or one inserted earlier), or last; it runs for every layer (working, scene, patterns and
+        archives have no ``rerank``). See :mod:`manowar_memory.retrieval.pipeline`."""
         self.stage_inserts.append(StageInsert(stage, after=after, before=before))
 
     def search_layers(
@@ -1102,7 +1103,7 @@ class MemoryEngine:
     ) -> tuple[list[Candidate], list[str]]:
         """Ranked candidates across the chosen layers (for retrievers), and the degradations.
 
-        With ``mmr``, the ranking pipeline's MMR stage orders each hybrid search and lowers
+        With ``mmr``, the ranking pipeline's MMR stage orders each layer's hits and lowers
         scores to follow that order, so the merge by score keeps it."""
         result = self.search_layers(query, scope, layers, filters=filters, limit=k, decay=decay, rerank=rerank, mmr=mmr)
         merged = [c for layer in result.layers.values() for c in layer]
@@ -1244,6 +1245,8 @@ class MemoryEngine:
         """The memory context for a turn: search the layers, rank, and pack within the budget.
 
         Defaults: 12 hits per layer, 6 items, 120 characters per item, 900 characters in all.
+        Every layer's hits go through the ranking stages (``timings_ms`` names each one that ran,
+        ``<layer>.<stage>``); ``mmr`` adds the MMR stage there, and the packer only packs.
         ``explain=True`` adds a decision per candidate (kept, duplicate, below threshold,
         over budget, past max items).
         """
@@ -1257,7 +1260,7 @@ class MemoryEngine:
                 raise InvalidInputError(f"{name} must be an integer of at least {low}, got {value!r}")
         t_start = time.perf_counter()
         with collect() as notes:
-            found = self._search(query, scope, SearchOptions(layers, filters, limit, RankOptions(rerank=rerank)))
+            found = self._search(query, scope, SearchOptions(layers, filters, limit, RankOptions(rerank=rerank, mmr=mmr)))
             for note in found.degradations:
                 degrade(note)
             timings = found.timings_ms
@@ -1265,7 +1268,6 @@ class MemoryEngine:
             packed = pack(
                 query, found.layers, layer_order=normalize_layers(layers), max_items=max_items,
                 max_item_chars=max_item_chars, budget_chars=budget_chars, header=p.header,
-                mmr_lambda=self.config.retrieval.mmr_lambda if mmr else None,
                 untrusted_delimiter=self._delimiter(scope) if p.wrap_untrusted else None,
                 default_trust=self.config.retrieval.default_trust, semantic_weight=p.semantic_weight,
                 dates=p.dates,

@@ -8,6 +8,15 @@
 | patterns | procedural patterns          | no            | query-term overlap on summary/trigger  |
 | archives | compressed cold memory       | no            | query-term overlap on the summary      |
 | vectors  | other memory rows            | no            | hybrid: keyword + vector lanes, RRF    |
+
+Every layer's candidates then go through the ranking stages of
+:func:`~manowar_memory.retrieval.pipeline.ranking_stages` (decay, boosts, time, MMR when asked
+for, and the stages a user inserted), each layer on its own, before the layer's best ``limit``
+are kept. The hybrid layers run them inside :func:`~manowar_memory.retrieval.hybrid.hybrid_search`
+(after fusion, with the cross-encoder when ``rerank`` is asked for); working, scene, patterns and
+archives run the same list through :func:`rank_layer`, without the cross-encoder (a model call per
+layer on buffer lines and summaries; a stage inserted at ``rerank`` is skipped there). Each
+stage's time is in the hits' ``timings_ms`` as ``<layer>.<stage>``.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ._util import query_terms
+from ._util import now_ms, query_terms
 from .candidates import Candidate
 from .config import RetrievalConfig
 from .errors import InvalidInputError
@@ -25,12 +34,13 @@ from .filters import FilterValue
 from .records import LAYERS, Layer
 from .rerankers.base import Reranker
 from .retrieval.hybrid import hybrid_search, overlap_score
-from .retrieval.pipeline import LaneReport, RankOptions, StageInsert
+from .retrieval.pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages, run_stages
 from .scope import Scope
 from .stores.base import MemoryQuery, Store
 from .threads import EngineThreads
 
-__all__ = ["LAYER_SEARCHERS", "LayerHits", "LayerRequest", "LayerSearcher", "normalize_layers", "search_memory_rows"]
+__all__ = ["LAYER_SEARCHERS", "LayerHits", "LayerRequest", "LayerSearcher", "normalize_layers", "rank_layer",
+           "search_memory_rows"]
 
 
 @dataclass
@@ -95,8 +105,23 @@ def normalize_layers(layers: object) -> list[Layer]:
     return list(dict.fromkeys(layers)) or list(LAYERS)
 
 
+def rank_layer(req: LayerRequest, layer: Layer, candidates: list[Candidate]) -> LayerHits:
+    """A non-hybrid layer's candidates through the ranking stages (the request's options
+    without the cross-encoder, and its inserted stages); its best ``limit``, with each stage's
+    milliseconds as ``<layer>.<stage>``. A layer that found nothing runs (and reports) no stage."""
+    if not candidates:
+        return LayerHits({layer: []})
+    ctx = RankContext(text=req.text, limit=req.limit, now=now_ms() if req.now is None else req.now,
+                      config=req.config, report=LaneReport(), threads=req.threads)
+    stages = ranking_stages(req.config, dataclasses.replace(req.options, rerank=False), req.inserts)
+    timings: dict[str, float] = {}
+    ranked = run_stages(candidates, ctx, stages, timings, prefix=f"{layer}.")
+    return LayerHits({layer: ranked[: req.limit]}, degradations=ctx.degradations, timings_ms=timings)
+
+
 def search_working(req: LayerRequest) -> LayerHits:
-    """Lines of the thread's working buffer that share terms with the query, newest first."""
+    """Lines of the thread's working buffer that share terms with the query (score: the
+    overlap), ranked by :func:`rank_layer` on the session's last access."""
     terms = req.terms
     out: list[Candidate] = []
     for session in req.store.find_sessions(req.query(durable=False), max(1, req.limit)):
@@ -112,11 +137,12 @@ def search_working(req: LayerRequest) -> LayerHits:
                     )
                 )
     out.sort(key=lambda c: c.score, reverse=True)
-    return LayerHits({"working": out[: req.limit]})
+    return rank_layer(req, "working", out)
 
 
 def search_scene(req: LayerRequest) -> LayerHits:
-    """Transcripts by full-text relevance; the item text is the session summary."""
+    """Transcripts by full-text relevance (relative to the best), ranked by :func:`rank_layer`
+    on the transcript's time; the item text is the session summary."""
     hits = req.store.search_transcripts(req.query(durable=False), req.text, req.limit)
     top = max((s for _, s in hits), default=0.0) or 1.0
     out = []
@@ -129,7 +155,7 @@ def search_scene(req: LayerRequest) -> LayerHits:
                 metadata=dict(transcript.metadata), record=transcript,
             )
         )
-    return LayerHits({"scene": out})
+    return rank_layer(req, "scene", out)
 
 
 def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
@@ -170,7 +196,8 @@ def search_vectors(req: LayerRequest) -> LayerHits:
 
 
 def search_patterns(req: LayerRequest) -> LayerHits:
-    """Patterns whose summary or trigger shares terms with the query."""
+    """Patterns whose summary or trigger shares terms with the query (score: the success
+    rate), ranked by :func:`rank_layer` on the last execution."""
     terms = req.terms
     out = []
     for p in req.store.find_patterns(req.query(durable=True), max(4 * req.limit, 20)):
@@ -183,11 +210,12 @@ def search_patterns(req: LayerRequest) -> LayerHits:
                     lanes={"keyword": overlap}, metadata=dict(p.metadata), record=p,
                 )
             )
-    return LayerHits({"patterns": out[: req.limit]})
+    return rank_layer(req, "patterns", out)
 
 
 def search_archives(req: LayerRequest) -> LayerHits:
-    """Archives whose summary (or topics) shares terms with the query."""
+    """Archives whose summary (or topics) shares terms with the query (score: the overlap),
+    ranked by :func:`rank_layer` on the archive's time."""
     terms = req.terms
     out = []
     for a in req.store.find_archives(req.query(durable=True), max(4 * req.limit, 20)):
@@ -200,7 +228,7 @@ def search_archives(req: LayerRequest) -> LayerHits:
                     source="archive", lanes={"keyword": overlap}, metadata=dict(a.metadata), record=a,
                 )
             )
-    return LayerHits({"archives": out[: req.limit]})
+    return rank_layer(req, "archives", out)
 
 
 LAYER_SEARCHERS: dict[Layer, LayerSearcher] = {

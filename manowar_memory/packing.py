@@ -250,8 +250,10 @@ def pack(
     """Pack candidates into ``header`` + one ``[LAYER] text`` line per item within ``budget_chars``.
 
     ``mmr_lambda`` (None = off) selects greedily by maximal marginal relevance instead of by score, so
-    near-duplicates give way to variety in the final prompt. Candidates with ``trace['below_threshold']`` set are
-    reported and never packed. ``untrusted_delimiter`` (8–64 lowercase hex, see
+    near-duplicates give way to variety in the final prompt: for candidates of other retrievers
+    (:func:`~manowar_memory.scoped.pack_context`, the framework adapters); the engine's ``pre_turn`` runs
+    MMR as a ranking stage (:class:`~manowar_memory.retrieval.pipeline.MMRStage`) and never passes it.
+    Candidates with ``trace['below_threshold']`` set are reported and never packed. ``untrusted_delimiter`` (8–64 lowercase hex, see
     :func:`~manowar_memory.ranking.trust.content_delimiter`) wraps the items below the ``system`` trust level
     (``metadata['trust']``, else ``default_trust``) in one untrusted-content block whose markers count against the
     budget. ``trust_ceiling`` (for candidates from another retriever) caps what their metadata may claim: a level
@@ -276,9 +278,7 @@ def pack(
                        semantic_weight, decisions)
     ranked = sorted(entries, key=lambda e: e.order if keep_order else (-e.score, e.order))
     if mmr_lambda is not None:
-        by_id = {id(e.cand): e for e in ranked}
-        reordered = mmr_order([e.cand for e in ranked], lambda_=mmr_lambda, relevance=lambda c: by_id[id(c)].score)
-        ranked = [by_id[id(c)] for c in reordered]
+        ranked = _diversified(ranked, mmr_lambda)
     # the wrapper's cost is reserved up front when any candidate would go inside it (its Source
     # line names every level among the candidates, so the reservation is an upper bound)
     wrap_levels = [t for t in TRUST_LEVELS if any(e.wrapped and e.trust == t for e in ranked)]
@@ -306,6 +306,13 @@ def pack(
         saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items), marker_characters=markers,
     )
     return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
+
+
+def _diversified(ranked: list[_Entry], mmr_lambda: float) -> list[_Entry]:
+    """The entries in MMR order, relevance being the packer's score."""
+    by_id = {id(e.cand): e for e in ranked}
+    reordered = mmr_order([e.cand for e in ranked], lambda_=mmr_lambda, relevance=lambda c: by_id[id(c)].score)
+    return [by_id[id(c)] for c in reordered]
 
 
 def _check(max_items: int, budget_chars: int, header: str, delimiter: str | None) -> None:

@@ -46,7 +46,9 @@ def test_working_layer_matches_buffer_lines_by_query_terms(engine: MemoryEngine)
     _turn(engine, SCOPE, ("user", "The staging database password rotates weekly."), ("assistant", "Noted."))
     result = engine.search_layers("staging database", SCOPE, ["working"])
     assert [c.text for c in result.layers["working"]] == ["user: The staging database password rotates weekly."]
-    assert result.layers["working"][0].score == 1.0
+    line = result.layers["working"][0]
+    assert line.lanes == {"keyword": 1.0}  # the overlap, then the ranking stages' factors
+    assert line.score == pytest.approx(1.0 * line.trace["decay_applied"] * line.trace["boost"])
     assert engine.search_layers("unrelated banjo", SCOPE, ["working"]).totals == {"working": 0}
 
 
@@ -93,7 +95,8 @@ def test_scene_layer_finds_transcripts_by_full_text(engine: MemoryEngine) -> Non
     result = engine.search_layers("sourdough starter", SCOPE, ["scene"])
     assert [c.id for c in result.layers["scene"]] == [SCOPE.thread_session_id()]
     cand = result.layers["scene"][0]
-    assert cand.score == 1.0 and cand.source == "transcript"
+    assert cand.source == "transcript"
+    assert cand.score == pytest.approx(1.0 * cand.trace["decay_applied"] * cand.trace["boost"])  # best BM25 = 1
     assert "sourdough" in cand.text
     assert engine.search_layers("quantum chromodynamics", SCOPE, ["scene"]).totals == {"scene": 0}
 
@@ -158,7 +161,8 @@ def test_patterns_layer_matches_summary_or_trigger(engine: MemoryEngine) -> None
     engine.store.upsert_pattern(_pattern("p2", "Draft an invoice and email it", "billing", 0.7))
     by_summary = engine.search_layers("compare fares", SCOPE, ["patterns"]).layers["patterns"]
     assert [c.id for c in by_summary] == ["p1"]
-    assert by_summary[0].score == 0.9 and by_summary[0].access_count == 7
+    assert by_summary[0].access_count == 7  # the success rate, then the ranking stages' factors
+    assert by_summary[0].score == pytest.approx(0.9 * by_summary[0].trace["decay_applied"] * by_summary[0].trace["boost"])
     assert [c.id for c in engine.search_layers("billing", SCOPE, ["patterns"]).layers["patterns"]] == ["p2"]
     assert engine.search_layers("gardening", SCOPE, ["patterns"]).totals == {"patterns": 0}
 
@@ -400,3 +404,76 @@ def test_rrf_two_lanes_are_normalised_to_at_most_one() -> None:
 def test_rrf_scores_never_exceed_one_exactly() -> None:
     fused = rrf({"keyword": [("a", 9.0)], "vector": [("a", 0.9)]}, {"keyword": 1.0, "vector": 1.5}, k=60)
     assert fused[0][1] <= 1.0
+
+
+# ---------------------------------------------------------------- one ranking path
+
+NON_HYBRID = ("working", "scene", "patterns", "archives")
+
+
+def _every_layer(engine: MemoryEngine, *, archive_age_days: float = 0.0) -> None:
+    """One hit for "harbour ferry" in each of the six layers."""
+    now = now_ms()
+    _turn(engine, SCOPE, ("user", "The harbour ferry leaves at nine."), ("assistant", "Noted, the harbour ferry."))
+    engine.store.upsert_pattern(_pattern("p1", "Check the harbour ferry timetable", "harbour ferry", 0.8))
+    engine.store.add_archive(Archive(
+        archive_id="a1", **Archive.scope_fields(SCOPE), summary="Harbour ferry tickets of the spring",
+        content="...", date_range={"start": 0, "end": 1}, created_at=int(now - archive_age_days * DAY_MS)))
+    engine.remember(SCOPE, "The user takes the harbour ferry to work.")
+    engine.ingest(SCOPE, [{"content": "Harbour ferry tickets cost four euros.",
+                           "created_at": int(now - archive_age_days * DAY_MS)}])
+
+
+def test_every_layer_goes_through_decay_and_boosts_and_says_so(engine: MemoryEngine) -> None:
+    _every_layer(engine)
+    result = engine.search_layers("harbour ferry", SCOPE)
+    assert all(result.totals[layer] >= 1 for layer in LAYERS), result.totals
+    for layer in NON_HYBRID:
+        assert {f"{layer}.decay", f"{layer}.boosts"} <= set(result.timings_ms), layer
+        assert f"{layer}.mmr" not in result.timings_ms and f"{layer}.rerank" not in result.timings_ms
+        assert all("decay" in c.trace and "boost" in c.trace for c in result.layers[layer]), layer
+    undecayed = engine.search_layers("harbour ferry", SCOPE, decay=False)
+    for layer in NON_HYBRID:
+        assert f"{layer}.decay" not in undecayed.timings_ms and f"{layer}.boosts" in undecayed.timings_ms
+        assert all("decay" not in c.trace for c in undecayed.layers[layer]), layer
+    nothing = engine.search_layers("zebra crossing", SCOPE, list(NON_HYBRID))
+    assert not any(key.startswith(NON_HYBRID) and "." in key for key in nothing.timings_ms)  # no match, no stage
+
+
+def test_an_old_archive_is_decayed_like_an_old_vectors_row(engine: MemoryEngine) -> None:
+    _every_layer(engine, archive_age_days=90)
+    result = engine.search_layers("harbour ferry", SCOPE, ["archives", "vectors"])
+    archive = result.layers["archives"][0]
+    row = next(c for c in result.layers["vectors"] if "four euros" in c.text)
+    expected = decay_multiplier(90, engine.config.retrieval.decay_half_life_days, engine.config.retrieval.decay_floor)
+    assert expected < 1.0
+    assert archive.trace["decay"] == pytest.approx(expected, rel=1e-3)
+    assert row.trace["decay"] == pytest.approx(archive.trace["decay"], rel=1e-3)
+
+
+def test_an_inserted_stage_runs_for_every_layer(engine: MemoryEngine) -> None:
+    class Tag:
+        name = "tag"
+
+        def __call__(self, candidates: list[Candidate], ctx: object) -> list[Candidate]:
+            for c in candidates:
+                c.trace["tagged"] = True
+            return candidates
+
+    engine.insert_stage(Tag(), after="boosts")
+    _every_layer(engine)
+    result = engine.search_layers("harbour ferry", SCOPE)
+    for layer in LAYERS:
+        assert result.layers[layer] and all(c.trace.get("tagged") for c in result.layers[layer]), layer
+    for key in ("working", "scene", "patterns", "archives", "graph+vectors"):
+        assert f"{key}.tag" in result.timings_ms, key
+
+
+def test_pre_turn_runs_mmr_as_a_stage_of_every_layer(engine: MemoryEngine) -> None:
+    _every_layer(engine)
+    plain = engine.pre_turn("harbour ferry", SCOPE)
+    diverse = engine.pre_turn("harbour ferry", SCOPE, mmr=True)
+    assert not any(key.endswith(".mmr") for key in plain.timings_ms)
+    for key in ("working", "scene", "patterns", "archives", "graph+vectors"):
+        assert f"{key}.mmr" in diverse.timings_ms, key
+        assert f"{key}.decay" in diverse.timings_ms and f"{key}.boosts" in diverse.timings_ms, key

@@ -82,6 +82,23 @@ def run(store: StubStore, *, text: str = "query words", limit: int = 5, options:
     return result.candidates, result.report, result.degradations
 
 
+# ---------------------------------------------------------------- lanes around the query vector
+
+
+def test_keyword_lane_is_read_while_the_query_embeds_even_with_the_vector_lane_off() -> None:
+    import concurrent.futures
+
+    a = record("a", "query words here")
+    store = StubStore(keyword=[(a, 2.0)], vector=[(a, 0.9)])
+    embedding: concurrent.futures.Future[list[float]] = concurrent.futures.Future()  # still running
+    result = hybrid_search(
+        store, MemoryQuery(scope=SCOPE), "query words", layer="vectors", limit=5, vector=None,  # type: ignore[arg-type]
+        model_id="m", config=RetrievalConfig(entity_lane=False, lane_weights={"keyword": 1.0, "vector": 0.0}),
+        options=RankOptions(), now=NOW, vector_future=embedding,
+    )
+    assert [c.id for c in result.candidates] == ["a"] and result.report.keyword == 1 and result.report.vector == 0
+
+
 # ---------------------------------------------------------------- decay
 
 

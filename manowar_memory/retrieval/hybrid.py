@@ -28,7 +28,7 @@
 2. **fusion** (:func:`fuse`): weighted RRF (:func:`~manowar_memory.retrieval.fusion.rrf`; a
    single lane passes its own scores through), one :class:`Candidate` per memory;
 3. **ranking stages** (:func:`~manowar_memory.retrieval.pipeline.ranking_stages`): decay,
-   rerank, boosts, MMR, and any stage the user inserted.
+   rerank, boosts, time, MMR, and any stage the user inserted.
 
 The whole search runs with numpy's BLAS held to one thread
 (:func:`~manowar_memory.threads.blas_limit`). The result (:class:`HybridResult`) carries the
@@ -54,11 +54,11 @@ from ..stores.base import Hit, MemoryQuery, Store
 from ..threads import EngineThreads, blas_limit
 from .entity_lane import entity_lane
 from .fusion import rrf
-from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages
+from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages, run_stages
 from .wordforms import with_word_forms
 
-__all__ = ["HybridResult", "LaneHits", "LaneReport", "RankOptions", "fuse", "hybrid_search", "record_to_candidate",
-           "run_lanes"]
+__all__ = ["EntityLane", "HybridResult", "KeywordLane", "LaneHits", "LaneReport", "RankOptions", "VectorLane", "fuse",
+           "hybrid_search", "record_to_candidate", "run_lanes"]
 
 LANES = ("keyword", "vector", "entity")
 
@@ -183,10 +183,146 @@ def hybrid_search(
                          timings=timings, vector_future=vector_future)
         with _timed(timings, "fusion"):
             candidates = fuse(hits, layer, config)
-        for stage in ranking_stages(config, options, inserts):
-            with _timed(timings, stage.name):
-                candidates = stage(candidates, ctx)
+        candidates = run_stages(candidates, ctx, ranking_stages(config, options, inserts), timings)
     return HybridResult(candidates[:limit], ctx.report, ctx.degradations, timings)
+
+
+@dataclass
+class _LaneRun:
+    """What every lane of one search shares: the store and query, the search's context and
+    timings, and the trust level of each row read so far (by id, read once per row)."""
+
+    store: Store
+    query: MemoryQuery
+    text: str
+    layer: Layer
+    limit: int
+    ctx: RankContext
+    timings: dict[str, float]
+    levels: dict[str, str] = field(default_factory=dict)
+
+    def depth(self, lane: str) -> int:
+        """How many hits a lane asks its store for."""
+        config = self.ctx.config
+        return self.limit * max(1, config.lane_depths.get(lane, config.lane_depth))
+
+    def trusted(self, hits: list[Hit]) -> list[Hit]:
+        """The hits whose trust level the search includes."""
+        return _trusted(hits, self.ctx.config, self.ctx.report, self.levels)
+
+
+class KeywordLane:
+    """The store's full-text search over the query with its word forms, and once more without
+    its calendar words (lane ``undated``) when the query names a date.
+
+    :meth:`search` runs the store queries (on any thread); :meth:`read` takes their outcome
+    (a store failure degrades the search, the vector lane carries on alone) and gives the
+    trusted hits, scores relative to the lane's best."""
+
+    def __init__(self, run: _LaneRun) -> None:
+        self.run = run
+        config, ctx = run.ctx.config, run.ctx
+        # a query's calendar words ("in March 2023") also match the date stamps rows carry and bury the
+        # event it names: the keyword lane runs a second time without them (lane "undated")
+        undated = run.text
+        if ctx.time is not None and config.undated_keyword_share > 0:
+            undated = without_dates(run.text, ctx.time)
+        self.dated = undated != run.text
+        # word forms the stemmer does not join: "did Nate win" finds "I won", "mentorship" "mentored"
+        forms = with_word_forms if config.word_forms else (lambda t: t)
+        self.text, self.undated_text = forms(run.text), forms(undated)
+        self.undated_raw: list[Hit] = []
+
+    def search(self) -> list[Hit]:
+        """The raw keyword hits (the undated ones are kept on the lane)."""
+        run = self.run
+        with _timed(run.timings, "keyword"):
+            if self.dated:
+                self.undated_raw = run.store.keyword_search(run.query, self.undated_text, run.depth("keyword"))
+            return run.store.keyword_search(run.query, self.text, run.depth("keyword"))
+
+    def read(self, job: Callable[[], list[Hit]] | None) -> tuple[list[Hit], list[Hit]]:
+        """The trusted, normalised (keyword, undated) hits of ``job`` (or of a search run now)."""
+        run = self.run
+        hits: list[Hit] = []
+        try:
+            hits = job() if job is not None else self.search()
+        except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
+            run.ctx.degrade(f"{run.layer}: keyword lane failed ({type(exc).__name__}: {exc}); "
+                            "vector results stand alone")
+        return _normalise_keyword(run.trusted(hits)), _normalise_keyword(run.trusted(self.undated_raw))
+
+
+class VectorLane:
+    """The store's vector search, score ``(1 + cosine) / 2``; vector-only hits below
+    ``min_vector_cosine`` are dropped, and when the lane fails or keeps nothing while the
+    keyword lane has hits, the keyword results stand in (the report and degradations say so)."""
+
+    def __init__(self, run: _LaneRun, model_id: str) -> None:
+        self.run, self.model_id = run, model_id
+
+    def search(self, vector: list[float]) -> tuple[list[Hit], Exception | None]:
+        """The raw hits, or the store's error."""
+        run, report = self.run, self.run.ctx.report
+        try:
+            with _timed(run.timings, "vector"):
+                hits, info = run.store.vector_search(run.query, vector, self.model_id, run.depth("vector"))
+        except Exception as exc:  # noqa: BLE001 - the store's vector path failed: keyword stands in
+            return [], exc
+        report.vector_method = info.method
+        for note in info.notes:
+            run.ctx.degrade(note)
+        return hits, None
+
+    def usable(self, hits: list[Hit], error: Exception | None, keyword_hits: list[Hit]) -> list[Hit]:
+        """The trusted hits above the threshold (or matched by the keyword lane too)."""
+        run, report, config = self.run, self.run.ctx.report, self.run.ctx.config
+        if error is not None:
+            report.fallback = f"vector lane failed ({type(error).__name__}: {error}); keyword results stand in"
+            run.ctx.degrade(f"{run.layer}: {report.fallback}")
+        threshold = (1.0 + config.min_vector_cosine) / 2.0
+        keyword_ids = {h.record.id for h in keyword_hits}
+        usable = [h for h in hits if h.score >= threshold or h.record.id in keyword_ids]
+        report.below_threshold = len(hits) - len(usable)
+        kept = run.trusted(usable)
+        if not kept and keyword_hits and report.fallback is None:
+            report.fallback = "vector lane returned nothing usable; keyword results stand in"
+            run.ctx.degrade(f"{run.layer}: {report.fallback}")
+        return kept
+
+
+class EntityLane:
+    """Memories sharing named entities with the seed hits (:mod:`~manowar_memory.retrieval.entity_lane`);
+    best-effort: a failure leaves the lane out and degrades the search."""
+
+    def __init__(self, run: _LaneRun) -> None:
+        self.run = run
+
+    def search(self, seed_hits: list[Hit]) -> list[Hit]:
+        """The trusted entity hits seeded by ``seed_hits`` (best first)."""
+        run, config = self.run, self.run.ctx.config
+        with _timed(run.timings, "entity"):
+            try:
+                found = entity_lane(
+                    run.store, run.query, run.text, [h.record for h in seed_hits[: config.entity_seed_count]],
+                    [h.record for h in seed_hits], cap=config.entity_cap, max_share=config.entity_max_share,
+                )
+            except Exception as exc:  # noqa: BLE001 - the entity lane is best-effort
+                run.ctx.degrade(f"{run.layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
+                return []
+            run.ctx.report.entities = found.entities
+            return run.trusted(found.hits)
+
+
+@dataclass
+class _Found:
+    """The lanes' hits as they come in (``entity`` None: not run yet)."""
+
+    keyword: list[Hit] = field(default_factory=list)
+    undated: list[Hit] = field(default_factory=list)
+    vector: list[Hit] = field(default_factory=list)
+    entity: list[Hit] | None = None
+    prepared: dict[str, Candidate] = field(default_factory=dict)
 
 
 def run_lanes(
@@ -197,138 +333,81 @@ def run_lanes(
     """The keyword and vector lanes side by side, and the entity lane seeded by the keyword
     lane's top hits (the vector lane's when the keyword lane has none).
 
-    While ``vector_future`` is still running, the keyword lane and then the entity lane run in
-    the embedding's shadow, and the vector lane waits for the vector. The entity lane is
-    seeded the same way on every path, so a cached embedding never changes the results."""
-    config, report = ctx.config, ctx.report
-    weights = config.lane_weights
-
-    def depth(lane: str) -> int:
-        return limit * max(1, config.lane_depths.get(lane, config.lane_depth))
-
-    levels: dict[str, str] = {}  # trust level by row id, read once per row
+    This function only orders the lanes (:class:`KeywordLane`, :class:`VectorLane`,
+    :class:`EntityLane`) around the query vector: while ``vector_future`` is still running,
+    the keyword lane and then the entity lane run in the embedding's shadow, and the vector
+    lane waits for the vector; otherwise the keyword lane runs on a lane thread beside the
+    vector lane (SQLite's FTS5 and numpy's matrix product both release the GIL). The entity
+    lane is seeded the same way on every path, so a cached embedding never changes the results."""
+    run = _LaneRun(store, query, text, layer, limit, ctx, timings)
+    weights = ctx.config.lane_weights
     pending = vector_future if vector is None else None
     if pending is not None and pending.done():
         vector, pending = _vector_of(pending), None
-    run_vector = (vector is not None or pending is not None) and model_id is not None and weights.get("vector", 1.0) > 0
-    run_keyword = weights.get("keyword", 1.0) > 0
-    run_entity = config.entity_lane and weights.get("entity", 0.0) > 0
-
-    # a query's calendar words ("in March 2023") also match the date stamps rows carry and bury the
-    # event it names: the keyword lane runs a second time without them (lane "undated")
-    undated_text = text
-    if ctx.time is not None and config.undated_keyword_share > 0:
-        undated_text = without_dates(text, ctx.time)
-    undated_raw: list[Hit] = []
-    # word forms the stemmer does not join: "did Nate win" finds "I won", "mentorship" "mentored"
-    text_kw, undated_kw = (with_word_forms(text), with_word_forms(undated_text)) if config.word_forms else (
-        text, undated_text)
-
-    def keyword_call() -> list[Hit]:
-        nonlocal undated_raw
-        with _timed(timings, "keyword"):
-            if undated_text != text:
-                undated_raw = store.keyword_search(query, undated_kw, depth("keyword"))
-            return store.keyword_search(query, text_kw, depth("keyword"))
-
-    keyword_job: Callable[[], list[Hit]] | None = None
-    if run_keyword:
-        if pending is not None and run_vector:  # the query is being embedded: the keyword lane runs meanwhile
-            keyword_job = _settled(keyword_call)
-        elif ctx.threads is not None and run_vector:
-            # SQLite's FTS5 and numpy's matrix product both release the GIL, so the two lanes overlap
-            future = ctx.threads.beside(keyword_call)
-            keyword_job = future.result if future is not None else None
-
-    keyword_hits: list[Hit] = []
-    undated_hits: list[Hit] = []
-
-    def read_keyword() -> None:
-        nonlocal keyword_hits, undated_hits
-        try:
-            keyword_hits = keyword_job() if keyword_job is not None else keyword_call()
-        except Exception as exc:  # noqa: BLE001 - a broken index must not take the vector lane down
-            ctx.degrade(f"{layer}: keyword lane failed ({type(exc).__name__}: {exc}); vector results stand alone")
-        keyword_hits = _normalise_keyword(_trusted(keyword_hits, config, report, levels))
-        undated_hits = _normalise_keyword(_trusted(undated_raw, config, report, levels))
-
-    entity_hits: list[Hit] | None = None  # None: not run yet
-    prepared: dict[str, Candidate] = {}
-
-    def run_entity_lane(seed_hits: list[Hit]) -> list[Hit]:
-        with _timed(timings, "entity"):
-            try:
-                found = entity_lane(
-                    store, query, text, [h.record for h in seed_hits[: config.entity_seed_count]],
-                    [h.record for h in seed_hits], cap=config.entity_cap, max_share=config.entity_max_share,
-                )
-            except Exception as exc:  # noqa: BLE001 - the entity lane is best-effort
-                ctx.degrade(f"{layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
-                return []
-            report.entities = found.entities
-            return _trusted(found.hits, config, report, levels)
-
-    if pending is not None and run_vector:
-        if run_keyword:
-            read_keyword()  # already run: its hits are read (trust, scores) in the embedding's shadow
-            if run_entity and keyword_hits:
-                entity_hits = run_entity_lane(keyword_hits)
-        for h in (*keyword_hits, *(entity_hits or ())):  # fusion's candidates, made while waiting
-            if h.record.id not in prepared:
-                prepared[h.record.id] = record_to_candidate(layer, h.record, 0.0, trust=levels.get(h.record.id),
-                                                            default_trust=config.default_trust)
+    keyword = KeywordLane(run) if weights.get("keyword", 1.0) > 0 else None
+    vector_lane = None
+    if (vector is not None or pending is not None) and model_id is not None and weights.get("vector", 1.0) > 0:
+        vector_lane = VectorLane(run, model_id)
+    entity = EntityLane(run) if ctx.config.entity_lane and weights.get("entity", 0.0) > 0 else None
+    found = _Found()
+    keyword_read = False
+    if pending is not None and vector_lane is not None:
+        if keyword is not None:  # the query is being embedded: the keyword lane runs meanwhile
+            found.keyword, found.undated = keyword.read(_settled(keyword.search))
+            keyword_read = True
+            if entity is not None and found.keyword:
+                found.entity = entity.search(found.keyword)
+        found.prepared = _prepare(run, found)  # fusion's candidates, made while waiting
         with _timed(timings, "embed_wait"):
             vector = _vector_of(pending)
-        run_vector = run_vector and vector is not None
+        if vector is None:
+            vector_lane = None
+    keyword_job: Callable[[], list[Hit]] | None = None
+    if keyword is not None and not keyword_read and vector_lane is not None and ctx.threads is not None:
+        future = ctx.threads.beside(keyword.search)
+        keyword_job = future.result if future is not None else None
+    raw: list[Hit] = []
+    error: Exception | None = None
+    if vector_lane is not None:
+        raw, error = vector_lane.search(vector)  # type: ignore[arg-type]
+    if keyword is not None and not keyword_read:
+        found.keyword, found.undated = keyword.read(keyword_job)
+    if vector_lane is not None:
+        found.vector = vector_lane.usable(raw, error, found.keyword)
+    if found.entity is None:
+        found.entity = []
+        if entity is not None and (found.keyword or found.vector):
+            found.entity = entity.search(found.keyword or found.vector)
+    return _lane_hits(run, found, entity is not None)
 
-    vector_hits: list[Hit] = []
-    vector_error: Exception | None = None
-    if run_vector:
-        try:
-            with _timed(timings, "vector"):
-                vector_hits, info = store.vector_search(query, vector, model_id, depth("vector"))  # type: ignore[arg-type]
-            report.vector_method = info.method
-            for note in info.notes:
-                ctx.degrade(note)
-        except Exception as exc:  # noqa: BLE001 - the store's vector path failed: keyword stands in
-            vector_error = exc
 
-    if run_keyword and pending is None:
-        read_keyword()
+def _prepare(run: _LaneRun, found: _Found) -> dict[str, Candidate]:
+    """Candidates of the keyword and entity hits (scored later by :func:`fuse`)."""
+    prepared: dict[str, Candidate] = {}
+    for h in (*found.keyword, *(found.entity or ())):
+        if h.record.id not in prepared:
+            prepared[h.record.id] = record_to_candidate(run.layer, h.record, 0.0, trust=run.levels.get(h.record.id),
+                                                        default_trust=run.ctx.config.default_trust)
+    return prepared
 
-    if run_vector:
-        if vector_error is not None:
-            report.fallback = (f"vector lane failed ({type(vector_error).__name__}: {vector_error}); "
-                               "keyword results stand in")
-            ctx.degrade(f"{layer}: {report.fallback}")
-        threshold = (1.0 + config.min_vector_cosine) / 2.0
-        keyword_ids = {h.record.id for h in keyword_hits}
-        usable = [h for h in vector_hits if h.score >= threshold or h.record.id in keyword_ids]
-        report.below_threshold = len(vector_hits) - len(usable)
-        vector_hits = _trusted(usable, config, report, levels)
-        if not vector_hits and keyword_hits and report.fallback is None:
-            report.fallback = "vector lane returned nothing usable; keyword results stand in"
-            ctx.degrade(f"{layer}: {report.fallback}")
 
-    if entity_hits is None:
-        entity_hits = []
-        if run_entity and (keyword_hits or vector_hits):
-            entity_hits = run_entity_lane(keyword_hits or vector_hits)
-
-    out = LaneHits(trust=levels, prepared=prepared, lanes={
-        "keyword": [(h.record.id, h.score) for h in keyword_hits],
-        "vector": [(h.record.id, h.score) for h in vector_hits],
+def _lane_hits(run: _LaneRun, found: _Found, entity_ran: bool) -> LaneHits:
+    """The lanes' hits as :class:`LaneHits`, with the counts and best hits in the report."""
+    entity_hits = found.entity or []
+    out = LaneHits(trust=run.levels, prepared=found.prepared, lanes={
+        "keyword": [(h.record.id, h.score) for h in found.keyword],
+        "vector": [(h.record.id, h.score) for h in found.vector],
     })
-    if undated_hits:
-        out.lanes["undated"] = [(h.record.id, h.score) for h in undated_hits]
-    for lane_hits in (keyword_hits, vector_hits, entity_hits, undated_hits):
+    if found.undated:
+        out.lanes["undated"] = [(h.record.id, h.score) for h in found.undated]
+    for lane_hits in (found.keyword, found.vector, entity_hits, found.undated):
         for h in lane_hits:
             out.records.setdefault(h.record.id, h.record)
-    if run_entity and out.records:
+    if entity_ran and out.records:
         out.lanes["entity"] = [(h.record.id, h.score) for h in entity_hits]
-
-    report.keyword, report.vector, report.entity = len(keyword_hits), len(vector_hits), len(entity_hits)
-    report.hits = {name: [[i, round(s, 6)] for i, s in hits[:limit]] for name, hits in out.lanes.items() if hits}
+    report = run.ctx.report
+    report.keyword, report.vector, report.entity = len(found.keyword), len(found.vector), len(entity_hits)
+    report.hits = {name: [[i, round(s, 6)] for i, s in hits[: run.limit]] for name, hits in out.lanes.items() if hits}
     return out
 
 

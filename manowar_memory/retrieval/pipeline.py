@@ -28,6 +28,7 @@ A user adds a stage of their own with :class:`StageInsert` (``MemoryEngine.inser
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -55,6 +56,7 @@ __all__ = [
     "StageInsert",
     "TimeStage",
     "ranking_stages",
+    "run_stages",
 ]
 
 
@@ -284,3 +286,20 @@ def ranking_stages(
         else:
             stages.append(insert.stage)
     return stages
+
+
+def run_stages(
+    candidates: list[Candidate], ctx: RankContext, stages: Sequence[RankingStage], timings: dict[str, float],
+    prefix: str = "",
+) -> list[Candidate]:
+    """Run ``stages`` in order over the candidates; each stage's milliseconds go into
+    ``timings`` under ``prefix + stage.name`` (added to what is there), so the timings list
+    exactly the stages that ran."""
+    for stage in stages:
+        t0 = time.perf_counter()
+        try:
+            candidates = stage(candidates, ctx)
+        finally:
+            key = prefix + stage.name
+            timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t0) * 1000
+    return candidates

@@ -143,7 +143,7 @@ class ManowarMemoryBlock(BaseMemoryBlock[str]):
     max_items: int | None = Field(default=None, description="Most memories per turn (default 6).")
     max_item_chars: int | None = Field(default=None, description="Characters per memory (default 120).")
     rerank: bool = Field(default=False, description="Rerank with the engine's reranker.")
-    mmr: bool = Field(default=False, description="Select by MMR when packing.")
+    mmr: bool = Field(default=False, description="Order each layer by MMR (the ranking pipeline's mmr stage).")
     query_window: int = Field(default=1, ge=1, description="1: query with the latest user message; n: the last n messages.")
     thread_from_session: bool = Field(
         default=True, description="Use the Memory session id as thread when the scope has none."
@@ -319,7 +319,7 @@ class ManowarMemory(BaseMemory):
     max_items: int | None = Field(default=None, description="Most memories per turn (default 6).")
     max_item_chars: int | None = Field(default=None, description="Characters per memory (default 120).")
     rerank: bool = Field(default=False, description="Rerank with the engine's reranker.")
-    mmr: bool = Field(default=False, description="Select by MMR when packing.")
+    mmr: bool = Field(default=False, description="Order each layer by MMR (the ranking pipeline's mmr stage).")
     extract_facts: bool = Field(default=True, description="Queue fact extraction for recorded turns.")
 
     _memory: ScopedMemory = PrivateAttr()
