@@ -1,4 +1,5 @@
-"""Outside the core (``engine.py`` and ``scoped.py``), no module of the package reaches past the
+"""Outside the core (``engine.py``, ``scoped.py`` and their parts, the modules of the ``_engine`` and
+``_scoped`` packages), no module of the package reaches past the
 engine's or the scoped surface's public methods.
 
 Read as source (ast), like ``test_adapter_boundaries`` does for ``integrations/``, so a new
@@ -16,7 +17,8 @@ modules fails on:
   enclosing class (another instance of the same class) and the module itself
   (``sys.modules[__name__]``). A module's own ``_helper`` names are plain names and pass.
   ``getattr``/``setattr``/``hasattr``/``delattr`` with a constant private name count as access.
-* importing a private name from the core modules (``from .engine import _x``).
+* importing a private name from the core modules (``from .engine import _x``,
+  ``from ._engine.core import _x``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "manowar_memory"
-CORE = {PACKAGE / "engine.py", PACKAGE / "scoped.py"}
+# the engine and the surface are split into mixin modules: the modules directly in these packages
+# are the core too (a subpackage of them would not be)
+CORE_PACKAGES = ("_engine", "_scoped")
+CORE = {PACKAGE / "engine.py", PACKAGE / "scoped.py", *(p for pkg in CORE_PACKAGES for p in (PACKAGE / pkg).glob("*.py"))}
 MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p not in CORE)
 CORE_TYPES = re.compile(r"\b(MemoryEngine|ScopedMemory)\b")
 ENGINE_NAMES = {"engine", "_engine"}
@@ -146,7 +151,8 @@ class _Checker(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = (node.module or "").split(".")
-        if module and module[-1] in CORE_MODULES and (node.level or module[0] == "manowar_memory"):
+        core = module[-1] in CORE_MODULES or any(part in CORE_PACKAGES for part in module)
+        if module and core and (node.level or module[0] == "manowar_memory"):
             self.found += [f"{self.label}:{node.lineno}: private name {a.name} of the core module {node.module}"
                            for a in node.names if _private(a.name)]
 
@@ -165,6 +171,9 @@ def _ids() -> Iterator[str]:
 
 def test_the_modules_exist() -> None:
     assert len(MODULES) > 50
+    # the exemption covers exactly the engine's and the surface's own modules
+    assert {p.parent.name for p in CORE} == {"manowar_memory", *CORE_PACKAGES}
+    assert all((PACKAGE / pkg / "core.py") in CORE for pkg in CORE_PACKAGES)
     assert PACKAGE / "tools.py" in MODULES and PACKAGE / "server" / "app.py" in MODULES
 
 
@@ -177,6 +186,7 @@ def test_module_stays_outside_the_core(path: Path) -> None:
 _FOUND = '''
 from .scoped import ScopedMemory
 from .engine import MemoryEngine, _plain
+from ._engine.core import _active
 
 def _promote_pattern(m: ScopedMemory, a):
     try:
@@ -229,7 +239,8 @@ def test_the_checker_catches_the_reaches_the_issue_found() -> None:
                      "self._engine.store", "private member self._engine._invalidate", "obj.store",
                      "private member threads._closed", "private member threads._start",
                      "private member handler.server.owner._dispatch", "private member _mql._merge", "e.scoped(scope).store",
-                     "private name _plain of the core module engine"):
+                     "private name _plain of the core module engine",
+                     "private name _active of the core module _engine.core"):
         assert expected in found, (expected, found)
     assert found.count("engine.store") >= 4  # cli, cli_schedules, the server's readyz, the surface's read
 
@@ -280,7 +291,13 @@ class A:
     assert violations(source, "probe.py") == ["probe.py:4: private member other._x"]
 
 
-def test_the_surface_uses_only_the_engines_public_methods() -> None:
-    """``scoped.py`` keeps to the same rule: it asks the engine, never its store or private members."""
-    path = PACKAGE / "scoped.py"
-    assert violations(path.read_text(encoding="utf-8"), "scoped.py") == []
+SURFACE = [PACKAGE / "scoped.py", *sorted((PACKAGE / "_scoped").glob("*.py"))]
+
+
+@pytest.mark.parametrize("path", SURFACE, ids=[str(p.relative_to(PACKAGE)) for p in SURFACE])
+def test_the_surface_uses_only_the_engines_public_methods(path: Path) -> None:
+    """``scoped.py`` and its parts keep to the same rule: they ask the engine, never its store or
+    private members; only the surface's own helpers (``_scoped.*``) may be imported privately."""
+    label = str(path.relative_to(PACKAGE))
+    own = re.compile(r": private name \w+ of the core module _scoped\.\w+$")
+    assert [f for f in violations(path.read_text(encoding="utf-8"), label) if not own.search(f)] == []
