@@ -269,6 +269,62 @@ def test_no_first_party_import_inside_a_function() -> None:
     assert inside == [], "first-party imports inside functions (import at the top instead):\n" + "\n".join(inside)
 
 
+# -- the floors -----------------------------------------------------------------------------------
+
+INTERNALS = ROOT.parent / "docs" / "reference" / "internals.md"
+
+
+def floor_table(markdown: str) -> dict[str, int]:
+    """The floors of ``docs/reference/internals.md``: each backticked name of a row's second cell
+    (a module, or a package with everything in it) mapped to the row's floor number."""
+    section = markdown.split("## Floors", 1)[1].split("\n## ", 1)[0]
+    floors: dict[str, int] = {}
+    for row in re.findall(r"^\| *(\d+) *\|([^|]*)\|", section, re.M):
+        for name in re.findall(r"`([\w.]+)`", row[1]):
+            floors[name] = int(row[0])
+    return floors
+
+
+def floor_of(module: str, floors: Mapping[str, int], package: str = PACKAGE) -> int | None:
+    """The floor of the longest table name that is ``module`` or a package holding it."""
+    name = module.removeprefix(package).lstrip(".") or "__init__"
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        if ".".join(parts[:cut]) in floors:
+            return floors[".".join(parts[:cut])]
+    return None
+
+
+def floor_violations(edges: list[Edge], floors: Mapping[str, int], modules: Mapping[str, Path]) -> list[str]:
+    """Modules no row names, and imports that look up a floor."""
+    found = [f"{m}: in no floor of the table" for m in sorted(modules) if floor_of(m, floors) is None]
+    for e in edges:
+        low, high = floor_of(e.source, floors), floor_of(e.target, floors)
+        if low is not None and high is not None and high > low:
+            found.append(f"{e.source}:{e.line} (floor {low}) imports {e.target} (floor {high})")
+    return sorted(set(found))
+
+
+def test_modules_import_only_from_their_floor_or_below() -> None:
+    floors = floor_table(INTERNALS.read_text(encoding="utf-8"))
+    assert len(floors) > 30 and set(floors.values()) == {1, 2, 3, 4, 5}
+    found = floor_violations(import_graph(), floors, module_names())
+    assert found == [], "the floors of docs/reference/internals.md are not the code's:\n" + "\n".join(found)
+
+
+def test_the_floor_check_finds_an_import_that_looks_up() -> None:
+    floors = {"records": 1, "engine": 4, "stores": 2, "stores.mongo": 3}
+    modules = {f"{PACKAGE}.{m}": Path(m) for m in ("records", "engine", "stores", "stores.mongo", "extra")}
+    edges = [Edge(f"{PACKAGE}.engine", f"{PACKAGE}.records", 1, False),
+             Edge(f"{PACKAGE}.records", f"{PACKAGE}.engine", 7, True),
+             Edge(f"{PACKAGE}.stores", f"{PACKAGE}.stores.mongo", 3, False)]
+    assert floor_violations(edges, floors, modules) == [
+        f"{PACKAGE}.extra: in no floor of the table",
+        f"{PACKAGE}.records:7 (floor 1) imports {PACKAGE}.engine (floor 4)",
+        f"{PACKAGE}.stores:3 (floor 2) imports {PACKAGE}.stores.mongo (floor 3)",
+    ]
+
+
 # -- the checker itself --------------------------------------------------------------------------
 
 
