@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import ConfigurationError, InvalidInputError
 from ..jobs import core
 from ..jobs._store import ChangedScopes, job_store
-from ..jobs.core import Owner
+from ..jobs.base import Owner
 from ..jobs.reembed import ReembedParams, count_reembed, reembed
 from ..jobs.runner import invalidate_changes
 from ..results import ForgetReport

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, NotFoundError
-from ..jobs import core
+from ..jobs import archives, base, skills
 from ..jobs._store import ChangedScopes, job_store
 from ..jobs.pinning import ArchivePinParams, archive_pin
 from ..jobs.runner import invalidate_changes, query_cache_of, run_job
@@ -55,10 +55,10 @@ class ScopedJobs(ScopedCore):
         archive = self._own_archive(archive_id)
         changes = ChangedScopes()
         owner = self._owner()
-        params = core.ArchiveRestoreParams(archive_id=archive.archive_id, restore_deleted=restore_deleted,
-                                           owner=core.Owner(**owner) if owner is not None else None)
+        params = archives.ArchiveRestoreParams(archive_id=archive.archive_id, restore_deleted=restore_deleted,
+                                               owner=base.Owner(**owner) if owner is not None else None)
         try:
-            return core.archive_restore(job_store(self._engine), params, dry_run=dry_run, changes=changes)
+            return archives.archive_restore(job_store(self._engine), params, dry_run=dry_run, changes=changes)
         finally:
             invalidate_changes(query_cache_of(self._engine), changes)
 
@@ -100,7 +100,7 @@ class ScopedJobs(ScopedCore):
         occurrences, successRate, toolSequence}`` (:class:`NotFoundError` for a pattern of
         another agent or user)."""
         self.artifact("pattern", pattern_id)
-        return core.validate_pattern(job_store(self._engine), pattern_id)
+        return skills.validate_pattern(job_store(self._engine), pattern_id)
 
     def promote_pattern(self, pattern_id: str, skill_name: str) -> dict[str, Any]:
         """Validate a pattern visible here again and, when valid, make it the agent's skill
@@ -109,14 +109,14 @@ class ScopedJobs(ScopedCore):
         self.artifact("pattern", pattern_id)
         changes = ChangedScopes()
         try:
-            return core.promote_pattern(job_store(self._engine), pattern_id, skill_name, changes=changes)
+            return skills.promote_pattern(job_store(self._engine), pattern_id, skill_name, changes=changes)
         finally:
             invalidate_changes(query_cache_of(self._engine), changes)
 
     def skills(self, *, category: str | None = None, limit: int = 20) -> builtins.list[Skill]:
         """The skills of this scope's agent (shared by all its users), optionally of one
         ``category``, at most ``limit`` (capped at 100)."""
-        return core.list_skills(job_store(self._engine), self._scope.agent_wallet, category, _positive(limit, "limit"))
+        return skills.list_skills(job_store(self._engine), self._scope.agent_wallet, category, _positive(limit, "limit"))
 
     # ---------------------------------------------------------------- schedules of this agent (inline backend)
     def _schedules(self) -> InlineSchedules:

@@ -11,33 +11,21 @@ operations (the tools are the catalog in :mod:`manowar_memory.tools`); Temporal 
 from __future__ import annotations
 
 from ._store import ChangedScopes, JobStore, job_store
+from .archives import ArchiveCreateParams, ArchiveRestoreParams, archive_create, archive_restore, decode_archive
+from .base import Owner, TimeRange
 from .batched import BATCHED_JOB_TYPES, DEFAULT_BATCH_SIZE, JOB_MARKER_KEY, finish_batched_report, run_job_batch
 from .core import (
-    ArchiveCreateParams,
-    ArchiveRestoreParams,
     CleanupParams,
     ConsolidateParams,
     DecayUpdateParams,
     ExpireParams,
-    ListSkillsParams,
-    Owner,
     PatternsExtractParams,
-    PromotePatternParams,
-    TimeRange,
-    ValidatePatternParams,
-    archive_create,
-    archive_restore,
     cleanup,
     consolidate,
     decay_update,
-    decode_archive,
     expire,
     fingerprint,
-    get_skill,
-    list_skills,
     patterns_extract,
-    promote_pattern,
-    validate_pattern,
 )
 from .pinning import (
     ArchivePinParams,
@@ -72,6 +60,15 @@ from .schedules import (
     install_schedules,
     remove_schedules,
     schedule_table,
+)
+from .skills import (
+    ListSkillsParams,
+    PromotePatternParams,
+    ValidatePatternParams,
+    get_skill,
+    list_skills,
+    promote_pattern,
+    validate_pattern,
 )
 
 __all__ = [

@@ -1,4 +1,6 @@
-"""The five maintenance jobs, archive restore, and pattern → skill promotion.
+"""The maintenance jobs consolidate, patterns_extract, forget, decay_update, expire and cleanup
+(archive_create and archive_restore are in :mod:`manowar_memory.jobs.archives`, pattern → skill
+promotion in :mod:`manowar_memory.jobs.skills`, what the jobs share in :mod:`manowar_memory.jobs.base`).
 
 Semantics follow the reference (manowar-behaviour §9, §10.2) with its quirks fixed:
 
@@ -26,128 +28,43 @@ import base64
 import gzip
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .._util import DAY_MS, content_hash, now_ms
-from ..errors import InvalidInputError, NotFoundError, PinningError
+from ..errors import InvalidInputError, PinningError
 from ..expiry import EXPIRED, FORGOTTEN, is_expired, is_protected, kind_of
-from ..records import Archive, MemoryRecord, Pattern, PatternStep, PatternTrigger, Skill
+from ..records import MemoryRecord, Pattern, PatternStep, PatternTrigger
 from ..scope import Scope
 from ..stores.base import INACTIVE_STATUSES, MemoryQuery, by_agent
 from ._store import ChangedScopes, JobStore
-from .pinning import PinataClient, PinataCredentials, pin_report_after_create
+from .archives import decode_archive
+from .base import _OWNER, Owner, Progress, TimeRange, _owned_by, _owner_tag, _Params, _tick, _window
+from .pinning import PinataClient, PinataCredentials
+from .skills import MIN_PATTERN_CONFIDENCE, MIN_PATTERN_COUNT, MIN_PATTERN_SUCCESS_RATE, _confidence
 
 __all__ = [
     "STALE_DECAY_THRESHOLD",
     "SUPERSEDED_DECAY_CAP",
-    "ArchiveCreateParams",
-    "ArchiveRestoreParams",
     "CleanupParams",
     "ConsolidateParams",
     "DecayUpdateParams",
     "ExpireParams",
     "ForgetParams",
-    "ListSkillsParams",
-    "Owner",
     "PatternsExtractParams",
-    "PromotePatternParams",
-    "TimeRange",
-    "ValidatePatternParams",
-    "archive_create",
-    "archive_restore",
     "cleanup",
     "consolidate",
     "decay_update",
     "expire",
     "fingerprint",
     "forget",
-    "get_skill",
-    "list_skills",
     "patterns_extract",
-    "promote_pattern",
-    "validate_pattern",
 ]
 
 SUPERSEDED_DECAY_CAP = 0.05
 STALE_DECAY_THRESHOLD = 0.2
-MIN_PATTERN_COUNT = 2
-MIN_PATTERN_SUCCESS_RATE = 0.55
-MIN_PATTERN_CONFIDENCE = 0.2
 _INACTIVE = INACTIVE_STATUSES  # superseded, deleted, and archived by the expire job
-
-Progress = Callable[[int], None]  # called with the number of rows just processed
-T = TypeVar("T")
-
-
-def _tick(items: Iterable[T], progress: Progress | None, every: int = 1000) -> Iterator[T]:
-    n = 0
-    for item in items:
-        yield item
-        n += 1
-        if progress is not None and n % every == 0:
-            progress(every)
-    if progress is not None and n % every:
-        progress(n % every)
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class TimeRange(_Params):
-    """An inclusive createdAt window in epoch milliseconds."""
-
-    start: int = Field(description="window start, epoch ms (inclusive)")
-    end: int = Field(description="window end, epoch ms (inclusive)")
-
-
-class Owner(_Params):
-    """The rows a job of one scope may read and change: the rows that scope owns (the job's
-    agent with exactly this user, mode and HAI, as :func:`manowar_memory.scoped.owns` decides).
-    A job without an owner acts on every row of its agent: only the application runs those."""
-
-    user_address: str | None = Field(default=None, description="the user (None: the agent's user-less rows)")
-    mode: Literal["global", "local"] | None = Field(default=None, description="the mode")
-    hai_id: str | None = Field(default=None, description="the HAI")
-
-    def owns(self, row: Any) -> bool:
-        """Whether ``row`` (anything with user_address, mode, hai_id) is this owner's."""
-        return (row.user_address, row.mode, row.hai_id) == (self.user_address, self.mode, self.hai_id)
-
-    def key(self, agent_wallet: str) -> tuple[str, str | None, str | None, str | None]:
-        """The owner's scope key with ``agent_wallet``."""
-        return (agent_wallet, self.user_address, self.mode, self.hai_id)
-
-    def fields(self) -> dict[str, Any]:
-        """The owner as the scope fields of a stored artifact."""
-        return {"user_address": self.user_address, "mode": self.mode, "hai_id": self.hai_id}
-
-
-def _owned_by(owner: Owner | None, row: Any) -> bool:
-    return owner is None or owner.owns(row)
-
-
-def _owner_tag(owner: Owner | None) -> str:
-    """A stable tag of the owner for artifact ids ('' for an agent-wide job)."""
-    if owner is None:
-        return ""
-    return content_hash(json.dumps([owner.user_address, owner.mode, owner.hai_id], ensure_ascii=False), 12)
-
-
-_OWNER = Field(default=None, description="only the rows of this scope (set by the scoped surface); None: the whole agent")
-
-
-def _window(rng: TimeRange | None, window_days: float | None, default_days: float, now: int) -> tuple[int, int]:
-    if rng is not None:
-        if rng.end < rng.start:
-            raise InvalidInputError(f"time range end ({rng.end}) is before its start ({rng.start})")
-        return rng.start, rng.end
-    days = window_days if (window_days is not None and math.isfinite(window_days) and window_days > 0) else default_days
-    return now - int(days * DAY_MS), now
 
 
 # --------------------------------------------------------------------------- consolidate
@@ -272,10 +189,6 @@ def pattern_id_for(agent_wallet: str, names: list[str], owner: Owner | None = No
     return f"pat_{agent_wallet[2:10]}_{content_hash('|'.join(names), 20)}" + (f"_{tag}" if tag else "")
 
 
-def _confidence(count: int, success_rate: float) -> float:
-    return min(1.0, (count / 10) * success_rate)
-
-
 def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run: bool = False,
                      progress: Progress | None = None, now: int | None = None,
                      changes: ChangedScopes | None = None) -> dict[str, Any]:
@@ -330,123 +243,6 @@ def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run:
                         "successRate": success_rate, "confidence": round(confidence, 6)})
     return {"patterns": len(written), "extracted": len(transcripts), "skippedGroups": skipped,
             "window": {"start": start, "end": end}, "items": written}
-
-
-# --------------------------------------------------------------------------- archives
-class ArchiveCreateParams(_Params):
-    """Serialise an agent's rows of a date range into a compressed archive."""
-
-    agent_wallet: str = Field(description="the agent whose rows are archived")
-    date_range: TimeRange | None = Field(default=None, description="explicit createdAt window")
-    window_days: float | None = Field(default=None, description="window ending now, in days (default 7)")
-    compress: bool = Field(default=True, description="gzip + base64 the payload")
-    pin: bool = Field(default=False, description=(
-        "also pin the archive to IPFS through Pinata (PINATA_JWT, or PINATA_API_KEY + PINATA_API_SECRET); "
-        "a failed pin keeps the archive and the report says why it is not pinned"))
-    owner: Owner | None = _OWNER
-
-
-class ArchiveRestoreParams(_Params):
-    """Decode an archive back into memory rows. Rows that still exist are skipped (a
-    superseded or soft-deleted row stays as it is), and so are rows deleted or erased since
-    the archive was made, unless ``restore_deleted`` (the application's choice, never a
-    model's)."""
-
-    archive_id: str = Field(description="the archive to restore")
-    owner: Owner | None = _OWNER
-    restore_deleted: bool = Field(default=False, description=(
-        "also bring back rows that no longer exist (deleted or erased after the archive was made)"))
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
-def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: bool = False,
-                   progress: Progress | None = None, now: int | None = None,
-                   changes: ChangedScopes | None = None, pinner: Any | None = None) -> dict[str, Any]:
-    """Archive the agent's rows of the window; with ``params.pin`` also pin it to IPFS
-    (``pinner``: a :class:`~manowar_memory.jobs.pinning.PinataClient`, default from the environment)."""
-    now = now if now is not None else now_ms()
-    start, end = _window(params.date_range, params.window_days, 7, now)
-    owner = params.owner
-    rows = [r.to_doc() for r in _tick(store.iter_memories(params.agent_wallet, created_from=start, created_to=end), progress)
-            if _owned_by(owner, r)]
-    tag = _owner_tag(owner)
-    base_id = f"arc_{params.agent_wallet[2:10]}_{now}" + (f"_{tag}" if tag else "")
-    archive_id = base_id
-    n = 0
-    while not dry_run and store.get_archive(archive_id) is not None:
-        n += 1
-        archive_id = f"{base_id}_{n}"
-    date_range = {"start": start, "end": end}
-    payload = json.dumps({"archiveId": archive_id, "agentWallet": params.agent_wallet, "dateRange": date_range,
-                          "vectors": rows}, ensure_ascii=False, separators=(",", ":"))
-    original_size = len(payload.encode("utf-8"))
-    content = base64.b64encode(gzip.compress(payload.encode("utf-8"))).decode("ascii") if params.compress else payload
-    compressed_size = len(content.encode("utf-8"))
-    if not dry_run:
-        store.add_archive(Archive(
-            archive_id=archive_id, agent_wallet=params.agent_wallet, **(owner.fields() if owner else {}),
-            summary=f"Archive for {_iso(start)} - {_iso(end)}", content=content, compressed=params.compress,
-            date_range=date_range,
-            metadata={"entryCount": len(rows), "originalSize": original_size, "compressedSize": compressed_size,
-                      "topics": [], **({"owner": owner.fields()} if owner is not None else {})},
-            created_at=now,
-        ))
-        if changes is not None:
-            changes.add_key(owner.key(params.agent_wallet) if owner else (params.agent_wallet, None, None, None))
-    report: dict[str, Any] = {
-        "archiveId": None if dry_run else archive_id, "memoriesArchived": len(rows), "originalSize": original_size,
-        "compressedSize": compressed_size, "dateRange": date_range}
-    if params.pin:
-        if dry_run:
-            report["pin"] = {"pinned": False, "reason": "not pinned: dry run"}
-        else:
-            report["pin"] = pin_report_after_create(store, archive_id, pinner)
-        report["pinned"] = report["pin"]["pinned"]
-        report["ipfsHash"] = report["pin"].get("ipfsHash")
-    return report
-
-
-def decode_archive(archive: Archive) -> dict[str, Any]:
-    """The archive's payload ``{archiveId, agentWallet, dateRange, vectors}``."""
-    raw = gzip.decompress(base64.b64decode(archive.content)).decode("utf-8") if archive.compressed else archive.content
-    payload: dict[str, Any] = json.loads(raw)
-    return payload
-
-
-def archive_restore(store: JobStore, params: ArchiveRestoreParams, *, dry_run: bool = False,
-                    progress: Progress | None = None, now: int | None = None,
-                    changes: ChangedScopes | None = None) -> dict[str, Any]:
-    archive = store.get_archive(params.archive_id)
-    if archive is None:
-        raise NotFoundError(f"archive {params.archive_id} does not exist")
-    payload = decode_archive(archive)
-    to_add: list[MemoryRecord] = []
-    existing = deleted = 0
-    entries = 0
-    for doc in _tick(payload.get("vectors", []), progress):
-        doc = {k: v for k, v in doc.items() if k not in ("scopeKind", "scopeId", "_id")}
-        rec = MemoryRecord.model_validate(doc)
-        if rec.agent_wallet != archive.agent_wallet or not _owned_by(params.owner, rec):
-            continue  # another scope's row: neither restored nor counted
-        entries += 1
-        if store.get_memory(rec.id, agent_wallet=rec.agent_wallet) is not None:
-            existing += 1
-            continue
-        if not params.restore_deleted:
-            deleted += 1  # deleted, erased or cleaned up since the archive was made
-            continue
-        to_add.append(rec)
-    if to_add and not dry_run:
-        for i in range(0, len(to_add), 1000):
-            store.add_memories(to_add[i:i + 1000])
-        if changes is not None:
-            for rec in to_add:
-                changes.add(rec)
-    return {"archiveId": archive.archive_id, "restored": len(to_add), "skippedExisting": existing,
-            "skippedDeleted": deleted, "entryCount": entries}
 
 
 # --------------------------------------------------------------------------- forget
@@ -738,94 +534,3 @@ def cleanup(store: JobStore, params: CleanupParams, *, dry_run: bool = False,
             "transcriptsDeleted": transcripts, "freedBytes": freed, "cutoff": cutoff}
 
 
-# --------------------------------------------------------------------------- patterns → skills
-class ValidatePatternParams(_Params):
-    """Check whether a stored pattern is good enough to become a skill."""
-
-    pattern_id: str = Field(description="the pattern to validate")
-
-
-class PromotePatternParams(_Params):
-    """Promote a valid pattern into a learned skill (validated again here)."""
-
-    pattern_id: str = Field(description="the pattern to promote")
-    skill_name: str = Field(min_length=1, description="name of the new skill")
-
-
-class ListSkillsParams(_Params):
-    """List learned skills."""
-
-    agent_wallet: str | None = Field(default=None, description="only skills of this agent")
-    category: str | None = Field(default=None, description="only this category")
-    limit: int = Field(default=20, description="1..100")
-
-
-def validate_pattern(store: JobStore, pattern_id: str) -> dict[str, Any]:
-    """``{valid, confidence, occurrences, successRate, toolSequence}`` (reference §10.2)."""
-    pattern = store.get_pattern(pattern_id)
-    if pattern is None:
-        return {"patternId": pattern_id, "valid": False, "confidence": 0.0, "occurrences": 0, "successRate": 0.0,
-                "toolSequence": [], "reason": "pattern not found"}
-    confidence = _confidence(pattern.execution_count, pattern.success_rate)
-    reasons = []
-    if pattern.execution_count < MIN_PATTERN_COUNT:
-        reasons.append(f"executionCount {pattern.execution_count} < {MIN_PATTERN_COUNT}")
-    if pattern.success_rate < MIN_PATTERN_SUCCESS_RATE:
-        reasons.append(f"successRate {pattern.success_rate} < {MIN_PATTERN_SUCCESS_RATE}")
-    if confidence < MIN_PATTERN_CONFIDENCE:
-        reasons.append(f"confidence {confidence:.3f} < {MIN_PATTERN_CONFIDENCE}")
-    return {"patternId": pattern_id, "valid": not reasons, "confidence": confidence,
-            "occurrences": pattern.execution_count, "successRate": pattern.success_rate,
-            "toolSequence": [s.action for s in sorted(pattern.steps, key=lambda s: s.order)],
-            "reason": "; ".join(reasons) or None}
-
-
-def _find_promoted(store: JobStore, pattern: Pattern, skill_name: str) -> Skill | None:
-    for skill in store.list_skills(pattern.agent_wallet, "learned", 100_000):
-        pats = skill.trigger.get("patterns") or []
-        if skill.name == skill_name and pats and pats[0] == pattern.pattern_id:
-            return skill
-    return None
-
-
-def promote_pattern(store: JobStore, pattern_id: str, skill_name: str, *, now: int | None = None,
-                    changes: ChangedScopes | None = None) -> dict[str, Any]:
-    """Validate the pattern again and, when valid, create the skill. Promoting the same pattern
-    into the same skill name twice returns the existing skill with ``promoted: False``."""
-    now = now if now is not None else now_ms()
-    skill_name = skill_name.strip()
-    if not skill_name:
-        raise InvalidInputError("skill_name must not be empty")
-    validation = validate_pattern(store, pattern_id)
-    pattern = store.get_pattern(pattern_id)
-    if pattern is None or not validation["valid"]:
-        return {"skillId": "", "promoted": False, "reason": validation["reason"], "validation": validation}
-    existing = _find_promoted(store, pattern, skill_name)
-    if existing is not None:
-        return {"skillId": existing.skill_id, "promoted": False, "reason": "already promoted into this skill name",
-                "validation": validation}
-    tools = validation["toolSequence"]
-    skill = Skill(
-        skill_id=f"skill_{pattern_id}_{content_hash(skill_name + str(now), 20)}", name=skill_name,
-        description=f"Learned from pattern {pattern_id}: {pattern.summary}", category="learned",
-        trigger={"type": "pattern", "patterns": [pattern_id, *tools]},
-        spawn_config={"skillType": "learned", "tools": tools, "maxSteps": max(3, len(tools)),
-                      "conditions": {"minConfidence": validation["confidence"]}},
-        success_rate=pattern.success_rate, usage_count=0, creator="system", agents=[pattern.agent_wallet],
-        tags=["auto-promoted", "pattern"], created_at=now,
-    )
-    store.add_skill(skill)
-    store.upsert_pattern(pattern.model_copy(update={
-        "metadata": {**pattern.metadata, "taskType": "promoted"}, "updated_at": now}))
-    if changes is not None:
-        changes.add(pattern)
-    return {"skillId": skill.skill_id, "promoted": True, "reason": None, "validation": validation}
-
-
-def list_skills(store: JobStore, agent_wallet: str | None = None, category: str | None = None,
-                limit: int = 20) -> list[Skill]:
-    return store.list_skills(agent_wallet, category, max(1, min(100, int(limit or 20))))
-
-
-def get_skill(store: JobStore, skill_id: str) -> Skill | None:
-    return store.get_skill(skill_id)

@@ -25,7 +25,7 @@ from ..errors import ConfigurationError, EmbeddingError, InvalidInputError
 from ..records import MemoryRecord
 from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore
-from .core import _OWNER, Owner, Progress, _owned_by, _Params
+from .base import _OWNER, Owner, Progress, _owned_by, _Params
 
 __all__ = ["DEFAULT_REEMBED_BATCH", "ReembedParams", "count_reembed", "reembed"]
 

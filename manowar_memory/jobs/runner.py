@@ -12,7 +12,7 @@ from .._util import content_hash, now_ms
 from ..errors import InvalidInputError
 from ..records import Job
 from ..redaction import redact
-from . import core, reembed
+from . import archives, core, reembed
 from ._store import ChangedScopes, JobStore, job_store
 
 __all__ = ["EMBEDDING_JOB_TYPES", "JOBS", "JOB_TYPES", "execute_job", "invalidate_changes", "new_job_id", "parse_params", "query_cache_of",
@@ -24,7 +24,7 @@ JobFunc = Callable[..., dict[str, Any]]
 JOBS: dict[str, tuple[type[BaseModel], JobFunc]] = {
     "consolidate": (core.ConsolidateParams, core.consolidate),
     "patterns_extract": (core.PatternsExtractParams, core.patterns_extract),
-    "archive_create": (core.ArchiveCreateParams, core.archive_create),
+    "archive_create": (archives.ArchiveCreateParams, archives.archive_create),
     "decay_update": (core.DecayUpdateParams, core.decay_update),
     "cleanup": (core.CleanupParams, core.cleanup),
     "forget": (core.ForgetParams, core.forget),

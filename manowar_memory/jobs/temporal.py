@@ -35,7 +35,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from .._util import now_ms
 from ..errors import ConfigurationError, InvalidInputError, NotFoundError
 from ..records import Job
-from . import core
+from . import skills
 from ._store import ChangedScopes, JobStore, job_store
 from .batched import DEFAULT_BATCH_SIZE, run_job_batch
 from .runner import _agent_of, execute_job, invalidate_changes, new_job_id, parse_params, query_cache_of
@@ -157,11 +157,11 @@ class MemoryActivities:
 
     @activity.defn(name="manowar_validate_pattern")
     async def validate_pattern(self, pattern_id: str) -> dict[str, Any]:
-        return await asyncio.to_thread(core.validate_pattern, self.store, pattern_id)
+        return await asyncio.to_thread(skills.validate_pattern, self.store, pattern_id)
 
     @activity.defn(name="manowar_promote_pattern")
     async def promote_pattern(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await asyncio.to_thread(core.promote_pattern, self.store, request["patternId"], request["skillName"])
+        return await asyncio.to_thread(skills.promote_pattern, self.store, request["patternId"], request["skillName"])
 
     def all(self) -> list[Any]:
         return [self.run_job, self.run_batch, self.mark_failed, self.validate_pattern, self.promote_pattern]

@@ -20,25 +20,37 @@ human-written notes (the ranking score).
 
 from __future__ import annotations
 
-import builtins
-import hashlib
-import math
-import os
-import re
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from .._version import __version__
-from ..errors import InvalidInputError, NotFoundError, ScopeError
+from ..errors import InvalidInputError, NotFoundError
 from ..records import MemoryRecord
-from ..scope import Scope
-from . import cards, fusion, lint
-from .identity import ProjectIdentity, resolve_project
-from .markdown import discover, parse_markdown
-from .results import NOTES_TOOL_RESULTS
+from . import cards, fusion
+from .base import (
+    DEFAULT_AGENT,
+    DEFAULT_TIERS,
+    HYBRID_PROJECT_BIAS,
+    MARKDOWN_KIND_BONUS,
+    NOTE_KINDS,
+    PROVENANCE_HUMAN_BONUS,
+    PROVENANCES,
+    REVIEW_SIMILARITY,
+    SUPERSEDE_SIMILARITY,
+    TIERS,
+    GlobalWriteError,
+    NotesHost,
+    NotesMemory,
+    _cosine,
+    _is_uri,
+    _limit,
+    _now_iso,
+    _strings,
+    _text,
+    check_uri,
+)
+from .operations import NotesOperations
+from .relations import NotesRelations
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -52,134 +64,8 @@ __all__ = [
     "check_uri",
 ]
 
-DEFAULT_AGENT = "manowar-notes"
-NOTE_KINDS = ("lesson", "decision", "pattern", "handoff")
-TIERS = ("durable", "episodic", "reference")
-PROVENANCES = ("human-explicit", "agent")
-DEFAULT_TIERS = ("durable", "reference")
-HYBRID_PROJECT_BIAS = 0.15
-MARKDOWN_KIND_BONUS = 0.02
-PROVENANCE_HUMAN_BONUS = 0.06
-SUPERSEDE_SIMILARITY = 0.88
-REVIEW_SIMILARITY = 0.78
-MAX_LIMIT = 20
-#: The version of the Markdown blocks' shape; an index made by another version is rebuilt in full.
-MARKDOWN_FORMAT = 2
-_SCAN = 100_000
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_SLASHED = ("note", "file", "issue", "task", "http", "https")
 
-
-class NotesMemory(Protocol):
-    """The part of the scoped surface (:class:`~manowar_memory.scoped.ScopedMemory`) project notes
-    act through: one scope's reads, keyed writes and changes of its own rows."""
-
-    @property
-    def embedder(self) -> Any:
-        """The engine's embedder, or None on a keyword-only engine."""
-
-    @property
-    def model_id(self) -> str | None:
-        """The embedding model's id, or None."""
-
-    def get(self, memory_id: str) -> MemoryRecord:
-        """A row visible in the scope; :class:`NotFoundError` otherwise."""
-
-    def list(self, *, filters: Mapping[str, Any] | None = None, limit: int = 50) -> builtins.list[MemoryRecord]:
-        """Active rows visible in the scope, newest first."""
-
-    def similar(self, query: str | None, *, k: int = 4,
-                filters: Mapping[str, Any] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
-        """The ``k`` visible rows nearest to ``query``, each with its cosine similarity."""
-
-    def keyword(self, query: str, *, k: int = 4,
-                filters: Mapping[str, Any] | None = None) -> builtins.list[tuple[MemoryRecord, float]]:
-        """The ``k`` visible rows the keyword index ranks first for ``query``."""
-
-    def ingest(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[str]:
-        """Write rows keyed by an idempotency ``key`` each; the row ids."""
-
-    def ingest_id(self, key: str) -> str:
-        """The row id of the keyed row ``key`` in the scope."""
-
-    def update(self, memory_id: str, *, metadata: Mapping[str, Any] | None = None) -> MemoryRecord:
-        """Merge ``metadata`` into one of the scope's own rows."""
-
-    def delete(self, memory_id: str, *, hard: bool = False) -> bool:
-        """Delete one of the scope's own rows."""
-
-
-class NotesHost(Protocol):
-    """What opens the scoped surface of each notes scope (:meth:`MemoryEngine.scoped`)."""
-
-    def scoped(self, scope: Scope) -> NotesMemory:
-        """The surface bound to ``scope``."""
-
-
-class GlobalWriteError(ScopeError):
-    """A note was written straight to the global scope, which only promotion may write."""
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def check_uri(uri: Any, what: str = "uri") -> str:
-    """``uri`` if it is an entity URI: a scheme and ``:``; ``note``, ``file``, ``issue``, ``task`` and
-    http(s) also need ``//`` and something after it."""
-    if not isinstance(uri, str) or not _URI.match(uri.strip()):
-        raise InvalidInputError(f"{what} {uri!r} is not an entity URI (note://id, file://path, issue://KEY, "
-                                "task://KEY, https://...)")
-    text: str = uri.strip()
-    scheme, rest = text.split(":", 1)
-    if scheme.lower() in _SLASHED and (not rest.startswith("//") or len(rest) <= 2):
-        raise InvalidInputError(f"{what} {text!r}: a {scheme}: URI needs '//' and a target after it")
-    return text
-
-
-def _is_uri(value: str) -> bool:
-    try:
-        check_uri(value)
-        return True
-    except InvalidInputError:
-        return False
-
-
-def _text(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{name} must be a non-empty string")
-    return value.strip()
-
-
-def _strings(values: Any, name: str) -> list[str]:
-    if values is None:
-        return []
-    if isinstance(values, str) or not isinstance(values, Sequence):
-        raise InvalidInputError(f"{name} must be a list of strings")
-    out: list[str] = []
-    for v in values:
-        if not isinstance(v, str):
-            raise InvalidInputError(f"{name} must be a list of strings, got an item {v!r}")
-        if v.strip() and v.strip() not in out:
-            out.append(v.strip())
-    return out
-
-
-def _limit(limit: Any) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidInputError(f"limit must be an integer, got {limit!r}")
-    return max(1, min(MAX_LIMIT, limit))
-
-
-def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
-    if not a or not b or len(a) != len(b):
-        return None
-    dot = sum(x * y for x, y in zip(a, b))
-    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else None
-
-
-class ProjectNotes:
+class ProjectNotes(NotesOperations, NotesRelations):
     """Scoped notes and Markdown knowledge of one project, on a :class:`MemoryEngine`.
 
     ``project``: a :class:`ProjectIdentity`, a directory to resolve it from, or None for the
@@ -187,90 +73,6 @@ class ProjectNotes:
     ``auto_refresh``: re-index changed Markdown before a project or hybrid search. ``reconcile``: keep
     a project's notes when its identity changes (see :meth:`reconcile`).
     """
-
-    def __init__(self, engine: NotesHost, *, project: ProjectIdentity | str | os.PathLike[str] | None = None,
-                 agent: str = DEFAULT_AGENT, user: str | None = None, auto_refresh: bool = True,
-                 reconcile: bool = True) -> None:
-        self._host = engine
-        self._registry = Scope(agent_wallet=agent, user_address=user, mode="local", hai_id="projects")
-        ident = project if isinstance(project, ProjectIdentity) else resolve_project(project)
-        self.project: ProjectIdentity = self.reconcile(ident) if reconcile else ident
-        self._scopes = {
-            "project": Scope(agent_wallet=agent, user_address=user, mode="local", hai_id=f"project:{self.project.id}"),
-            "global": Scope(agent_wallet=agent, user_address=user, mode="global"),
-        }
-        self.auto_refresh = auto_refresh
-
-    def reconcile(self, ident: ProjectIdentity) -> ProjectIdentity:
-        """The bucket of ``ident`` among the projects seen before, so notes are never stranded: a
-        project that listed this identity source before keeps its id (adding or removing a remote
-        keeps the bucket); else a project recorded at the same root is adopted, unless both have
-        remotes and they differ (another project reusing the path). An override is taken as is."""
-        if ident.identity_kind == "override":
-            return ident
-        registry = self._at(self._registry)
-        rows = registry.list(filters={"metadata.item_type": "project_manifest"}, limit=_SCAN)
-        chosen = next((r for r in rows if ident.identity_source in r.metadata.get("identity_sources", [])), None)
-        if chosen is None:
-            remote = ident.identity_source if ident.identity_kind == "git_remote" else None
-            chosen = next((r for r in rows if r.metadata.get("project_root") == ident.root
-                           and not (remote and r.metadata.get("remote") and r.metadata["remote"] != remote)), None)
-        m = chosen.metadata if chosen is not None else {}
-        pid = str(m.get("project_id", ident.id))
-        sources = list(dict.fromkeys([*m.get("identity_sources", []), ident.identity_source]))
-        remote = ident.identity_source if ident.identity_kind == "git_remote" else m.get("remote")
-        if chosen is None or sources != m.get("identity_sources") or remote != m.get("remote") \
-                or ident.root != m.get("project_root"):
-            meta = {"item_type": "project_manifest", "active": False, "project_id": pid, "project_root": ident.root,
-                    "identity_sources": sources, "remote": remote, "updated_at": _now_iso()}
-            key = f"manifest:{pid}"
-            try:  # the manifest row is replaced whole (a keyed ingest never overwrites)
-                registry.delete(registry.ingest_id(key), hard=True)
-            except NotFoundError:
-                pass
-            registry.ingest([{"key": key, "content": f"project {ident.name} at {ident.root}", "metadata": meta}])
-        return ProjectIdentity(pid, ident.name, ident.root, ident.identity_kind, ident.identity_source)
-
-    # ------------------------------------------------------------------ plumbing
-    def _at(self, scope: Scope) -> NotesMemory:
-        """The scoped surface of one notes scope: every read and write goes through it."""
-        return self._host.scoped(scope)
-
-    def scope_of(self, name: str) -> Scope:
-        """The engine scope of ``project`` or ``global``."""
-        if name not in self._scopes:
-            raise InvalidInputError(f"scope must be 'project' or 'global' here, got {name!r}")
-        return self._scopes[name]
-
-    def _read_scopes(self, scope: str) -> list[str]:
-        if scope == "hybrid":
-            return ["project", "global"]
-        if scope in ("project", "global"):
-            return [scope]
-        raise InvalidInputError(f"scope must be 'project', 'global' or 'hybrid', got {scope!r}")
-
-    def _row(self, scope: str, key: str) -> MemoryRecord | None:
-        memory = self._at(self.scope_of(scope))
-        try:
-            return memory.get(memory.ingest_id(key))
-        except NotFoundError:
-            return None
-
-    def _rows(self, scope: str, filters: Mapping[str, Any]) -> list[MemoryRecord]:
-        return self._at(self.scope_of(scope)).list(filters=filters, limit=_SCAN)
-
-    def _write(self, scope: str, key: str, content: str, metadata: dict[str, Any], context: str | None = None) -> str:
-        sc = self.scope_of(scope)
-        old = self._row(scope, key)
-        if old is not None:
-            self._at(sc).delete(old.id, hard=True)
-        return self._at(sc).ingest([{"key": key, "content": content, "metadata": metadata, "context": context}])[0]
-
-    def _note_row(self, note_id: str, scope: str) -> MemoryRecord:
-        row = self._row(scope, f"note:{_text(note_id, 'note_id')}")
-        if row is None:
-            raise NotFoundError(f"no {scope} note {note_id!r} in project {self.project.name!r}")
-        return row
 
     # ------------------------------------------------------------------ notes
     def remember_note(self, title: str, content: str, kind: str = "lesson", *, tags: Sequence[str] | None = None,
@@ -344,10 +146,6 @@ class ProjectNotes:
                         "suggested_action": "deprecate_note(old, replacement_note_id=new) if the new note replaces it"
                         if suggestion == "supersede_candidate" else "check the two notes agree"})
         return out
-
-    def _body(self, rec: MemoryRecord) -> str:
-        title = str(rec.metadata.get("title", ""))
-        return rec.content[len(title) + 1:] if rec.content.startswith(title + "\n") else rec.content
 
     def _note_item(self, rec: MemoryRecord, scope: str) -> dict[str, Any]:
         m = rec.metadata
@@ -612,379 +410,6 @@ class ProjectNotes:
                 "position": m.get("position"), "tier": "reference", "content": rec.content,
                 "updated_at": m.get("updated_at"), "project_id": m.get("project_id"),
                 "project_name": m.get("project_name")}
-
-    # ------------------------------------------------------------------ Markdown
-    def _check_root(self, raw: str | os.PathLike[str]) -> str:
-        root = Path(self.project.root).resolve()
-        given = Path(raw).expanduser()
-        path = given if given.is_absolute() else Path(self.project.root) / given
-        if not path.exists():
-            raise InvalidInputError(f"path {str(raw)!r} does not exist")
-        resolved = path.resolve()
-        if not resolved.is_relative_to(root):
-            raise InvalidInputError(f"path {str(raw)!r} is outside the project root {str(root)!r}; index only "
-                                    "the project's own files")
-        probe = Path(os.path.abspath(path))
-        while probe != probe.parent and probe.is_relative_to(root):
-            if probe.is_symlink():
-                raise InvalidInputError(f"path {str(raw)!r} goes through the symlink {str(probe)!r}; "
-                                        "symlinks are not followed")
-            if probe == root:
-                break
-            probe = probe.parent
-        if resolved.is_file() and resolved.stat().st_nlink > 1:
-            raise InvalidInputError(f"path {str(raw)!r} is a hard link ({resolved.stat().st_nlink} names): another name, "
-                                    "perhaps outside the project root, is the same file; index its directory, or copy it")
-        rel = resolved.relative_to(root).as_posix()
-        return "." if rel in ("", ".") else rel
-
-    def roots(self) -> list[str]:
-        """The registered Markdown roots, relative to the project root."""
-        row = self._row("project", "roots")
-        return list(row.metadata.get("roots", [])) if row is not None else []
-
-    def _index_is_stale(self) -> bool:
-        """Whether the blocks were made by another version of the parser (a full re-index is due)."""
-        row = self._row("project", "roots")
-        return row is not None and row.metadata.get("format") != MARKDOWN_FORMAT
-
-    def _register(self, roots: list[str]) -> None:
-        self._write("project", "roots", f"Markdown roots of {self.project.name}",
-                    {"item_type": "roots", "active": False, "roots": roots, "format": MARKDOWN_FORMAT})
-
-    def index_paths(self, paths: Sequence[str | os.PathLike[str]] | None = None,
-                    mode: str = "incremental") -> dict[str, Any]:
-        """Index the Markdown under ``paths`` (relative to the project root; default: the registered
-        roots) into blocks. ``incremental`` skips files whose size and mtime (then sha256) are
-        unchanged; ``full`` rewrites every file and, with explicit paths, drops roots not listed.
-        Symlinks and paths outside the project root are refused; so are hard links (files with
-        more than one name) unless every name is under the indexed root: the report's
-        ``files_refused`` lists them."""
-        if mode not in ("incremental", "full"):
-            raise InvalidInputError(f"mode must be 'incremental' or 'full', got {mode!r}")
-        registered = self.roots()
-        stale = self._index_is_stale()
-        if paths is None:
-            if not registered:
-                raise InvalidInputError("no Markdown roots are registered yet: call index_paths with paths first")
-            roots = registered
-        else:
-            if isinstance(paths, (str, os.PathLike)):
-                paths = [paths]
-            roots = list(dict.fromkeys(self._check_root(p) for p in paths))
-            keep = roots if mode == "full" else list(dict.fromkeys([*registered, *roots]))
-            if keep != registered:
-                self._register(keep)
-                roots = keep if stale else roots
-        report = self._sync(roots, full=mode == "full" or stale, prune=paths is not None and mode == "full")
-        if stale:
-            self._register(self.roots())
-        return report
-
-    def refresh(self) -> dict[str, Any] | None:
-        """Re-index changed Markdown of the registered roots (None when none are registered)."""
-        roots = self.roots()
-        if not roots:
-            return None
-        stale = self._index_is_stale()
-        report = self._sync(roots, full=stale, prune=False)
-        if stale:
-            self._register(roots)
-        return report
-
-    def _sync(self, roots: list[str], *, full: bool, prune: bool) -> dict[str, Any]:
-        base = Path(self.project.root).resolve()
-        existing: dict[str, list[MemoryRecord]] = {}
-        for rec in self._rows("project", {"metadata.item_type": "block"}):
-            existing.setdefault(str(rec.metadata.get("source_path")), []).append(rec)
-        report: dict[str, Any] = {"status": "ok", "mode": "full" if full else "incremental", "roots": roots, "files_indexed": 0,
-                  "files_skipped": 0, "files_removed": 0, "blocks_written": 0, "blocks_deleted": 0,
-                  "files_refused": []}
-        seen: set[str] = set()
-        sc = self.scope_of("project")
-        for root in roots:
-            target = base / root
-            if not target.exists():
-                continue
-            refused: list[Path] = []
-            for _, f in discover(target, refused):
-                rel = f.resolve().relative_to(base).as_posix()
-                if rel in seen:
-                    continue
-                seen.add(rel)
-                st = f.stat()
-                old = existing.get(rel, [])
-                m0 = old[0].metadata if old else {}
-                if not full and old and m0.get("source_size") == st.st_size and m0.get("source_mtime_ns") == st.st_mtime_ns:
-                    report["files_skipped"] += 1
-                    continue
-                text = f.read_bytes().decode("utf-8", "replace")
-                checksum = hashlib.sha256(text.encode("utf-8")).hexdigest()
-                stamp = {"source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns, "source_checksum": checksum}
-                if not full and old and m0.get("source_checksum") == checksum:
-                    for rec in old:
-                        self._at(sc).update(rec.id, metadata=stamp)
-                    report["files_skipped"] += 1
-                    continue
-                self._write_file(rel, root, text, stamp, old, report)
-                report["files_indexed"] += 1
-            report["files_refused"] += [f.resolve().relative_to(base).as_posix() for f in refused]
-        for rel, old in existing.items():
-            in_root = any(r == "." or rel == r or rel.startswith(r.rstrip("/") + "/") for r in roots)
-            stale = rel not in seen and (in_root or prune)
-            if stale:
-                for rec in old:
-                    self._at(sc).delete(rec.id, hard=True)
-                    report["blocks_deleted"] += 1
-                report["files_removed"] += 1
-        report["blocks_total"] = len(self._rows("project", {"metadata.item_type": "block"}))
-        return report
-
-    def _write_file(self, rel: str, root: str, text: str, stamp: dict[str, Any], old: list[MemoryRecord],
-                    report: dict[str, Any]) -> None:
-        sc = self.scope_of("project")
-        blocks = parse_markdown(text, rel, f"mdroot-{self.project.id}")
-        by_id = {str(r.metadata.get("block_id")): r for r in old}
-        now = _now_iso()
-        fresh = []
-        for b in blocks:
-            meta = {"item_type": "block", "active": True, "block_id": b.block_id, "source_path": rel, "root": root,
-                    "title": b.title, "heading_path": list(b.heading_path), "position": b.position,
-                    "chunk_index": b.chunk_index, "block_checksum": b.checksum, "tier": "reference",
-                    "project_id": self.project.id, "project_name": self.project.name, "updated_at": now, **stamp}
-            prev = by_id.pop(b.block_id, None)
-            if prev is not None and prev.metadata.get("block_checksum") == b.checksum:
-                self._at(sc).update(prev.id, metadata=meta)  # same text: no re-embedding
-                continue
-            if prev is not None:
-                self._at(sc).delete(prev.id, hard=True)
-            fresh.append({"key": b.block_id, "content": b.text, "metadata": meta,
-                          "context": " > ".join(p for p in b.heading_path if p != "__preamble__")})
-        for rec in by_id.values():
-            self._at(sc).delete(rec.id, hard=True)
-            report["blocks_deleted"] += 1
-        if fresh:
-            self._at(sc).ingest(fresh)
-            report["blocks_written"] += len(fresh)
-
-    # ------------------------------------------------------------------ relations
-    def link_entities(self, source_uri: str, target_uri: str, relation_type: str = "related_to",
-                      scope: str = "project") -> dict[str, Any]:
-        """Record a directed relation between two entity URIs (an exact duplicate is a no-op)."""
-        src, dst = check_uri(source_uri, "source_uri"), check_uri(target_uri, "target_uri")
-        rtype = _text(relation_type, "relation_type")
-        self.scope_of(scope)
-        key = "rel:" + hashlib.sha256(f"{src}\x00{rtype}\x00{dst}".encode()).hexdigest()[:32]
-        row = self._row(scope, key)
-        if row is None:
-            meta = {"item_type": "relation", "active": False, "source": src, "target": dst, "relation_type": rtype,
-                    "created_at": _now_iso()}
-            self._at(self.scope_of(scope)).ingest([{"key": key, "content": f"{src} {rtype} {dst}", "metadata": meta}])
-            row = self._row(scope, key)
-        assert row is not None
-        return {"status": "ok", "action": "linked", "relation": self._relation(row), "scope": scope}
-
-    @staticmethod
-    def _relation(rec: MemoryRecord) -> dict[str, Any]:
-        m = rec.metadata
-        return {"source": m.get("source"), "target": m.get("target"), "type": m.get("relation_type"),
-                "created_at": m.get("created_at")}
-
-    def unlink_entities(self, source_uri: str, target_uri: str, relation_type: str | None = None,
-                        scope: str = "project") -> dict[str, Any]:
-        """Remove the relation(s) from ``source_uri`` to ``target_uri`` (every type when none is given)."""
-        src, dst = check_uri(source_uri, "source_uri"), check_uri(target_uri, "target_uri")
-        filters: dict[str, Any] = {"metadata.item_type": "relation", "metadata.source": src, "metadata.target": dst}
-        if relation_type is not None:
-            filters["metadata.relation_type"] = relation_type
-        changed = 0
-        for rec in self._rows(scope, filters):
-            changed += int(self._at(self.scope_of(scope)).delete(rec.id, hard=True))
-        return {"status": "ok", "action": "unlinked", "changed": changed, "scope": scope}
-
-    def get_related_entities(self, uri: str, relation_type: str | None = None, scope: str = "hybrid") -> dict[str, Any]:
-        """Every relation where ``uri`` is the source or the target."""
-        uri = check_uri(uri)
-        rels = [r for r in self._relations_index(scope)(uri) if relation_type is None or r["type"] == relation_type]
-        return {"status": "ok", "uri": uri, "relations": rels, "scope": scope}
-
-    def _relations_index(self, scope: str) -> Any:
-        rows: list[tuple[str, MemoryRecord]] = []
-        for sc in self._read_scopes(scope):
-            rows.extend((sc, r) for r in self._rows(sc, {"metadata.item_type": "relation"}))
-
-        def lookup(uri: str) -> list[dict[str, Any]]:
-            return [{**self._relation(r), "scope": sc} for sc, r in rows
-                    if uri in (r.metadata.get("source"), r.metadata.get("target"))]
-
-        return lookup
-
-    # ------------------------------------------------------------------ operations
-    def list_scopes(self) -> dict[str, Any]:
-        """The three scopes, what each reads and how each is written."""
-        return {"status": "ok", "default_write_scope": "project", "default_read_mode": "hybrid", "scopes": [
-            {"scope": "project", "writes": "default", "reads": "this project's notes and indexed Markdown",
-             "project_id": self.project.id, "project_name": self.project.name},
-            {"scope": "global", "writes": "promotion_only", "reads": "notes promoted from any project"},
-            {"scope": "hybrid", "writes": "read_only", "reads": "project and global, the project first when "
-             "relevance is close (+0.15)"},
-        ]}
-
-    def self_test(self) -> dict[str, Any]:
-        """The notes tool contract: tool names and count, and the scope rules."""
-        names = list(NOTES_TOOL_RESULTS)
-        return {"status": "ok", "tool_count": len(names), "tools": names,
-                "namespace_contract": {s["scope"]: s["writes"] for s in self.list_scopes()["scopes"]},
-                "default_read_mode": "hybrid", "default_write_scope": "project"}
-
-    def health(self) -> dict[str, Any]:
-        """Liveness of what the notes need: the store (a read) and the embedder (one embedding),
-        each reported; ``status`` is ``degraded`` when one fails (never raises)."""
-
-        def check(fn: Any) -> str:
-            try:
-                fn()
-            except Exception as exc:  # noqa: BLE001 - reported, never raised
-                return f"error: {type(exc).__name__}: {exc}"
-            return "ok"
-
-        registry = self._at(self._registry)
-        embedder = registry.embedder
-        checks = {"store": check(lambda: registry.list(limit=1)),
-                  "embedder": "none (keyword-only: search confidence is lexical only)" if embedder is None
-                  else check(lambda: embedder.embed(["health probe"], input_type="query"))}
-        ok = all(v == "ok" or v.startswith("none") for v in checks.values())
-        return {"status": "ok" if ok else "degraded", "server_id": "manowar-notes", "package_name": "manowar-memory",
-                "version": __version__, "embedding_model": registry.model_id, "checks": checks,
-                "markdown_format": MARKDOWN_FORMAT,
-                "project": {"id": self.project.id, "name": self.project.name}}
-
-    def _changed_files(self, roots: Sequence[str], blocks: Sequence[MemoryRecord]) -> list[str]:
-        """Files of ``roots`` that an incremental index would re-read or remove (read-only)."""
-        base = Path(self.project.root).resolve()
-        indexed = {str(r.metadata.get("source_path")): r.metadata for r in blocks}
-        changed, seen = [], set()
-        for root in roots:
-            if not (base / root).exists():
-                continue
-            for _, f in discover(base / root):
-                rel = f.resolve().relative_to(base).as_posix()
-                seen.add(rel)
-                m, st = indexed.get(rel), f.stat()
-                if m is not None and (m.get("source_size"), m.get("source_mtime_ns")) == (st.st_size, st.st_mtime_ns):
-                    continue
-                text = f.read_bytes().decode("utf-8", "replace")
-                if m is None or m.get("source_checksum") != hashlib.sha256(text.encode("utf-8")).hexdigest():
-                    changed.append(rel)
-        in_roots = [rel for rel in indexed
-                    if any(r == "." or rel == r or rel.startswith(r.rstrip("/") + "/") for r in roots)]
-        return sorted({*changed, *(rel for rel in in_roots if rel not in seen)})
-
-    def server_info(self) -> dict[str, Any]:
-        """The contract snapshot: identity, modes, the current project, storage counts per scope,
-        index freshness (``empty``, ``not_indexed``, ``stale`` or ``fresh``) and orphaned buckets
-        (projects whose recorded root no longer exists; nothing is deleted)."""
-        roots = self.roots()
-        stats: dict[str, Any] = {}
-        times: dict[str, Any] = {}
-        blocks: list[MemoryRecord] = []
-        for sc in ("project", "global"):
-            notes = self._rows(sc, {"metadata.item_type": "note"})
-            status = [str(r.metadata.get("note_status")) for r in notes]
-            active = status.count("active")
-            stats[sc] = {"notes": {"active": active, "total": len(notes), "inactive": len(notes) - active,
-                                   "archived": status.count("archived"), "superseded": status.count("superseded")}}
-            times[sc] = max((str(r.metadata.get("updated_at")) for r in notes), default=None)
-            if sc == "project":
-                blocks = self._rows(sc, {"metadata.item_type": "block", "metadata.active": True})
-                stats[sc].update(roots=roots, file_count=len({r.metadata.get("source_path") for r in blocks}),
-                                 block_count=len(blocks))
-            stats[sc]["index_rows"] = active + (len(blocks) if sc == "project" else 0)
-        changed = self._changed_files(roots, blocks) if roots else []
-        stale_format = self._index_is_stale()
-        if not roots and not stats["project"]["notes"]["total"]:
-            state = "empty"
-        elif not roots:
-            state = "not_indexed"
-        else:
-            state = "stale" if changed or stale_format else "fresh"
-        manifests = self._at(self._registry).list(filters={"metadata.item_type": "project_manifest"},
-                                            limit=_SCAN)
-        orphaned = [{"project_id": r.metadata.get("project_id"), "project_root": r.metadata.get("project_root")}
-                    for r in manifests if r.metadata.get("project_root")
-                    and not Path(str(r.metadata["project_root"])).exists()]
-        health = self.health()
-        return {
-            "status": "ok", "product": "Manowar project notes", "server_id": health["server_id"],
-            "package_name": health["package_name"], "version": health["version"],
-            "default_write_scope": "project", "default_read_mode": "hybrid",
-            "query_modes": ["project", "global", "hybrid"], "index_modes": ["incremental", "full"],
-            "hydrate_modes": ["default", "related"], "embedding_model": health["embedding_model"],
-            "current_project": {"id": self.project.id, "name": self.project.name, "root": self.project.root,
-                                "identity_kind": self.project.identity_kind},
-            "storage_stats": stats,
-            "index_status": {
-                "project": {"state": state, "changed_files": changed, "markdown_format": MARKDOWN_FORMAT,
-                            "format_current": not stale_format,
-                            "last_indexed_at": max((str(r.metadata.get("updated_at")) for r in blocks), default=None),
-                            "last_note_at": times["project"]},
-                "global": {"state": "fresh" if stats["global"]["notes"]["total"] else "empty",
-                           "last_note_at": times["global"]},
-            },
-            "orphaned_buckets": orphaned,
-        }
-
-    def lint_knowledge_base(self, paths: Sequence[str | os.PathLike[str]] | None = None,
-                            max_issues: int = 200) -> dict[str, Any]:
-        """Check the Markdown under ``paths`` (default: the registered roots) and the project's
-        notes: broken links, orphan candidates, duplicate titles, stale episodic notes (older than
-        ``MANOWAR_EPISODIC_STALE_DAYS``, default 14) and near-duplicate notes (cosine >= 0.90; needs
-        an embedder). At most ``max_issues`` issues are listed (``truncated`` says so)."""
-        if isinstance(max_issues, bool) or not isinstance(max_issues, int) or max_issues < 1:
-            raise InvalidInputError(f"max_issues must be a positive integer, got {max_issues!r}")
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
-        roots = list(dict.fromkeys(self._check_root(p) for p in paths)) if paths is not None else self.roots()
-        base = Path(self.project.root).resolve()
-        documents: dict[str, str] = {}
-        for root in roots:
-            for _, f in discover(base / root):
-                documents.setdefault(f.resolve().relative_to(base).as_posix(),
-                                     f.read_bytes().decode("utf-8", "replace"))
-
-        def exists(rel: str) -> bool:
-            target = base / rel
-            return target.exists() and not target.is_symlink() and target.resolve().is_relative_to(base)
-
-        issues = lint.document_issues(documents, exists)
-        raw_days = os.environ.get("MANOWAR_EPISODIC_STALE_DAYS", str(lint.STALE_EPISODIC_DAYS))
-        try:
-            days = float(raw_days)
-        except ValueError as exc:
-            raise InvalidInputError(f"MANOWAR_EPISODIC_STALE_DAYS must be a number of days, got {raw_days!r}") from exc
-        notes = self._rows("project", {"metadata.item_type": "note", "metadata.active": True})
-        issues.extend(lint.stale_episodic([r.metadata for r in notes], days))
-        near: list[dict[str, Any]] = []
-        embedder = self._at(self._registry).embedder
-        if embedder is not None and len(notes) > 1:
-            notes = notes[: lint.MAX_NOTES]
-            probes = [cards.compressed_summary(str(r.metadata.get("title", "")), self._body(r)) for r in notes]
-            vectors = embedder.embed(probes, input_type="document")
-            near = lint.near_duplicate_pairs([str(r.metadata.get("note_id")) for r in notes], probes, vectors)
-        issues.extend(near)
-        counts = {kind: sum(1 for i in issues if i["kind"] == kind) for kind in
-                  ("broken_link", "orphan_candidate", "duplicate_title", "stale_episodic_note", "near_duplicate_notes")}
-        return {
-            "status": "ok", "checked_at": _now_iso(), "max_issues": max_issues, "truncated": len(issues) > max_issues,
-            "roots": roots,
-            "summary": {"root_count": len(roots), "markdown_configured": bool(roots), "file_count": len(documents),
-                        "issue_count": len(issues), "broken_link_count": counts["broken_link"],
-                        "orphan_candidate_count": counts["orphan_candidate"],
-                        "duplicate_title_count": counts["duplicate_title"],
-                        "stale_episodic_note_count": counts["stale_episodic_note"],
-                        "near_duplicate_note_count": counts["near_duplicate_notes"]},
-            "issues": issues[:max_issues],
-        }
 
     def __repr__(self) -> str:
         return f"ProjectNotes(project={self.project.name!r}, id={self.project.id!r})"
