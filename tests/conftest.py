@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
+from typing import NoReturn
 
 import pytest
 
@@ -43,6 +45,19 @@ def _unavailable(what: str, error: BaseException | str) -> None:
     if services_required():
         pytest.fail(msg, pytrace=False)
     pytest.skip(msg)
+
+
+@pytest.fixture
+def unavailable() -> Callable[[str], NoReturn]:
+    """Give up on a test whose prerequisite is missing: fail when servers are required (CI, or
+    MANOWAR_REQUIRE_SERVICES=1: there a missing piece is a broken install), else skip."""
+
+    def give_up(message: str) -> NoReturn:
+        if services_required():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+    return give_up
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
