@@ -96,7 +96,6 @@ def _m001_initial(conn: sqlite3.Connection) -> None:
 _INACTIVE_SQL = _sql.inactive_list()
 
 
-_INACTIVE_SQL = _sql.inactive_list()
 _ACTIVE_FACT_WHERE = (
     f"source = 'fact' AND fact_hash IS NOT NULL AND (status IS NULL OR status NOT IN {_INACTIVE_SQL})"
 )
