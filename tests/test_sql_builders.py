@@ -75,7 +75,7 @@ def test_cleanup_counts_and_scopes() -> None:
 def test_every_read_statement_parses() -> None:
     """The statements are valid SQLite for the store's schema (checked with EXPLAIN, no rows)."""
     from manowar_memory.stores import _fts
-    from manowar_memory.stores.sqlite import MIGRATIONS, _split_script
+    from manowar_memory.stores.sqlite.migrations import MIGRATIONS, _split_script
 
     conn = sqlite3.connect(":memory:")
     conn.create_function(_fts.TERMS_FUNCTION, 2, _fts.scoped_terms, deterministic=True)  # the triggers call it

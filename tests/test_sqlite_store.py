@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 
 import pytest
 
@@ -25,8 +26,11 @@ from manowar_memory import (
 from manowar_memory._util import now_ms
 from manowar_memory.filters import normalize_filters
 from manowar_memory.records import Message, PatternTrigger, WorkingMemory
-from manowar_memory.stores import sqlite as sqlite_module
+from manowar_memory.stores import _fts, _sql
 from manowar_memory.stores.base import MemoryQuery, Store
+from manowar_memory.stores.sqlite import connection as sqlite_connection
+from manowar_memory.stores.sqlite import migrations as sqlite_migrations
+from manowar_memory.stores.sqlite import threads as sqlite_threads
 
 EMB = FakeEmbedder(32)
 SCOPE = Scope(agent_wallet="agent", user_address="u")
@@ -52,7 +56,7 @@ def store() -> SQLiteStore:
 
 def test_sqlite_store_implements_the_store_protocol(store: SQLiteStore) -> None:
     assert isinstance(store, Store)
-    assert store.migrations() == [name for name, _ in sqlite_module.MIGRATIONS]
+    assert store.migrations() == [name for name, _ in sqlite_migrations.MIGRATIONS]
 
 
 def test_file_store_persists_across_reopen(tmp_path) -> None:
@@ -66,7 +70,7 @@ def test_file_store_persists_across_reopen(tmp_path) -> None:
         assert got is not None and got.content == "Persisted across processes"
         assert got.embedding_model == EMB.model_id
         assert len(got.embedding) == 32
-        assert second.migrations() == [name for name, _ in sqlite_module.MIGRATIONS]  # not re-applied
+        assert second.migrations() == [name for name, _ in sqlite_migrations.MIGRATIONS]  # not re-applied
         hits, _ = second.vector_search(MemoryQuery(scope=SCOPE), EMB.embed(["persisted processes"])[0], EMB.model_id, 5)
         assert [h.record.id for h in hits] == [rid]
     finally:
@@ -148,7 +152,7 @@ def test_unique_fact_migration_keeps_pre_existing_duplicates_as_superseded(tmp_p
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE _manowar_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
-    for statement in sqlite_module._split_script(sqlite_module._m001_initial):
+    for statement in sqlite_migrations._split_script(sqlite_migrations._m001_initial):
         conn.execute(statement)
     conn.execute("INSERT INTO _manowar_migrations VALUES ('m001_initial', 0)")
     rows = [("vec_a1", "h1", 100, None), ("vec_a2", "h1", 300, None), ("vec_a3", "h1", 200, None),
@@ -331,11 +335,17 @@ def test_expired_session_disappears_from_reads_at_once_and_is_purged(store: SQLi
     assert store.purge_expired_sessions(now) == 0
 
 
+def _set_clock(monkeypatch: pytest.MonkeyPatch, clock: Callable[[], int]) -> None:
+    """Every module of the store that reads the clock reads ``clock``."""
+    for module in (sqlite_connection, sqlite_threads):
+        monkeypatch.setattr(module, "now_ms", clock)
+
+
 def test_session_expires_when_the_clock_passes_expires_at(store: SQLiteStore, monkeypatch) -> None:
     now = now_ms()
     store.upsert_session(_session("s", now + 1_000))
     assert store.get_session("s", "agent") is not None
-    monkeypatch.setattr(sqlite_module, "now_ms", lambda: now + 1_000)
+    _set_clock(monkeypatch, lambda: now + 1_000)
     assert store.get_session("s", "agent") is None
     assert store.find_sessions(MemoryQuery(scope=SCOPE, durable=False), 10) == []
 
@@ -347,7 +357,7 @@ def test_engine_session_ttl_comes_from_config(monkeypatch) -> None:
     session = engine.store.get_session(scope.thread_session_id(), "agent")
     assert session.expires_at - session.last_accessed_at == 1000
     assert engine.search_layers("lighthouse keeper", scope, ["working"]).totals == {"working": 1}
-    monkeypatch.setattr(sqlite_module, "now_ms", lambda: session.expires_at + 1)
+    _set_clock(monkeypatch, lambda: session.expires_at + 1)
     assert engine.search_layers("lighthouse keeper", scope, ["working"]).totals == {"working": 0}
     assert engine.store.purge_expired_sessions(session.expires_at + 1) == 1
     engine.close()
@@ -475,8 +485,8 @@ def test_fts_migrations_give_the_keyword_results_of_a_new_database(tmp_path, mon
     expected = _keyword_results(fresh)
     fresh.close()
     path = tmp_path / "old.db"
-    names = [name for name, _ in sqlite_module.MIGRATIONS]
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:names.index(first_missing)])
+    names = [name for name, _ in sqlite_migrations.MIGRATIONS]
+    monkeypatch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:names.index(first_missing)])
     old = SQLiteStore(path)
     _fill_fts_scopes(old)
     assert first_missing not in old.migrations()
@@ -484,7 +494,7 @@ def test_fts_migrations_give_the_keyword_results_of_a_new_database(tmp_path, mon
     monkeypatch.undo()
     store = SQLiteStore(path)
     try:
-        assert store.migrations() == [name for name, _ in sqlite_module.MIGRATIONS]
+        assert store.migrations() == [name for name, _ in sqlite_migrations.MIGRATIONS]
         got = _keyword_results(store)
         assert got == expected
         assert got[(0, "painting")][0][1] > 0.1  # rare enough terms for real BM25 scores
@@ -518,8 +528,8 @@ def test_keyword_document_frequencies_are_the_scopes_own(store: SQLiteStore) -> 
         conn.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, memory_fts, row)")
         docs = dict(conn.execute("SELECT term, doc FROM temp.fts_terms WHERE term LIKE '%xkayak'").fetchall())
         sid = {key: n for n, key in conn.execute("SELECT id, key FROM fts_scopes")}
-    assert docs == {f"{sid[sqlite_module._sql.fts_scope_key('agent', 'u')]}xkayak": 1,
-                    f"{sid[sqlite_module._sql.fts_scope_key('agent', 'other')]}xkayak": 50}
+    assert docs == {f"{sid[_sql.fts_scope_key('agent', 'u')]}xkayak": 1,
+                    f"{sid[_sql.fts_scope_key('agent', 'other')]}xkayak": 50}
 
 
 def test_keyword_search_reads_only_the_scopes_fts_rowid_ranges(store: SQLiteStore) -> None:
@@ -547,9 +557,9 @@ def _keyword_reference(store: SQLiteStore, query: MemoryQuery, text: str, limit:
     where, params = store._memory_where(query)
     with store._conn() as conn:
         sids = [r[0] for r in conn.execute("SELECT id FROM fts_scopes WHERE key IN (?, ?) ORDER BY id", keys)]
-        phrases = sqlite_module._fts.query_phrases(text)
-        sql, all_params = _sql.keyword_rowids([(sid, sqlite_module._fts.scoped_match(sid, phrases)) for sid in sids],
-                                              sqlite_module._qualify(where, "m"), params, limit, store.context_weight)
+        phrases = _fts.query_phrases(text)
+        sql, all_params = _sql.keyword_rowids([(sid, _fts.scoped_match(sid, phrases)) for sid in sids],
+                                              sqlite_connection._qualify(where, "m"), params, limit, store.context_weight)
         rows = conn.execute(sql, all_params).fetchall()
         ids = {r[0]: r[1] for r in conn.execute(f"SELECT rowid, id FROM memory WHERE rowid IN "
                                                 f"({','.join('?' * len(rows))})", [r[0] for r in rows])}
@@ -706,8 +716,8 @@ def test_transcript_search_reads_its_scopes_terms_and_follows_a_moved_transcript
     other = Scope(agent_wallet="agent", user_address="other")
     user_less = Scope(agent_wallet="agent")
     path = tmp_path / "t.db"
-    names = [name for name, _ in sqlite_module.MIGRATIONS]
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:names.index("m009_transcripts_scoped_terms")])
+    names = [name for name, _ in sqlite_migrations.MIGRATIONS]
+    monkeypatch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:names.index("m009_transcripts_scoped_terms")])
     old = SQLiteStore(path)
     old.upsert_transcript(_transcript("mine", SCOPE, "we paddled the kayaks at dawn"))
     old.upsert_transcript(_transcript("theirs", other, "kayaks kayaks kayaks"))

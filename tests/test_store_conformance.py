@@ -356,8 +356,9 @@ def test_mongo_vector_cache_scope_filters_and_threads(mongo_db) -> None:
 def test_mongo_vector_cache_keeps_up_without_reloading(mongo_db, monkeypatch: pytest.MonkeyPatch) -> None:
     """A row left without an embedding must not make every recount reload the partition, and a
     second write in the same millisecond as one the cache already synced must still be seen."""
-    import manowar_memory.stores.mongo as mongo_module
     from manowar_memory.stores.mongo import MongoStore
+    from manowar_memory.stores.mongo import connection as mongo_connection
+    from manowar_memory.stores.mongo import rows as mongo_rows
 
     store = MongoStore(client=mongo_db.client, database=mongo_db.name, vector_cache_recount_s=0)
     try:
@@ -374,7 +375,8 @@ def test_mongo_vector_cache_keeps_up_without_reloading(mongo_db, monkeypatch: py
         assert info.method == "local-cache" and [h.record.id for h in hits] == [kept] and loads == []
 
         (row,) = store.add_memories([make_record("c", embedding=[0.0, 0.0, 1.0, 0.0])])
-        monkeypatch.setattr(mongo_module, "now_ms", lambda: 1_900_000_000_000)  # every write in one millisecond
+        for module in (mongo_connection, mongo_rows):  # every write in one millisecond
+            monkeypatch.setattr(module, "now_ms", lambda: 1_900_000_000_000)
         store.update_memory(row, {"metadata": {"status": "deleted"}})
         assert row not in _ids(store, [0.0, 0.0, 1.0, 0.0])  # synced: deleted, with that stamp
         store.update_memory(row, {"metadata": {}})  # active again, same stamp

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from manowar_memory import MemoryEngine, Scope, SQLiteStore
-from manowar_memory.stores import sqlite as sqlite_module
 from manowar_memory.stores.base import MemoryQuery
+from manowar_memory.stores.sqlite import migrations as sqlite_migrations
 
 AGENT = "agent-turns"
 USER = "u1"
@@ -246,8 +246,8 @@ def test_m010_enters_existing_turns_in_the_ledger(tmp_path, monkeypatch) -> None
     oldest first, the transcript is untouched, a retried old turn id stores nothing and the
     next turn follows them."""
     path = tmp_path / "old.db"
-    names = [name for name, _ in sqlite_module.MIGRATIONS]
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:names.index("m010_thread_turns")])
+    names = [name for name, _ in sqlite_migrations.MIGRATIONS]
+    monkeypatch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:names.index("m010_thread_turns")])
     from manowar_memory.records import Message, Transcript
     from manowar_memory.testing.conformance import make_record
 

@@ -1,0 +1,316 @@
+"""The memory-rows role of the SQLite store (:class:`~manowar_memory.stores.base.MemoryRowStore`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import StoreError
+from ...records import MemoryRecord
+from .. import _fts, _sql
+from .._vectors import VectorIndex
+from ..base import (
+    Hit,
+    MemoryQuery,
+    VectorSearchInfo,
+    check_memory_changes,
+    is_unique_fact,
+    require_unique_fact,
+)
+from .connection import _MEMORY_COLUMNS, SQLiteConnection, _agent_clause, _qualify, _VectorIndex
+from .migrations import _ACTIVE_FACT_WHERE, _INACTIVE_SQL
+
+__all__ = ["SQLiteRows"]
+
+
+class SQLiteRows(SQLiteConnection):
+    """Memory rows: writes, reads by id and scope, the keyword and vector lanes."""
+
+    def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
+        ids: list[str] = []
+        with self._write() as conn:
+            for rec in records:
+                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
+                ids.append(holder["id"] if holder is not None else self._insert(conn, rec))
+        return ids
+
+
+    def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = []
+        with self._write() as conn:  # BEGIN IMMEDIATE: the id check and the insert are one transaction
+            for rec in records:
+                taken = conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?", (rec.id, rec.agent_wallet))
+                if taken.fetchone() is not None:
+                    out.append((rec.id, False))
+                    continue
+                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
+                out.append((holder["id"], False) if holder is not None else (self._insert(conn, rec), True))
+        return out
+
+
+    def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
+        found: set[str] = set()
+        ids = list(dict.fromkeys(memory_ids))
+        agent_sql, agent_params = _agent_clause(agent_wallet)
+        with self._conn() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))}){agent_sql}",
+                                    [*chunk, *agent_params])
+                found.update(r[0] for r in rows)
+        return found
+
+
+    def add_fact_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
+        require_unique_fact(record)
+        with self._write() as conn:  # BEGIN IMMEDIATE: the check and the insert are one transaction
+            holder = self._reinforce_fact(conn, record)
+            if holder is not None:
+                return self._row_to_record(holder), False
+            memory_id = self._insert(conn, record)
+        return record.model_copy(update={"id": memory_id, "embedding": None}), True
+
+
+    def _reinforce_fact(self, conn: sqlite3.Connection, rec: MemoryRecord) -> sqlite3.Row | None:
+        """Inside a write transaction: bump and return the active fact holding ``rec``'s hash, if any."""
+        row: sqlite3.Row | None = conn.execute(
+            "UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? "
+            f"WHERE rowid = (SELECT rowid FROM memory WHERE agent_wallet = ? AND fact_hash = ? AND {_ACTIVE_FACT_WHERE} "
+            f"LIMIT 1) RETURNING {_MEMORY_COLUMNS}",
+            (rec.last_accessed_at, rec.agent_wallet, rec.metadata["factHash"]),
+        ).fetchone()
+        return row
+
+
+    def get_memory(self, memory_id: str, query: MemoryQuery | None = None, *,
+                   agent_wallet: str | None = None) -> MemoryRecord | None:
+        agent_sql, agent_params = _agent_clause(agent_wallet)
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE id = ?{agent_sql}"
+        params: list[Any] = [memory_id, *agent_params]
+        if query is not None:
+            where, extra = self._memory_where(query)
+            sql += f" AND {where}"
+            params += extra
+        with self._conn() as conn:
+            row = conn.execute(sql, params).fetchone()
+        return self._row_to_record(row, with_embedding=True) if row else None
+
+
+    def update_memory(self, memory_id: str, changes: dict[str, Any], *,
+                      agent_wallet: str | None = None) -> MemoryRecord | None:
+        check_memory_changes(changes)
+        if not changes:
+            return self.get_memory(memory_id, agent_wallet=agent_wallet)
+        with self._write() as conn:
+            if not self._update_row(conn, memory_id, changes, agent_wallet):
+                return None
+        return self.get_memory(memory_id)
+
+
+    def delete_memory(self, memory_id: str, *, agent_wallet: str | None = None) -> bool:
+        agent_sql, agent_params = _agent_clause(agent_wallet)
+        with self._write() as conn:
+            row = conn.execute(f"DELETE FROM memory WHERE id = ?{agent_sql} RETURNING rowid",
+                               (memory_id, *agent_params)).fetchone()
+            if row is None:
+                return False
+            conn.execute("INSERT INTO memory_tombstones VALUES (?, ?)", (row[0], self._next_rev(conn)))
+            return True
+
+
+    def find_fact_by_hash(self, agent_wallet: str, fact_hash: str) -> MemoryRecord | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE agent_wallet = ? AND fact_hash = ? AND source = 'fact' "
+                f"AND (status IS NULL OR status NOT IN {_INACTIVE_SQL}) ORDER BY created_at DESC LIMIT 1",
+                (agent_wallet, fact_hash),
+            ).fetchone()
+        return self._row_to_record(row) if row else None
+
+
+    def bump_access(self, memory_ids: Sequence[str], at: int, *, agent_wallet: str | None = None) -> None:
+        if not memory_ids:
+            return
+        agent_sql, agent_params = _agent_clause(agent_wallet)
+        with self._write() as conn:
+            conn.executemany(
+                f"UPDATE memory SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?{agent_sql}",
+                [(at, i, *agent_params) for i in memory_ids],
+            )
+
+
+    def list_memories(self, query: MemoryQuery, limit: int | None = None) -> list[MemoryRecord]:
+        where, params = self._memory_where(query)
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._conn() as conn:
+            return [self._row_to_record(r) for r in conn.execute(sql, params)]
+
+
+    def iter_memories(
+        self, agent_wallet: str | None = None, *, created_from: int | None = None,
+        created_to: int | None = None, batch_size: int = 1000,
+    ) -> Iterator[MemoryRecord]:
+        clauses: list[str] = ["rowid > ?"]
+        params: list[Any] = [0]
+        if agent_wallet is not None:
+            clauses.append("agent_wallet = ?")
+            params.append(agent_wallet)
+        if created_from is not None:
+            clauses.append("created_at >= ?")
+            params.append(created_from)
+        if created_to is not None:
+            clauses.append("created_at <= ?")
+            params.append(created_to)
+        last = 0
+        while True:
+            params[0] = last
+            with self._conn() as conn:
+                rows = conn.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {' AND '.join(clauses)} ORDER BY rowid LIMIT ?",
+                    [*params, batch_size],
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield self._row_to_record(row, with_embedding=True)
+            last = rows[-1]["rowid"]
+
+
+    def count_memories(self, query: MemoryQuery) -> int:
+        where, params = self._memory_where(query)
+        with self._conn() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", params).fetchone()[0])
+
+
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+        phrases = _fts.query_phrases(text)
+        if not phrases:
+            return []
+        where, params = self._memory_where(query)
+        with self._conn() as conn:
+            scope_ids = self._fts_scope_ids(conn, query)
+            if not scope_ids:
+                return []
+            arms = [(sid, _fts.scoped_match(sid, phrases)) for sid in scope_ids]
+            picked = self._keyword_rows(conn, arms, where, params, limit)
+        return [Hit(self._row_to_record(row), score) for row, score in picked]
+
+
+    def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]], where: str,
+                      params: list[Any], limit: int) -> list[tuple[sqlite3.Row, float]]:
+        """The keyword lane's best ``limit`` rows (no embedding) with their scores, best first.
+
+        They come from the best ``keyword_pool_factor * limit`` full-text matches, read from the
+        index alone, whose memory rows are read ``limit`` at a time in that order, each read
+        keeping only rows that pass the scope filter: one read when they all pass, as they
+        usually do (the index is already split by scope). Only when fewer than ``limit`` of
+        the pool pass does the lane rank every match against the filter."""
+        pool = limit * self.keyword_pool_factor
+        if pool > 0:
+            sql, pool_params = _sql.keyword_pool(arms, pool, self.context_weight)
+            candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
+            picked: list[tuple[sqlite3.Row, float]] = []
+            for start in range(0, len(candidates), limit):
+                chunk = candidates[start:start + limit]
+                sql, pass_params = _sql.rows_passing([rowid for rowid, _ in chunk], where, params)
+                by_rowid = {r[0]: r for r in conn.execute(sql, pass_params)}
+                picked += [(by_rowid[rowid], score) for rowid, score in chunk if rowid in by_rowid]
+                if len(picked) >= limit:
+                    return picked[:limit]
+            if len(candidates) < pool:
+                return picked  # exact: every match outside the pool ranks after the whole pool
+        sql, fts_params = _sql.keyword_rowids(arms, _qualify(where, "m"), params, limit,
+                                              self.context_weight)
+        ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
+        if not ranked:
+            return []
+        by_rowid = self._rows_by_rowid(conn, [rowid for rowid, _ in ranked])
+        return [(by_rowid[rowid], score) for rowid, score in ranked if rowid in by_rowid]
+
+
+    @staticmethod
+    def _rows_by_rowid(conn: sqlite3.Connection, rowids: Sequence[Hashable]) -> dict[Hashable, sqlite3.Row]:
+        """The memory rows (no embedding) of ``rowids``, by rowid; rows deleted meanwhile are missing."""
+        sql = (f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
+               f"WHERE rowid IN ({','.join('?' * len(rowids))})")
+        return {r[0]: r for r in conn.execute(sql, list(rowids))}
+
+
+    def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
+        current = int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
+        with self._index_lock:
+            index = self._indexes.get(model_id)
+            if index is not None and index.rev >= current:
+                return index
+            since = index.rev if index is not None else 0
+            rows = conn.execute(
+                "SELECT rowid, agent_wallet, user_address, mode, hai_id, source, status, embedding, embedding_model, "
+                f"{_sql.expiry_column()} AS expires_at FROM memory WHERE rev > ? AND rev <= ?",
+                (since, current),
+            ).fetchall()
+            if rows:
+                self._other_model_rows[model_id] = int(conn.execute(
+                    "SELECT COUNT(*) FROM memory WHERE embedding_model IS NOT NULL AND embedding_model != ?",
+                    (model_id,),
+                ).fetchone()[0])
+            # tombstones first: SQLite reuses the rowid of a deleted last row, and a row read
+            # from the table now is live, so a delete must never undo a later insert's upsert
+            if index is not None:
+                for (rowid,) in conn.execute(
+                    "SELECT row_id FROM memory_tombstones WHERE rev > ? AND rev <= ?", (since, current)
+                ):
+                    index.remove(rowid)
+            for row in rows:
+                if row["embedding_model"] != model_id or row["embedding"] is None:
+                    if index is not None:
+                        index.remove(row["rowid"])  # re-embedded by another model, or embedding dropped
+                    continue
+                if index is None:
+                    index = _VectorIndex(
+                        len(row["embedding"]) // 4,
+                        persist_path=None if self._memory else VectorIndex.persist_file(self.path, model_id),
+                    )
+                    self._indexes[model_id] = index
+                index.upsert_row(row)
+            if index is not None:
+                index.rev = current
+                index.synced(current)  # restores saved ANN indexes of this revision on first load
+            return index
+
+
+    def vector_search(
+        self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int
+    ) -> tuple[list[Hit], VectorSearchInfo]:
+        info = VectorSearchInfo(method="exact")
+        with self._conn() as conn:
+            index = self._index(conn, model_id)
+            if index is None or index.size == 0:
+                return [], info
+            q = np.asarray(vector, dtype=np.float32)
+            if q.shape[0] != index.dims:
+                raise StoreError(
+                    f"query vector has {q.shape[0]} dimensions but rows embedded by {model_id} have {index.dims}"
+                )
+            norm = float(np.linalg.norm(q))
+            q = q / norm if norm else q
+            with index.lock:
+                mask = index.mask(query)
+                if query.filters or (not query.durable and query.scope.thread_id):
+                    where, params = self._memory_where(query)
+                    mask = index.only(mask, (r[0] for r in conn.execute(f"SELECT rowid FROM memory WHERE {where}", params)))
+                info.candidates = int(mask.sum())
+                picked = index.top(q, mask, limit, index.groups_of(query))
+                if not picked:
+                    return [], info
+            info.skipped_other_models = self._other_model_rows.get(model_id, 0)
+            by_rowid = self._rows_by_rowid(conn, [rowid for rowid, _ in picked])
+        hits = [
+            Hit(self._row_to_record(by_rowid[rowid]), (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid
+        ]
+        return hits, info
