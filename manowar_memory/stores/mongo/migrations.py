@@ -4,8 +4,8 @@ takes the store and uses its public methods and collections only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from ...errors import MissingDependencyError
 from .. import _mql
@@ -18,10 +18,17 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("pymongo", "mongo", "The MongoDB store") from exc
 
-if TYPE_CHECKING:
-    from .connection import MongoConnection
+__all__ = ["MIGRATIONS", "MigratingStore"]
 
-__all__ = ["MIGRATIONS"]
+
+class MigratingStore(Protocol):
+    """What a migration step uses of the store (:class:`MongoStore` has it; the protocol keeps this
+    module below the store's, which runs the steps)."""
+
+    memory: Any  # the memory collection
+
+    def create_indexes(self, coll_name: str, specs: Sequence[_mql.IndexSpec]) -> None: ...
+    def migrate_active_facts(self) -> int: ...
 
 
 _INDEX_NOT_FOUND = 27
@@ -35,28 +42,28 @@ def _index(coll: str, name: str) -> _mql.IndexSpec:
     return next(spec for spec in _mql.INDEXES[coll] if spec.name == name)
 
 
-def _m001_active_fact_hash(store: MongoConnection) -> None:
+def _m001_active_fact_hash(store: MigratingStore) -> None:
     """Derive ``activeFactHash`` for the unique active-fact index (earlier duplicates are kept,
     marked superseded: :meth:`MongoStore.migrate_active_facts`); nothing to do once the index exists."""
     if "idx_vector_active_fact" not in store.memory.index_information():
         store.migrate_active_facts()
 
 
-def _m002_indexes(store: MongoConnection) -> None:
+def _m002_indexes(store: MigratingStore) -> None:
     """The indexes the store created on open before migrations were recorded (an earlier
     version's index of the same name or keys with other options is replaced)."""
     for coll, specs in _mql.INDEXES.items():
         store.create_indexes(coll, [spec for spec in specs if spec.name not in _LATER_INDEXES])
 
 
-def _m003_memory_scope_nulls(store: MongoConnection) -> None:
+def _m003_memory_scope_nulls(store: MigratingStore) -> None:
     """Store null in memory rows' missing ``userAddress``, ``mode`` and ``haiId`` (rows of the
     reference or written by hand), so the ``$vectorSearch`` scope prefilter, which matches a
     stored null but not a missing field, sees them as every other query does."""
     store.memory.update_many(_mql.missing_scope_fields_filter(), _mql.scope_nulls_pipeline())
 
 
-def _m004_vector_id_per_agent(store: MongoConnection) -> None:
+def _m004_vector_id_per_agent(store: MigratingStore) -> None:
     """Row ids unique per agent: create the unique ``(agentWallet, vectorId)`` index, then drop
     the unique ``vectorId`` index of earlier versions (a collection sharded on ``agentWallet``
     cannot keep a unique index that does not start with it). The new index exists before the
@@ -72,7 +79,7 @@ def _m004_vector_id_per_agent(store: MongoConnection) -> None:
                     raise
 
 
-def _m005_scope_list_index(store: MongoConnection) -> None:
+def _m005_scope_list_index(store: MigratingStore) -> None:
     """``(agentWallet, userAddress, createdAt, _id)`` for ``list_memories`` and ``count_memories``:
     one index range per user of the scope, already in the listing's order."""
     store.create_indexes(MEMORY, [_index(MEMORY, _mql.SCOPE_LIST_INDEX)])
@@ -82,7 +89,7 @@ def _m005_scope_list_index(store: MongoConnection) -> None:
 #: by name; never renamed or reordered, new ones go at the end). A fresh database runs them all
 #: and ends in the state of one upgraded from any earlier version: the indexes of
 #: :data:`~manowar_memory.stores._mql.INDEXES`.
-MIGRATIONS: list[tuple[str, Callable[[MongoConnection], None]]] = [
+MIGRATIONS: list[tuple[str, Callable[[MigratingStore], None]]] = [
     ("m001_active_fact_hash", _m001_active_fact_hash),
     ("m002_indexes", _m002_indexes),
     ("m003_memory_scope_nulls", _m003_memory_scope_nulls),
