@@ -31,6 +31,7 @@ from .candidates import Candidate
 from .config import RetrievalConfig
 from .errors import InvalidInputError
 from .filters import FilterValue
+from .ranking.temporal import TimeIntent
 from .records import LAYERS, Layer
 from .rerankers.base import Reranker
 from .retrieval.hybrid import hybrid_search, overlap_score
@@ -49,7 +50,9 @@ class LayerRequest:
 
     ``vector`` is the query's embedding; while it is still being computed it is None and
     ``vector_future`` gives it (hybrid layers run their keyword lane meanwhile and wait for
-    the vector right before their vector lane)."""
+    the vector right before their vector lane). ``time`` is what the query says about time,
+    read once per query for every layer (None: each layer reads it itself when its ``time``
+    stage runs); :attr:`terms` are split once per request."""
 
     store: Store
     scope: Scope
@@ -65,11 +68,15 @@ class LayerRequest:
     inserts: Sequence[StageInsert] = ()
     threads: EngineThreads | None = None
     vector_future: concurrent.futures.Future[list[float]] | None = None
+    time: TimeIntent | None = None
+    _terms: list[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def terms(self) -> list[str]:
-        """The query's content terms."""
-        return query_terms(self.text)
+        """The query's content terms (split on first use, then kept)."""
+        if self._terms is None:
+            self._terms = query_terms(self.text)
+        return self._terms
 
     def query(self, *, durable: bool, **kw: object) -> MemoryQuery:
         """The store query for this scope."""
@@ -112,7 +119,7 @@ def rank_layer(req: LayerRequest, layer: Layer, candidates: list[Candidate]) -> 
     if not candidates:
         return LayerHits({layer: []})
     ctx = RankContext(text=req.text, limit=req.limit, now=now_ms() if req.now is None else req.now,
-                      config=req.config, report=LaneReport(), threads=req.threads)
+                      config=req.config, report=LaneReport(), threads=req.threads, time=req.time)
     stages = ranking_stages(req.config, dataclasses.replace(req.options, rerank=False), req.inserts)
     timings: dict[str, float] = {}
     ranked = run_stages(candidates, ctx, stages, timings, prefix=f"{layer}.")
@@ -163,7 +170,7 @@ def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
         req.store, req.query(durable=True, **query_kw), req.text, layer=layer, limit=req.limit,
         vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
         reranker=req.reranker, now=req.now, inserts=req.inserts, threads=req.threads,
-        vector_future=req.vector_future,
+        vector_future=req.vector_future, time_intent=req.time,
     )
     return LayerHits({layer: result.candidates}, {layer: result.report}, result.degradations,
                      {f"{layer}.{k}": v for k, v in result.timings_ms.items()})

@@ -460,3 +460,45 @@ async def test_async_twins_raise_the_same_errors(engine: MemoryEngine) -> None:
         await engine.apre_turn("  ", SCOPE)
     with pytest.raises(ScopeError):
         await engine.apost_turn(Scope(agent_wallet="agent"), TURN)
+
+
+# ---------------------------------------------------------------- cached query vectors
+
+
+def test_a_cached_query_vector_is_taken_before_the_lanes_start(engine: MemoryEngine, monkeypatch) -> None:
+    """A query whose vector the in-process cache holds is not handed to a lane thread to
+    embed: the search starts with the vector, and finds the same items."""
+    engine.remember(SCOPE, "Maya moved to Lisbon in June.")
+    first = engine.pre_turn("Where did Maya move?", SCOPE)
+    embedded: list[str] = []
+    original = engine._embed_query
+
+    def counted(text, target):
+        embedded.append(text)
+        return original(text, target)
+
+    monkeypatch.setattr(engine, "_embed_query", counted)
+    again = engine.pre_turn("Where did Maya move?", SCOPE)
+    assert embedded == [] and "embed" in again.timings_ms
+    assert [i.id for i in again.items] == [i.id for i in first.items] and again.items
+    engine.pre_turn("What happened in June?", SCOPE)  # not cached yet: embedded on the way
+    assert embedded == ["What happened in June?"]
+
+
+def test_peek_answers_only_from_an_in_process_cache() -> None:
+    from manowar_memory.cache.base import InMemoryCache
+    from manowar_memory.embeddings.cached import CachedEmbedder
+
+    class RemoteLike(InMemoryCache):
+        in_process = False
+
+    local = CachedEmbedder(FakeEmbedder(16), InMemoryCache())
+    assert local.peek("hello there") is None  # nothing cached, and nothing embedded
+    assert local.inner.calls == 0
+    local.embed(["hello there"], input_type="query")
+    vector = local.embed(["hello there"], input_type="query")[0]  # the cached (float32) vector
+    assert local.peek("hello there") == vector and local.hits == 2 and local.inner.calls == 1
+    assert local.peek("hello there", input_type="document") is None  # query and document keys differ
+    remote = CachedEmbedder(FakeEmbedder(16), RemoteLike())
+    remote.embed(["hello there"], input_type="query")
+    assert remote.peek("hello there") is None  # a round trip is left to the lane thread

@@ -477,3 +477,29 @@ def test_pre_turn_runs_mmr_as_a_stage_of_every_layer(engine: MemoryEngine) -> No
     for key in ("working", "scene", "patterns", "archives", "graph+vectors"):
         assert f"{key}.mmr" in diverse.timings_ms, key
         assert f"{key}.decay" in diverse.timings_ms and f"{key}.boosts" in diverse.timings_ms, key
+
+
+def test_the_query_is_read_once_for_every_layer(engine: MemoryEngine, monkeypatch) -> None:
+    """One search over the six layers reads the query's time and splits its terms once, not
+    once per layer (the layers share the request's reading)."""
+    import manowar_memory._engine.recall as recall_mod
+    import manowar_memory.layers as layers_mod
+    import manowar_memory.retrieval.hybrid as hybrid_mod
+    import manowar_memory.retrieval.pipeline as pipeline_mod
+
+    _every_layer(engine)
+    calls = {"time": 0, "terms": 0}
+
+    def counted(name: str, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    for mod in (recall_mod, hybrid_mod, pipeline_mod):
+        monkeypatch.setattr(mod, "parse_time_query", counted("time", mod.parse_time_query))
+    monkeypatch.setattr(layers_mod, "query_terms", counted("terms", layers_mod.query_terms))
+    result = engine.search_layers("harbour ferry last week", SCOPE)
+    assert all(result.totals[layer] >= 1 for layer in LAYERS), result.totals
+    assert all(f"{layer}.time" in result.timings_ms for layer in NON_HYBRID)  # every layer ran its time stage
+    assert calls == {"time": 1, "terms": 1}

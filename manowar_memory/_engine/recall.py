@@ -15,6 +15,7 @@ from ..errors import ConfigurationError, InvalidInputError
 from ..filters import FilterValue
 from ..layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
 from ..packing import pack
+from ..ranking.temporal import parse_time_query
 from ..records import Layer
 from ..results import PreTurnResult
 from ..retrieval.pipeline import RankingStage, RankOptions, StageInsert
@@ -123,7 +124,8 @@ class EngineRecall(EngineBase):
         embed_job: concurrent.futures.Future[tuple[list[str], float]] | None = None
         if self.embedder is None:
             notes.append(self.keyword_only_note or NO_EMBEDDER)
-        elif any(name in ("graph", "vectors") for name in selected):
+        elif any(name in ("graph", "vectors") for name in selected) and (
+                vector := self._cached_query_vector(text, timings)) is None:
             # the query is embedded on a lane thread while the layers start: keyword lanes and the
             # other layers need no vector (ONNX Runtime and torch release the GIL); with no lane
             # thread free it is embedded here first
@@ -134,11 +136,14 @@ class EngineRecall(EngineBase):
                 embed_notes, timings["embed"] = self._embed_query(text, vector_future)
                 notes.extend(embed_notes)
                 vector, vector_future = vector_future.result(), None
+        # one clock reading and one reading of the query's time for every layer of the query
+        now = now_ms()
         req = LayerRequest(
             store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
             config=self.config.retrieval, options=rank, vector=vector, model_id=self.model_id,
-            reranker=self.reranker, inserts=tuple(self.stage_inserts), threads=self.threads,
+            reranker=self.reranker, now=now, inserts=tuple(self.stage_inserts), threads=self.threads,
             vector_future=vector_future,
+            time=parse_time_query(text, now) if self.config.retrieval.time_queries else None,
         )
         t0 = time.perf_counter()
         # graph and vectors share the memory table: searched together when both are selected
@@ -174,6 +179,16 @@ class EngineRecall(EngineBase):
         timings["layers"] = (time.perf_counter() - t0) * 1000
         totals = {layer: len(hits) for layer, hits in results.items()}
         return SearchOutcome(results, totals, lanes, notes, timings)
+
+    def _cached_query_vector(self, text: str, timings: dict[str, float]) -> list[float] | None:
+        """The query's vector when an in-process cache holds it (its time as ``embed``): the
+        lanes then start with it, with no lane thread to hand the embedding to."""
+        assert self.embedder is not None
+        t0 = time.perf_counter()
+        vector = self.embedder.peek(text, input_type="query")
+        if vector is not None:
+            timings["embed"] = (time.perf_counter() - t0) * 1000
+        return vector
 
     def _embed_query(self, text: str, target: concurrent.futures.Future[list[float]]) -> tuple[list[str], float]:
         """Embed the query into ``target`` (its vector, or the embedder's error, which is also

@@ -40,6 +40,9 @@ class InMemoryCache:
     """A thread-safe, size-bounded cache in this process (the embedded default)."""
 
     name = "memory"
+    #: reads are a dict lookup under a lock (no round trip): a cached query embedding is taken
+    #: before the search's lanes start (see ``CachedEmbedder.peek``)
+    in_process = True
 
     def __init__(self, maxsize: int = 50_000, max_ttl_seconds: float = 86_400) -> None:
         self._data: TTLCache[str, tuple[float, bytes]] = TTLCache(maxsize=maxsize, ttl=max_ttl_seconds)

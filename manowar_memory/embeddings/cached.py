@@ -43,6 +43,25 @@ class CachedEmbedder:
         kind = "q" if input_type == "query" else "d"
         return f"embedding:{self.model_id}:{kind}:{content_hash(text)}"
 
+    def peek(self, text: str, *, input_type: InputType = "query") -> list[float] | None:
+        """The cached vector of ``text`` when the cache lives in this process (``in_process``)
+        and holds it: no embedder call and no round trip, so a search can take it before its
+        lanes start instead of embedding on a lane thread. None when it is not cached, the
+        cache is remote, or the cache read fails (:meth:`embed` then reads it again and
+        reports). A hit counts in ``hits``."""
+        if not getattr(self.cache, "in_process", False):
+            return None
+        try:
+            (found,) = self.cache.get_many([self._key(text, input_type)])
+        except Exception:  # noqa: BLE001 - embed() reads the cache again and reports the failure
+            return None
+        if found is None:
+            return None
+        vector: list[float] = np.frombuffer(found, dtype=np.float32).tolist()
+        self._check_dimensions([vector])
+        self.hits += 1
+        return vector
+
     def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
         """Embed, reading and filling the cache."""
         texts = list(texts)

@@ -23,7 +23,7 @@ boosted score, and scores within 1e-9 of each other go to the more trusted memor
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._util import DAY_MS, now_ms
@@ -53,26 +53,27 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _occurred_at(meta: Mapping[str, Any]) -> Any:
-    return meta.get("occurredAt", meta.get("occurred_at"))
-
-
 def boost_factors(
     cand: Candidate, *, now: int, recency_alpha: float = 0.2, temporal_alpha: float = 0.2,
     proof_alpha: float = 0.1, trust_alpha: float = 0.1, default_trust: str = "learned",
     outdated_factor: float = 1.0,
 ) -> dict[str, float]:
     """The five factors for one candidate."""
-    return _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha,
-                    trust_level(cand.metadata or {}, default_trust), outdated_factor)
+    return dict(zip(_NAMES, _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha,
+                                     trust_level(cand.metadata or {}, default_trust), outdated_factor)))
+
+
+_NAMES = ("recency", "temporal", "proof", "trust", "outdated")
+_TRACE_KEYS = tuple("boost_" + name for name in _NAMES)
 
 
 def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: float, proof_alpha: float,
-             trust_alpha: float, level: str, outdated_factor: float = 1.0) -> dict[str, float]:
+             trust_alpha: float, level: str, outdated_factor: float = 1.0) -> tuple[float, float, float, float, float]:
+    """The five factors in :data:`_NAMES` order (``factor`` written out: this runs per candidate)."""
     meta = cand.metadata or {}
-    recency = factor(recency_alpha, _age_signal(cand.created_at, now))
-    occurred = _occurred_at(meta)
-    temporal = factor(temporal_alpha, _age_signal(occurred, now)) if occurred is not None else 1.0
+    recency = 1.0 + recency_alpha * (_age_signal(cand.created_at, now) - 0.5)
+    occurred = meta.get("occurredAt", meta.get("occurred_at"))
+    temporal = 1.0 + temporal_alpha * (_age_signal(occurred, now) - 0.5) if occurred is not None else 1.0
     proof_count = _number(meta.get("proofCount", meta.get("proof_count")))
     proof = 1.0
     if proof_count is not None and proof_count >= 1:
@@ -82,9 +83,9 @@ def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: fl
         age = max(0.0, (now - stamp) / DAY_MS) if stamp else 0.0
         conf_factor = (confidence if confidence is not None else 1.0) * 0.5 ** (age / 30.0)
         proof = factor(proof_alpha, 0.5 + (norm - 0.5) * conf_factor)
-    trust = factor(trust_alpha, TRUST_WEIGHT[level])
+    trust = 1.0 + trust_alpha * (TRUST_WEIGHT[level] - 0.5)
     outdated = outdated_factor if meta.get("outdated") is True else 1.0
-    return {"recency": recency, "temporal": temporal, "proof": proof, "trust": trust, "outdated": outdated}
+    return recency, temporal, proof, trust, outdated
 
 
 def apply_boosts(
@@ -96,18 +97,16 @@ def apply_boosts(
     descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
     now = now_ms() if now is None else now
     weights: dict[int, float] = {}
-    names = ("recency", "temporal", "proof", "trust", "outdated")
     for cand in candidates:
         level = trust_level(cand.metadata, default_trust)
         factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha, level,
                            outdated_factor)
         trace = cand.trace
         total = 1.0
-        for name in names:
-            value = factors[name]
+        for key, value in zip(_TRACE_KEYS, factors):
             total *= value
             if value != 1.0:
-                trace["boost_" + name] = value
+                trace[key] = value
         trace["boost"] = total
         cand.score *= total
         weights[id(cand)] = TRUST_WEIGHT[level]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -336,6 +337,7 @@ def _in_window(span: tuple[int, int] | None, intent: TimeIntent) -> bool:
     return dt.datetime.fromtimestamp(span[0] / 1000, tz=dt.UTC).month == intent.month
 
 
+@functools.lru_cache(maxsize=16384)
 def _stem(word: str) -> str:
     """A crude stem: common endings off, then the first five letters (moved, moving, move: mov)."""
     w = word.lower()
@@ -346,13 +348,22 @@ def _stem(word: str) -> str:
     return w[:5]
 
 
+def _stems(text: str) -> frozenset[str]:
+    """The crude stems of a text's words."""
+    return frozenset(_stem(w) for w in _WORD.findall(text))
+
+
+# the anchor stage stems every candidate's words, and the same stored rows come back query after query
+_stems_cached = functools.lru_cache(maxsize=4096)(_stems)
+
+
 def _anchor_time(candidates: Sequence[Candidate], words: tuple[str, ...]) -> tuple[Candidate, int] | None:
     """The candidate that best matches the anchor event's words (at least half of them, on
     crude stems), with its time."""
     stems = {_stem(w) for w in words}
     best: tuple[float, Candidate] | None = None
     for cand in candidates:
-        have = {_stem(w) for w in _WORD.findall(cand.text)}
+        have = _stems_cached(cand.text) if len(cand.text) <= 2000 else _stems(cand.text)
         share = len(stems & have) / len(stems)
         if share >= 0.5 and (best is None or share > best[0]):
             best = (share, cand)

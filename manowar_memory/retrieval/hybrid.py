@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from .._util import now_ms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
-from ..ranking.temporal import parse_time_query, without_dates
+from ..ranking.temporal import TimeIntent, parse_time_query, without_dates
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
@@ -159,6 +159,7 @@ def hybrid_search(
     now: int | None = None,
     inserts: Sequence[StageInsert] = (),
     threads: EngineThreads | None = None,
+    time_intent: TimeIntent | None = None,
     vector_future: concurrent.futures.Future[list[float]] | None = None,
 ) -> HybridResult:
     """Run the lanes, fuse, rank; at most ``limit`` candidates with their report.
@@ -172,11 +173,13 @@ def hybrid_search(
     ``vector_future`` (with ``vector`` None) is the query vector still being computed: the
     keyword lane runs while it is, and the vector lane waits for it. A failed embedding
     leaves the vector lane out without a word here; the caller that started it reports it.
+    ``time_intent``: what the query says about time, when the caller already read it (once
+    per query for all its layers); else it is read here.
     """
     ctx = RankContext(text=text, limit=limit, now=now_ms() if now is None else now, config=config,
                       report=LaneReport(), reranker=reranker, threads=threads)
     if config.time_queries:
-        ctx.time = parse_time_query(text, ctx.now)
+        ctx.time = time_intent if time_intent is not None else parse_time_query(text, ctx.now)
     timings: dict[str, float] = {}
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
         hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
