@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -69,14 +70,11 @@ class LayerRequest:
     threads: EngineThreads | None = None
     vector_future: concurrent.futures.Future[list[float]] | None = None
     time: TimeIntent | None = None
-    _terms: list[str] | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
+    @functools.cached_property
     def terms(self) -> list[str]:
         """The query's content terms (split on first use, then kept)."""
-        if self._terms is None:
-            self._terms = query_terms(self.text)
-        return self._terms
+        return query_terms(self.text)
 
     def query(self, *, durable: bool, **kw: object) -> MemoryQuery:
         """The store query for this scope."""

@@ -485,7 +485,7 @@ def _select(ranked: list[_Entry], available: int, max_items: int, reserve: int =
     def cost(entries: Sequence[_Entry]) -> int:
         return sum(e.cost for e in entries) + (reserve if any(e.wrapped for e in entries) else 0)
 
-    pool = ranked[: max(3 * max_items, max_items)]
+    pool = ranked[: 3 * max_items]
     top = pool[:max_items]
     if cost(top) <= available:
         return top

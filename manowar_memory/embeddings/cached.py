@@ -57,7 +57,7 @@ class CachedEmbedder:
             return None
         if found is None:
             return None
-        vector: list[float] = np.frombuffer(found, dtype=np.float32).tolist()
+        vector = _decode(found)
         self._check_dimensions([vector])
         self.hits += 1
         return vector
@@ -74,7 +74,7 @@ class CachedEmbedder:
             degrade(f"embedding cache bypassed: {self.cache.name} read failed ({type(exc).__name__})")
             cached = [None] * len(texts)
         out: list[list[float] | None] = [
-            np.frombuffer(c, dtype=np.float32).tolist() if c is not None else None for c in cached
+            _decode(c) if c is not None else None for c in cached
         ]
         missing = [i for i, v in enumerate(out) if v is None]
         self.hits += len(texts) - len(missing)
@@ -148,3 +148,9 @@ class CachedEmbedder:
     async def aembed(self, texts: Sequence[str], *, input_type: InputType = "document") -> list[list[float]]:
         """Async twin of :meth:`embed`."""
         return await asyncio.to_thread(self.embed, texts, input_type=input_type)
+
+
+def _decode(value: bytes) -> list[float]:
+    """A cached vector (float32 bytes) as a list."""
+    vector: list[float] = np.frombuffer(value, dtype=np.float32).tolist()
+    return vector
