@@ -720,28 +720,44 @@ def report(results: list[Result], header: str) -> str:
     return "\n".join(lines)
 
 
-def same_embedder_targets(ok: list[Result]) -> list[str]:
-    """Against Chroma with the very same embedder (the same query embedder label): our pre_turn
-    p50 at most Chroma's, search at most 0.8x of it, pre_turn R@10 at least 25 points above;
-    and our own cost (latency minus embedding) beside the bare numpy scan's."""
-    lines: list[str] = []
+def vs_chroma(ok: list[Result]) -> dict[str, float] | None:
+    """Our figures against Chroma with the very same query embedder, or None when this run has
+    no such pair: p50 ratios (target: pre_turn <= 1.00, search <= 0.80), pre_turn's R@10 gain
+    in points (target >= 25), and each system's own cost p50 in ms (latency minus embedding)."""
     for chroma in (r for r in ok if r.name.split(" ")[0] == "chroma"):
         same = {r.name.split(" ")[0]: r for r in ok if r.embedder == chroma.embedder}
         pre, search, scan = same.get(OURS), same.get("manowar-search"), same.get("numpy-scan")
         if pre is None or search is None:
             continue
-        c = chroma.p(0.5)
-        lines += ["", f"Same embedder as Chroma ({chroma.embedder}): Chroma p50 {c:.2f} ms, R@10 {chroma.r():.1f}",
-                  (f"  pre_turn p50 {pre.p(0.5):.2f} ms = {pre.p(0.5) / c:.2f}x (target <= 1.00): "
-                  f"{'met' if pre.p(0.5) <= c else 'NOT met'}"),
-                  (f"  search p50 {search.p(0.5):.2f} ms = {search.p(0.5) / c:.2f}x (target <= 0.80): "
-                  f"{'met' if search.p(0.5) <= 0.8 * c else 'NOT met'}"),
-                  (f"  pre_turn R@10 {pre.r() - chroma.r():+.1f} points (target >= +25): "
-                  f"{'met' if pre.r() - chroma.r() >= 25 else 'NOT met'}")]
+        figures = {"chroma_p50_ms": chroma.p(0.5), "pre_turn_over_chroma": pre.p(0.5) / chroma.p(0.5),
+                   "search_over_chroma": search.p(0.5) / chroma.p(0.5), "r10_gain": pre.r() - chroma.r(),
+                   "pre_turn_own_ms": pre.own_p(0.5), "search_own_ms": search.own_p(0.5),
+                   "chroma_own_ms": chroma.own_p(0.5)}
         if scan is not None:
-            lines.append(f"  own cost p50 (latency minus embedding): pre_turn {pre.own_p(0.5):.2f} ms, search "
-                         f"{search.own_p(0.5):.2f} ms, Chroma {chroma.own_p(0.5):.2f} ms, numpy scan "
-                         f"{scan.own_p(0.5):.2f} ms")
+            figures["numpy_scan_own_ms"] = scan.own_p(0.5)
+        return figures
+    return None
+
+
+def same_embedder_targets(ok: list[Result]) -> list[str]:
+    """The report's lines for :func:`vs_chroma`."""
+    f = vs_chroma(ok)
+    if f is None:
+        return []
+    chroma = next(r for r in ok if r.name.split(" ")[0] == "chroma")
+
+    def verdict(met: bool) -> str:
+        return "met" if met else "NOT met"
+
+    lines = ["", f"Same embedder as Chroma ({chroma.embedder}): Chroma p50 {f['chroma_p50_ms']:.2f} ms",
+             f"  pre_turn p50 {f['pre_turn_over_chroma']:.2f}x Chroma's (target <= 1.00): "
+             + verdict(f["pre_turn_over_chroma"] <= 1.0),
+             f"  search p50 {f['search_over_chroma']:.2f}x Chroma's (target <= 0.80): "
+             + verdict(f["search_over_chroma"] <= 0.8),
+             f"  pre_turn R@10 {f['r10_gain']:+.1f} points (target >= +25): " + verdict(f["r10_gain"] >= 25),
+             f"  own cost p50 (latency minus embedding): pre_turn {f['pre_turn_own_ms']:.2f} ms, search "
+             f"{f['search_own_ms']:.2f} ms, Chroma {f['chroma_own_ms']:.2f} ms"
+             + (f", numpy scan {f['numpy_scan_own_ms']:.2f} ms" if "numpy_scan_own_ms" in f else "")]
     return lines
 
 
@@ -870,6 +886,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "recall": {c: {f"R@{k}": r.r(c, k) for k in KS} for c in r.recall}}
             for r in results if r.status == "ok"},
             "skipped": {r.name: r.status for r in results if r.status != "ok"}}
+        same = vs_chroma([r for r in results if r.status == "ok"])
+        if same is not None:
+            payload[mode]["vs_chroma"] = same
     if args.compare_embedders:
         text, figures = compare_embedders(args.compare_embedders, [q.text for c in convs for q in c.questions])
         print("\n" + text, flush=True)
