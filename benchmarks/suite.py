@@ -53,6 +53,8 @@ COMMANDS: dict[str, Benchmark] = {
     "tenants-mongodb": Benchmark(("benchmarks/tenants.py", "{locomo}", "--store", "mongodb", "--others", "1", "50"),
                                  needs="MongoDB (scripts/services.sh start)"),
     "server": Benchmark(("benchmarks/server.py", "--clients", "1,4", "--requests", "200", "--rounds", "7")),
+    "server-search": Benchmark(("benchmarks/server.py", "--route", "search", "--clients", "1", "--requests", "200",
+                                "--rounds", "7")),
     "lifecycle": Benchmark(("benchmarks/lifecycle.py", "--users", "100", "--embedder", "local", "--locomo", "{locomo}"),
                            needs="the [bench] extra for the peer systems (missing ones are reported as skipped)"),
     "lifecycle-coverage": Benchmark(("benchmarks/lifecycle.py", "--coverage")),
