@@ -21,12 +21,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 
-from manowar_memory import MemoryEngine, Scope
+from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.server.app import create_app
 from manowar_memory.server.auth import ApiKeys, hash_key
+from manowar_memory.server.deps import Caller
 from manowar_memory.server.lean import LeanRoute
+from manowar_memory.server.rest import ToolAnswer, rest_model
+from manowar_memory.tool_results import SearchResult
 
 KEY = "lean-key"
+#: access bumps land in the background after a delay and change the next search's ranking: held off
+STILL = MemoryConfig(access_write_delay_s=60.0)
 GOOD = {"/api/memory/context/assemble": {"query": "tea"}, "/api/memory/search": {"query": "tea"},
         "/api/memory/items/search": {"query": "tea", "limit": 3}, "/api/memory/layers/search": {"query": "tea"},
         "/api/memory/turns/record": {"threadId": "t1", "turnId": "turn-1", "extractFacts": False,
@@ -71,14 +76,14 @@ async def _answer(app: FastAPI, handler: Any, path: str, body: bytes, headers: d
 
 
 def test_every_lean_route_answers_as_fastapis_handler_of_the_same_route() -> None:
-    with MemoryEngine(store=":memory:", embedder="fake") as engine:
+    with MemoryEngine(store=":memory:", embedder="fake", config=STILL) as engine:
         app = create_app(engine, keys=ApiKeys([{"sha256": hash_key(KEY), "agentWallet": "a1", "userAddress": "u1"}]))
         routes = _lean_routes(app)
         assert {r.path.removeprefix("/api/memory") for r in routes} >= {"/context/assemble", "/search"}
         engine.scoped(Scope(agent_wallet="a1", user_address="u1")).remember("The user likes green tea")
         key = {"X-API-Key": KEY, "Content-Type": "application/json"}
         for route in routes:
-            path = f"/api/memory{route.path}"
+            path = route.path if route.path.startswith("/api/memory/") else f"/api/memory{route.path}"  # a hot copy
             good = json.dumps(GOOD[path]).encode()
             asyncio.run(_answer(app, route.get_route_handler(), path, good, key))  # a recorded turn: both retry it
             cases = [(good, key), (b"{bad", key), (b'{"query": 3}', key), (b'{"query": "x", "bogus": 1}', key),
@@ -94,3 +99,75 @@ def test_every_lean_route_answers_as_fastapis_handler_of_the_same_route() -> Non
                     continue
                 assert lean == plain, (path, body, headers)
 
+
+
+def _search_routes(app: FastAPI) -> list[LeanRoute]:
+    return [r for r in _lean_routes(app) if r.path.endswith("/search")]
+
+
+def test_a_lean_search_answer_is_the_answer_validated_through_its_result_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean path sends a tool's checked, camelCased result as it stands: the same bytes as
+    that result validated against the route's REST model and serialised as FastAPI does."""
+    sent: list[ToolAnswer] = []
+    tool = Caller.tool
+
+    def recorded(self: Caller, *args: Any, **kwargs: Any) -> ToolAnswer:
+        sent.append(tool(self, *args, **kwargs))
+        return sent[-1]
+
+    monkeypatch.setattr(Caller, "tool", recorded)
+    with MemoryEngine(store=":memory:", embedder="fake", config=STILL) as engine:
+        app = create_app(engine, keys=ApiKeys([{"sha256": hash_key(KEY), "agentWallet": "a1", "userAddress": "u1"}]))
+        memory = engine.scoped(Scope(agent_wallet="a1", user_address="u1"))
+        for text in ("The user likes green tea", "The user's sister drinks tea in Kraków",
+                     "Green tea at 7 a.m., never after 6 p.m.", "The user ran a marathon with tea breaks"):
+            memory.remember(text)
+        memory.add(["tea notes: matcha, sencha, gyokuro"], source="knowledge")
+        key = {"X-API-Key": KEY, "Content-Type": "application/json"}
+        routes = _search_routes(app)
+        assert {r.path.removeprefix("/api/memory") for r in routes} == {"/search", "/items/search", "/layers/search"}
+        for route in routes:
+            path = route.path if route.path.startswith("/api/memory/") else f"/api/memory{route.path}"
+            request = {"query": "tea", "limit": 5, "layers": ["graph", "vectors"]}
+            answer = asyncio.run(_answer(app, route.get_route_handler(), path, json.dumps(request).encode(), key))
+            assert answer[:3] == ("ok", 200, "application/json"), (path, answer)
+            result = sent[-1]
+            assert result.model is route.response_model is rest_model(SearchResult)  # the shortcut was taken
+            assert len(result["memories"]) >= 3 and all("rankScore" in m and m["lanes"] for m in result["memories"])
+            field = route.response_field
+            assert field is not None
+            value, errors = field.validate(dict(result), {}, loc=("response",))
+            assert not errors
+            assert answer[3] == field.serialize_json(value, by_alias=True, exclude_unset=True), path
+            assert "Kraków".encode() in answer[3] and b'"rank_score"' not in answer[3]
+
+
+def test_hot_copies_take_no_route_from_the_routes_before_their_documented_twins() -> None:
+    """A lean route also routed from the head of the table (undocumented) is the route a request
+    got before: no POST route ahead of its documented twin matches its path."""
+    with MemoryEngine(store=":memory:", embedder="fake") as engine:
+        app = create_app(engine)
+        hot = [r for r in app.router.routes if isinstance(r, LeanRoute)]
+        assert {r.path for r in hot} >= {"/api/memory/search", "/api/memory/context/assemble"}
+        assert all(not r.include_in_schema for r in hot)
+        documented = [(router_prefix + r.path, r) for router_prefix, r in _documented_routes(app)]
+        for copy in hot:
+            twin = next(i for i, (p, r) in enumerate(documented) if p == copy.path and r.endpoint is copy.endpoint)
+            for full, route in documented[:twin]:
+                if "POST" in (getattr(route, "methods", None) or ()):
+                    assert not route.path_regex.match(copy.path.removeprefix("/api/memory")) or full == copy.path, (
+                        copy.path, full)
+        schema_paths = app.openapi()["paths"]
+        assert all(list(schema_paths).count(r.path) == 1 for r in hot)
+
+
+def _documented_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
+    """The app's documented routes in routing order, each with the prefix it is included under."""
+    found: list[tuple[str, APIRoute]] = []
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.include_in_schema:
+            found.append(("", route))
+        included = getattr(getattr(route, "original_router", None), "routes", ())
+        prefix = getattr(getattr(route, "include_context", None), "prefix", "")
+        found += [(prefix, r) for r in included if isinstance(r, APIRoute)]
+    return found

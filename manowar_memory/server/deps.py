@@ -6,6 +6,7 @@ A route takes ``caller: CallerDep`` and acts through ``caller.memory(scope_field
 filled in, so a key can never name another agent."""
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -15,10 +16,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from .. import errors
 from ..engine import MemoryEngine
 from ..scoped import ScopedMemory
-from ..tools import memory_tools
+from ..tools import TOOL_GROUPS, BoundTool, ToolDefinition, catalog
 from .auth import ApiKeys, KeyBinding, presented_key, scope_for
 from .models import ScopeQuery
-from .rest import camel_keys
+from .rest import ToolAnswer, camel_keys, rest_model
 
 __all__ = ["Caller", "CallerDep", "Id", "Q", "ScheduleId", "ServerSettings", "caller", "request_caller", "settings_of"]
 
@@ -75,12 +76,18 @@ class Caller:
         """The surface of the scope ``data`` names (scope fields with the reference's names)."""
         return self.settings.memory(self.binding, data)
 
-    def tool(self, data: Mapping[str, Any], name: str, **arguments: Any) -> dict[str, Any]:
+    def tool(self, data: Mapping[str, Any], name: str, **arguments: Any) -> ToolAnswer:
         """The tool ``name``'s result in the scope ``data`` names, with camelCase keys (arguments
         given as None are left out, so the tool's defaults apply)."""
-        memory = self.memory(data)
-        result = memory_tools(memory, include=[name])[0].call(**{k: v for k, v in arguments.items() if v is not None})
-        return camel_keys(result)  # type: ignore[no-any-return]
+        tool = BoundTool(_tool_definition(name), self.memory(data))
+        result = tool.call(**{k: v for k, v in arguments.items() if v is not None})
+        return ToolAnswer(camel_keys(result), rest_model(tool.definition.result_model))
+
+
+@functools.cache
+def _tool_definition(name: str) -> ToolDefinition:
+    """The catalog's tool ``name`` (the catalog is fixed: looked up once per name, not per request)."""
+    return {d.name: d for d in catalog(TOOL_GROUPS)}[name]
 
 
 def settings_of(request: Request) -> ServerSettings:

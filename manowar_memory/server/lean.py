@@ -4,23 +4,27 @@ A :class:`LeanRoute` is documented by FastAPI from its endpoint like any route (
 schemes, the 400 response), and FastAPI's own response field serialises its answer, but a request
 skips FastAPI's per-request dependency solving and takes one hop to a worker thread instead of
 two (FastAPI runs a sync endpoint, then its response validation, each in the thread pool). Its
-endpoint takes exactly ``body: <a body model>`` and ``caller: CallerDep``."""
+endpoint takes exactly ``body: <a body model>`` and ``caller: CallerDep``. A tool's answer
+(:class:`~.rest.ToolAnswer`, already checked against the tool's result model) is sent as it
+stands rather than validated and serialised a second time, and :func:`route_hot_first` routes
+the lean routes from the head of the app's routing table."""
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, get_type_hints
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import ResponseValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from pydantic_core import to_json
 from starlette.concurrency import run_in_threadpool
 
 from .deps import Caller, request_caller
-from .rest import json_body, validate_body
+from .rest import ToolAnswer, json_body, validate_body
 
-__all__ = ["LeanRoute", "lean_post"]
+__all__ = ["LeanRoute", "lean_post", "route_hot_first"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -33,11 +37,15 @@ class LeanRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         body_model: type[BaseModel] = get_type_hints(self.endpoint)["body"]
         endpoint, field, route = self.endpoint, self.response_field, self
+        as_tool_answers = self._answers_tool_results()
 
         def respond(body: BaseModel, caller: Caller) -> Response:
             answer = endpoint(body=body, caller=caller)
             if isinstance(answer, Response):
                 return answer
+            if as_tool_answers and isinstance(answer, ToolAnswer) and answer.model is route.response_model:
+                # the tool checked it against its result model; camelCased, it is the REST twin's answer
+                return Response(to_json(answer), media_type="application/json")
             if field is None:
                 return JSONResponse(jsonable_encoder(answer))
             value, errors = field.validate(answer, {}, loc=("response",))
@@ -56,12 +64,39 @@ class LeanRoute(APIRoute):
 
         return handle
 
+    def _answers_tool_results(self) -> bool:
+        """Whether the route answers as :func:`~.rest.tool_response` declares (its REST model,
+        fields the tool left out left out): a :class:`~.rest.ToolAnswer` of that model is then the
+        answer as it stands, the bytes its validation and serialisation would give (the tests
+        hold the two paths to it)."""
+        return (self.response_model_exclude_unset and self.response_model_by_alias
+                and not (self.response_model_exclude_none or self.response_model_exclude_defaults)
+                and self.response_model_include is None and self.response_model_exclude is None)
+
+
+#: the lean routes each router registered (path, endpoint, route options), by the router's id (an
+#: ``APIRouter`` is not hashable), for :func:`route_hot_first`
+_LEAN: dict[int, list[tuple[str, Callable[..., Any], dict[str, Any]]]] = {}
+
 
 def lean_post(router: APIRouter, path: str, **options: Any) -> Callable[[_F], _F]:
     """``@router.post(path, **options)`` for a :class:`LeanRoute`."""
 
     def register(endpoint: _F) -> _F:
         router.add_api_route(path, endpoint, methods=["POST"], route_class_override=LeanRoute, **options)
+        _LEAN.setdefault(id(router), []).append((path, endpoint, options))
         return endpoint
 
     return register
+
+
+def route_hot_first(app: FastAPI, routers: Sequence[APIRouter], prefix: str) -> None:
+    """Route the lean routes of ``routers`` (to be included under ``prefix``) from the head of
+    ``app``'s routing table, undocumented: FastAPI tries an app's routes in turn, so a hot route
+    behind thirty others (``POST /api/memory/search``) paid for matching each of them. Their
+    documented twins stay where the routers put them; none of the routes before a twin takes its
+    path and method (tests/test_server_lean.py checks it), so a request gets the same route."""
+    for router in routers:
+        for path, endpoint, options in _LEAN.get(id(router), ()):
+            app.router.add_api_route(prefix + path, endpoint, methods=["POST"], route_class_override=LeanRoute,
+                                     include_in_schema=False, **options)

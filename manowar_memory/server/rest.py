@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 from .. import errors
 from ..tools import TOOL_GROUPS, catalog
 
-__all__ = ["MISSING", "camel_keys", "document_one_validation_status", "json_body", "rest_model", "tool_response",
+__all__ = ["MISSING", "ToolAnswer", "camel_keys", "document_one_validation_status", "json_body", "rest_model", "tool_response",
            "validate_body"]
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -40,12 +40,23 @@ def _camel(key: str) -> str:
 
 def camel_keys(value: Any) -> Any:
     """``value`` (JSON data) with every snake_case key camelCased, except inside user metadata."""
-    if isinstance(value, dict):
-        return {(_camel(k) if isinstance(k, str) else k): (v if k in _USER_DATA else camel_keys(v))
+    if isinstance(value, dict):  # scalars are kept without a call each: a search answer is mostly scalars
+        return {(_camel(k) if isinstance(k, str) else k):
+                (camel_keys(v) if isinstance(v, (dict, list)) and k not in _USER_DATA else v)
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [camel_keys(v) for v in value]
+        return [camel_keys(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
+
+
+class ToolAnswer(dict[str, Any]):
+    """A tool's result as a REST route answers it: checked against the tool's result model
+    (:meth:`~manowar_memory.tools.ToolDefinition.result`), JSON-ready, keys camelCased; ``model``
+    is that model's :func:`rest_model` twin, which the answer already satisfies as it stands."""
+
+    def __init__(self, data: dict[str, Any], model: type[BaseModel]) -> None:
+        super().__init__(data)
+        self.model = model
 
 
 _REST_MODELS: dict[type[BaseModel], type[BaseModel]] = {}

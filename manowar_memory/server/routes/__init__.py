@@ -6,6 +6,7 @@ would match any other one-segment path); the probes at the root."""
 
 from fastapi import FastAPI
 
+from ..lean import route_hot_first
 from ..problems import PROBLEM_RESPONSES
 from . import compat, evals, health, items, jobs, loop, patterns, schedules, sessions, workflows
 
@@ -20,7 +21,9 @@ _AGENT_FACTS = compat.agent_facts_router(_RESOURCES)
 
 
 def include_routes(app: FastAPI) -> None:
-    """Include every route of the API in ``app`` (each router once, directly: one level of routing)."""
+    """Include every route of the API in ``app`` (each router once, directly: one level of routing),
+    the lean (hot) routes routed first."""
+    route_hot_first(app, _RESOURCES, API_PREFIX)
     for router in (*_RESOURCES, _AGENT_FACTS):
         app.include_router(router, prefix=API_PREFIX, responses=PROBLEM_RESPONSES)
     app.include_router(health.router)
