@@ -30,25 +30,65 @@ class SQLiteRows(SQLiteConnection):
     """Memory rows: writes, reads by id and scope, the keyword and vector lanes."""
 
     def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
-        ids: list[str] = []
         with self._write() as conn:
-            for rec in records:
-                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
-                ids.append(holder["id"] if holder is not None else self._insert(conn, rec))
-        return ids
+            return [memory_id for memory_id, _ in self._add_rows(conn, records, keyed=False)]
 
 
     def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the id checks and the inserts are one transaction
+            return self._add_rows(conn, records, keyed=True)
+
+
+    def _add_rows(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord], *,
+                  keyed: bool) -> list[tuple[str, bool]]:
+        """Inside a write transaction: store ``records`` in order, as ``(id, inserted)``. With
+        ``keyed``, a row whose id is taken is already stored. Runs of plain rows (not taken, not
+        unique facts) are inserted in one statement each; a unique fact, or a run whose batch
+        insert fails, goes row by row (:meth:`_add_row`), with the same outcome."""
+        taken = self._taken_ids(conn, records) if keyed else set()
         out: list[tuple[str, bool]] = []
-        with self._write() as conn:  # BEGIN IMMEDIATE: the id check and the insert are one transaction
-            for rec in records:
-                taken = conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?", (rec.id, rec.agent_wallet))
-                if taken.fetchone() is not None:
-                    out.append((rec.id, False))
-                    continue
-                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
-                out.append((holder["id"], False) if holder is not None else (self._insert(conn, rec), True))
+        run: list[MemoryRecord] = []
+
+        def flush() -> None:
+            ids = self._insert_many(conn, run)
+            out.extend([(memory_id, True) for memory_id in ids] if ids is not None
+                       else [self._add_row(conn, rec, keyed) for rec in run])
+            run.clear()
+
+        for rec in records:
+            if (rec.agent_wallet, rec.id) in taken or is_unique_fact(rec.source, rec.metadata):
+                flush()
+                out.append(self._add_row(conn, rec, keyed))
+            else:
+                run.append(rec)
+        flush()
         return out
+
+
+    def _add_row(self, conn: sqlite3.Connection, rec: MemoryRecord, keyed: bool) -> tuple[str, bool]:
+        """Inside a write transaction: store one row as ``(id, inserted)``; with ``keyed`` a taken
+        id means it is already stored; a unique fact whose hash is held reinforces its holder."""
+        if keyed and conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?",
+                                  (rec.id, rec.agent_wallet)).fetchone() is not None:
+            return rec.id, False
+        holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
+        return (holder["id"], False) if holder is not None else (self._insert(conn, rec), True)
+
+
+    @staticmethod
+    def _taken_ids(conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> set[tuple[str, str]]:
+        """``(agent_wallet, id)`` of the ``records`` whose id is already stored for their agent."""
+        wanted: dict[str, list[str]] = {}
+        for rec in records:
+            wanted.setdefault(rec.agent_wallet, []).append(rec.id)
+        taken: set[tuple[str, str]] = set()
+        for agent, ids in wanted.items():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = conn.execute(f"SELECT id FROM memory WHERE agent_wallet = ? AND id IN ({','.join('?' * len(chunk))})",
+                                    [agent, *chunk])
+                taken.update((agent, r[0]) for r in rows)
+        return taken
 
 
     def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
