@@ -302,23 +302,19 @@ class SQLiteConnection:
         raise insert_gave_up(rec.id)
 
 
-    def _insert_many(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> list[str] | None:
-        """Inside a write transaction: insert ``records`` under their own ids in one statement
-        (revs numbered in order, as :meth:`_insert` one by one would). None, with nothing
-        inserted, when any insert fails (a taken id, say): the caller then inserts them one by one."""
+    def _insert_many(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> list[str]:
+        """Inside a write transaction: insert ``records`` under their own ids, which the caller
+        checked are free and distinct, in one statement (revs numbered in order, as
+        :meth:`_insert` one by one would)."""
         if not records:
             return []
-        conn.execute("SAVEPOINT manowar_insert_many")
+        last = int(conn.execute("UPDATE counters SET value = value + ? WHERE name = 'memory_rev' RETURNING value",
+                                (len(records),)).fetchone()[0])
+        first = last - len(records) + 1
         try:
-            last = int(conn.execute("UPDATE counters SET value = value + ? WHERE name = 'memory_rev' RETURNING value",
-                                    (len(records),)).fetchone()[0])
-            first = last - len(records) + 1
             conn.executemany(_INSERT_SQL, [_insert_params(rec, rec.id, first + i) for i, rec in enumerate(records)])
-        except sqlite3.IntegrityError:
-            conn.execute("ROLLBACK TO manowar_insert_many")
-            conn.execute("RELEASE manowar_insert_many")
-            return None
-        conn.execute("RELEASE manowar_insert_many")
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"cannot insert memory rows {records[0].id}...{records[-1].id}: {exc}") from exc
         return [rec.id for rec in records]
 
 

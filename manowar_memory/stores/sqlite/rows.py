@@ -42,25 +42,26 @@ class SQLiteRows(SQLiteConnection):
     def _add_rows(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord], *,
                   keyed: bool) -> list[tuple[str, bool]]:
         """Inside a write transaction: store ``records`` in order, as ``(id, inserted)``. With
-        ``keyed``, a row whose id is taken is already stored. Runs of plain rows (not taken, not
-        unique facts) are inserted in one statement each; a unique fact, or a run whose batch
-        insert fails, goes row by row (:meth:`_add_row`), with the same outcome."""
-        taken = self._taken_ids(conn, records) if keyed else set()
+        ``keyed``, a row whose id is taken is already stored. Runs of rows with a free id not
+        seen before in the call, not unique facts, are inserted in one statement each; the
+        others go row by row (:meth:`_add_row`: a suffixed id, a reinforced fact)."""
+        taken = self._taken_ids(conn, records)
+        seen: set[str] = set()
         out: list[tuple[str, bool]] = []
         run: list[MemoryRecord] = []
 
         def flush() -> None:
-            ids = self._insert_many(conn, run)
-            out.extend([(memory_id, True) for memory_id in ids] if ids is not None
-                       else [self._add_row(conn, rec, keyed) for rec in run])
+            out.extend((memory_id, True) for memory_id in self._insert_many(conn, run))
             run.clear()
 
         for rec in records:
-            if (rec.agent_wallet, rec.id) in taken or is_unique_fact(rec.source, rec.metadata):
+            if rec.id in taken or rec.id in seen or is_unique_fact(rec.source, rec.metadata):
                 flush()
                 out.append(self._add_row(conn, rec, keyed))
+                seen.add(out[-1][0])  # a suffixed id is taken now too
             else:
                 run.append(rec)
+            seen.add(rec.id)
         flush()
         return out
 
@@ -76,18 +77,14 @@ class SQLiteRows(SQLiteConnection):
 
 
     @staticmethod
-    def _taken_ids(conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> set[tuple[str, str]]:
-        """``(agent_wallet, id)`` of the ``records`` whose id is already stored for their agent."""
-        wanted: dict[str, list[str]] = {}
-        for rec in records:
-            wanted.setdefault(rec.agent_wallet, []).append(rec.id)
-        taken: set[tuple[str, str]] = set()
-        for agent, ids in wanted.items():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                rows = conn.execute(f"SELECT id FROM memory WHERE agent_wallet = ? AND id IN ({','.join('?' * len(chunk))})",
-                                    [agent, *chunk])
-                taken.update((agent, r[0]) for r in rows)
+    def _taken_ids(conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> set[str]:
+        """The ids of ``records`` already stored (for any agent: an id is unique in the table)."""
+        ids = list(dict.fromkeys(rec.id for rec in records))
+        taken: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            taken.update(r[0] for r in conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))})",
+                                                    chunk))
         return taken
 
 
