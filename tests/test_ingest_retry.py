@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -226,3 +227,43 @@ def _with_batch_size(method: Any, size: int) -> Any:
         return method(self, scope, items, **kwargs)
 
     return patched
+
+
+class RecordingEmbedder(FakeEmbedder):
+    """A fake embedder that keeps the texts of every provider call."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__(32)
+        self.asked: list[list[str]] = []
+
+    def _embed_batch(self, texts: list[str], input_type: Any) -> list[list[float]]:
+        self.asked.append(list(texts))
+        return super()._embed_batch(texts, input_type)
+
+
+def test_a_batch_is_embedded_shortest_first_and_each_row_keeps_its_own_vector(make_engine) -> None:
+    recorder = RecordingEmbedder()
+    engine = make_engine(recorder)
+    texts = [("word " * n).strip() + f" item {i}" for i, n in enumerate([9, 1, 30, 4, 17, 2, 12])]
+    ids = engine.ingest(SCOPE, texts, batch_size=4)
+    assert recorder.asked == [sorted(texts[:4], key=len), sorted(texts[4:], key=len)]
+    stored = {r.id: r for r in engine.store.iter_memories(AGENT)}
+    assert [stored[i].content for i in ids] == texts
+    assert np.allclose([stored[i].embedding for i in ids], FakeEmbedder(32).embed(texts), atol=1e-6)
+
+
+def test_ids_taken_within_and_before_a_batch_are_each_resolved(make_engine) -> None:
+    engine = make_engine()
+    (old,) = engine.ingest(SCOPE, [IngestItem(key="old", content="stored before")])
+    same = {"content": "the same words", "created_at": 1_700_000_000_000}
+    # a stored key amid new rows, and two identical unkeyed rows stored as two (dedupe off)
+    report = engine.ingest_report(SCOPE, [IngestItem(key="new-1", content="first new"), IngestItem(key="old",
+                                  content="stored before"), IngestItem(key="new-2", content="second new"), same, same],
+                                  dedupe=False)
+    assert report.ids[1] == old and report.already_stored == ["old"] and report.inserted == 4
+    assert len(set(report.ids)) == 5
+    rows = {r.id: r for r in _all_rows(engine)}
+    assert len(rows) == 5 and [rows[i].content for i in report.ids] == [
+        "first new", "stored before", "second new", "the same words", "the same words"]

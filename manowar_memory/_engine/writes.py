@@ -204,20 +204,21 @@ class EngineWrites(EngineBase):
                 already.extend(b.key for j, b in enumerate(batch) if batch_ids[j] is not None and b.key is not None)
                 todo = [j for j in range(len(batch)) if batch_ids[j] is None]
                 try:
-                    vectors = self._embed_documents([rows[start + j].content for j in todo])
+                    vectors = self._embed_by_length([rows[start + j].content for j in todo])
                 except EmbeddingError as exc:
                     done = [i for i in batch_ids if i is not None]
                     raise self._partial_ingest(parsed, ids + done, start, batch, batch_ids, exc) from exc
-                records = {
-                    j: rows[start + j].model_copy(update={"embedding": vectors[n], "embedding_model": self.model_id})
-                    if vectors else rows[start + j]
+                records = {  # one copy per row: its vector and, when keyed, its id
+                    j: rows[start + j].model_copy(update={
+                        **({"embedding": vectors[n], "embedding_model": self.model_id} if vectors else {}),
+                        **({"id": keyed[j]} if j in keyed else {}),
+                    })
                     for n, j in enumerate(todo)
                 }
                 with_key = [j for j in todo if j in keyed]
                 without = [j for j in todo if j not in keyed]
                 if with_key:
-                    results = self.store.add_memories_if_absent(
-                        [records[j].model_copy(update={"id": keyed[j]}) for j in with_key])
+                    results = self.store.add_memories_if_absent([records[j] for j in with_key])
                     for j, (memory_id, new) in zip(with_key, results):
                         batch_ids[j] = memory_id
                         inserted += int(new)
@@ -240,6 +241,20 @@ class EngineWrites(EngineBase):
             if bar is not None:
                 bar.close()
         return IngestReport(ids=ids, inserted=inserted, already_stored=already, notes=notes)
+
+    def _embed_by_length(self, texts: list[str]) -> list[list[float]] | None:
+        """``texts``' document vectors, in order, embedded shortest first: an embedder that pads
+        each of its batches to its longest text then pads little."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = self._embed_documents([texts[i] for i in order])
+        if vectors is None:
+            return None
+        if len(vectors) != len(texts):
+            raise EmbeddingError(f"{self.model_id} returned {len(vectors)} vectors for {len(texts)} texts")
+        out: list[list[float]] = [[] for _ in texts]
+        for i, vector in zip(order, vectors):
+            out[i] = vector
+        return out
 
     @staticmethod
     def _parse_ingest_items(items: Iterable[str | IngestItem | Mapping[str, Any]]) -> list[IngestItem]:

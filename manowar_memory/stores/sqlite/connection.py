@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -291,28 +291,31 @@ class SQLiteConnection:
     def _insert(self, conn: sqlite3.Connection, rec: MemoryRecord) -> str:
         """Inside a write transaction: insert one row; a colliding id gets a suffix."""
         rev = self._next_rev(conn)
-        emb = np.asarray(rec.embedding, dtype=np.float32).tobytes() if rec.embedding is not None else None
         for attempt in range(MAX_INSERT_ATTEMPTS):
             memory_id = suffixed_id(rec.id, attempt)
             try:
-                conn.execute(
-                    "INSERT INTO memory (id, agent_wallet, user_address, thread_id, mode, hai_id, content, "
-                    "context, source, status, retention, fact_hash, decay_score, access_count, created_at, "
-                    "updated_at, last_accessed_at, metadata, embedding, embedding_model, rev) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        memory_id, rec.agent_wallet, rec.user_address, rec.thread_id, rec.mode, rec.hai_id,
-                        rec.content, rec.context, rec.source, rec.metadata.get("status"), rec.metadata.get("retention"),
-                        rec.metadata.get("factHash"), rec.decay_score, rec.access_count, rec.created_at,
-                        rec.updated_at, rec.last_accessed_at, json.dumps(rec.metadata, ensure_ascii=False),
-                        emb, rec.embedding_model if emb is not None else None, rev,
-                    ),
-                )
+                conn.execute(_INSERT_SQL, _insert_params(rec, memory_id, rev))
                 return memory_id
             except sqlite3.IntegrityError as exc:
                 if "memory.id" not in str(exc):
                     raise StoreError(f"cannot insert memory row {rec.id}: {exc}") from exc
         raise insert_gave_up(rec.id)
+
+
+    def _insert_many(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> list[str]:
+        """Inside a write transaction: insert ``records`` under their own ids, which the caller
+        checked are free and distinct, in one statement (revs numbered in order, as
+        :meth:`_insert` one by one would)."""
+        if not records:
+            return []
+        last = int(conn.execute("UPDATE counters SET value = value + ? WHERE name = 'memory_rev' RETURNING value",
+                                (len(records),)).fetchone()[0])
+        first = last - len(records) + 1
+        try:
+            conn.executemany(_INSERT_SQL, [_insert_params(rec, rec.id, first + i) for i, rec in enumerate(records)])
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"cannot insert memory rows {records[0].id}...{records[-1].id}: {exc}") from exc
+        return [rec.id for rec in records]
 
 
     def _row_to_record(self, row: sqlite3.Row, with_embedding: bool = False) -> MemoryRecord:
@@ -381,3 +384,23 @@ class SQLiteConnection:
         return stats_report(total=row[0], avg_decay=row[1], oldest=row[2], newest=row[3],
                             by_source=[(r[0], r[1]) for r in by_source], by_status=[(r[0], r[1]) for r in by_status],
                             counts=counts)
+
+
+_INSERT_SQL = (
+    "INSERT INTO memory (id, agent_wallet, user_address, thread_id, mode, hai_id, content, "
+    "context, source, status, retention, fact_hash, decay_score, access_count, created_at, "
+    "updated_at, last_accessed_at, metadata, embedding, embedding_model, rev) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _insert_params(rec: MemoryRecord, memory_id: str, rev: int) -> tuple[Any, ...]:
+    """The :data:`_INSERT_SQL` parameters of ``rec`` stored as ``memory_id`` at ``rev``."""
+    emb = np.asarray(rec.embedding, dtype=np.float32).tobytes() if rec.embedding is not None else None
+    return (
+        memory_id, rec.agent_wallet, rec.user_address, rec.thread_id, rec.mode, rec.hai_id,
+        rec.content, rec.context, rec.source, rec.metadata.get("status"), rec.metadata.get("retention"),
+        rec.metadata.get("factHash"), rec.decay_score, rec.access_count, rec.created_at,
+        rec.updated_at, rec.last_accessed_at, json.dumps(rec.metadata, ensure_ascii=False),
+        emb, rec.embedding_model if emb is not None else None, rev,
+    )

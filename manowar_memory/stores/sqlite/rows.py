@@ -30,25 +30,62 @@ class SQLiteRows(SQLiteConnection):
     """Memory rows: writes, reads by id and scope, the keyword and vector lanes."""
 
     def add_memories(self, records: Sequence[MemoryRecord]) -> list[str]:
-        ids: list[str] = []
         with self._write() as conn:
-            for rec in records:
-                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
-                ids.append(holder["id"] if holder is not None else self._insert(conn, rec))
-        return ids
+            return [memory_id for memory_id, _ in self._add_rows(conn, records, keyed=False)]
 
 
     def add_memories_if_absent(self, records: Sequence[MemoryRecord]) -> list[tuple[str, bool]]:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the id checks and the inserts are one transaction
+            return self._add_rows(conn, records, keyed=True)
+
+
+    def _add_rows(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord], *,
+                  keyed: bool) -> list[tuple[str, bool]]:
+        """Inside a write transaction: store ``records`` in order, as ``(id, inserted)``. With
+        ``keyed``, a row whose id is taken is already stored. Runs of rows with a free id not
+        seen before in the call, not unique facts, are inserted in one statement each; the
+        others go row by row (:meth:`_add_row`: a suffixed id, a reinforced fact)."""
+        taken = self._taken_ids(conn, records)
+        seen: set[str] = set()
         out: list[tuple[str, bool]] = []
-        with self._write() as conn:  # BEGIN IMMEDIATE: the id check and the insert are one transaction
-            for rec in records:
-                taken = conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?", (rec.id, rec.agent_wallet))
-                if taken.fetchone() is not None:
-                    out.append((rec.id, False))
-                    continue
-                holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
-                out.append((holder["id"], False) if holder is not None else (self._insert(conn, rec), True))
+        run: list[MemoryRecord] = []
+
+        def flush() -> None:
+            out.extend((memory_id, True) for memory_id in self._insert_many(conn, run))
+            run.clear()
+
+        for rec in records:
+            if rec.id in taken or rec.id in seen or is_unique_fact(rec.source, rec.metadata):
+                flush()
+                out.append(self._add_row(conn, rec, keyed))
+                seen.add(out[-1][0])  # a suffixed id is taken now too
+            else:
+                run.append(rec)
+            seen.add(rec.id)
+        flush()
         return out
+
+
+    def _add_row(self, conn: sqlite3.Connection, rec: MemoryRecord, keyed: bool) -> tuple[str, bool]:
+        """Inside a write transaction: store one row as ``(id, inserted)``; with ``keyed`` a taken
+        id means it is already stored; a unique fact whose hash is held reinforces its holder."""
+        if keyed and conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?",
+                                  (rec.id, rec.agent_wallet)).fetchone() is not None:
+            return rec.id, False
+        holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
+        return (holder["id"], False) if holder is not None else (self._insert(conn, rec), True)
+
+
+    @staticmethod
+    def _taken_ids(conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> set[str]:
+        """The ids of ``records`` already stored (for any agent: an id is unique in the table)."""
+        ids = list(dict.fromkeys(rec.id for rec in records))
+        taken: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            taken.update(r[0] for r in conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))})",
+                                                    chunk))
+        return taken
 
 
     def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
