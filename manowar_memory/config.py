@@ -81,6 +81,22 @@ class RetrievalConfig(_Settings):
         "roots of its '-ship' and '-hood' nouns ('mentorship' finds 'mentored'). LoCoMo dev, pre_turn: temporal "
         "recall@5/10/25 82.3/87.4/90.5 -> 84.2/88.7/92.4, ALL recall@10 79.7 -> 79.9.",
     )
+    date_lane_weight: float = Field(
+        0.3, ge=0.0, le=5.0,
+        description="RRF weight of the dated lane (0 turns it off): when a query names a bounded time window of at "
+        "most date_lane_max_days ('on 15 May 2023', 'between August 11 and August 15 2023'), the scope's rows "
+        "recorded in it are read (a store without that read leaves the lane out and the search says so) and ranked "
+        "by similarity to the query (cosine of the query vector, else word overlap), so a turn of that day that "
+        "shares no word with the question still reaches the ranking stages.",
+    )
+    date_lane_max_days: int = Field(
+        31, ge=1, le=366,
+        description="Widest query window (in days) the dated lane reads; wider windows ('in 2023') hold too many "
+        "rows for the date alone to say much.",
+    )
+    date_lane_rows: int = Field(
+        500, ge=1, le=10_000, description="Most rows the dated lane reads from its window (oldest first)."
+    )
     lane_depth: int = Field(
         2, ge=1,
         description="Each lane fetches limit × lane_depth candidates before fusion. On LoCoMo dev, 2 ranks exactly "
