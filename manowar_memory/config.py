@@ -90,9 +90,10 @@ class RetrievalConfig(_Settings):
         "shares no word with the question still reaches the ranking stages.",
     )
     date_lane_max_days: int = Field(
-        31, ge=1, le=366,
-        description="Widest query window (in days) the dated lane reads; wider windows ('in 2023') hold too many "
-        "rows for the date alone to say much.",
+        14, ge=1, le=366,
+        description="Widest query window (in days) the dated lane reads: a day, a week, a short span. A month "
+        "('in March 2023') holds too many rows for the date alone to say much, and its rows recorded that month "
+        "crowd out the one recorded later that says 'last month'.",
     )
     date_lane_rows: int = Field(
         500, ge=1, le=10_000, description="Most rows the dated lane reads from its window (oldest first)."
