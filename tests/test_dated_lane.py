@@ -54,7 +54,7 @@ def test_with_an_embedder_the_lane_ranks_its_rows_by_cosine() -> None:
     for query, first in (("Who went kayaking at dawn between May 15 and May 16 2023?", "kayak"),
                          ("Who bought a helmet between May 15 and May 16 2023?", "helmet")):
         dated = engine.search_layers(query, scope, ["vectors"], limit=10).lanes["vectors"]["hits"]["dated"]
-        assert [i for i, _ in dated][0] == ids[first] and len(dated) == 2
+        assert dated[0][0] == ids[first] and len(dated) == 2
         assert dated[0][1] > dated[1][1]
 
 
@@ -77,7 +77,7 @@ class _NoRangeStore(SQLiteStore):
 
 
 def test_a_store_without_the_range_read_leaves_the_lane_out_and_says_so() -> None:
-    engine, scope, ids = engine_with(store=_NoRangeStore(":memory:"))
+    engine, scope, _ = engine_with(store=_NoRangeStore(":memory:"))
     result = engine.search_layers(QUERY, scope, ["vectors"], limit=10)
     assert "dated" not in result.lanes["vectors"]["hits"]
     assert any("dated lane left out" in d for d in result.degradations)
