@@ -207,24 +207,12 @@ def test_a_relative_time_in_the_text_places_the_memory() -> None:
          "in the last week of February 2024"),
         ("Who called in the first week of May?", "2026-05-01", "2026-05-08", "in the first week of May"),
         ("Who called in the first week of July?", "2025-07-01", "2025-07-08", "in the first week of July"),
-        ("Where was Tim in the week before 16 November 2023?", "2023-11-09", "2023-11-17",
-         "in the week before 16 November 2023"),
-        ("What did she do the day after May 3, 2023?", "2023-05-03", "2023-05-05", "the day after May 3, 2023"),
-        ("What happened in the two weeks before 1 June 2023?", "2023-05-18", "2023-06-02",
-         "in the two weeks before 1 June 2023"),
     ],
 )
 def test_spans_named_by_their_ends_or_as_a_week_of_a_month(query: str, start: str, end: str, phrase: str) -> None:
     intent = parse_time_query(query, NOW)
     assert intent.window == (ms(start), ms(end)), intent
     assert intent.dates == (phrase,)
-
-
-def test_a_span_beside_a_month_or_an_event_is_no_day_span() -> None:
-    month = parse_time_query("Where was Tim the week before November 2023?", NOW)
-    assert month.window == (0, ms("2023-11-01"))  # the plain "before November 2023" rule
-    event = parse_time_query("Where was Tim the week before she moved?", NOW)
-    assert event.window is None and event.anchor == ("moved",)
 
 
 def test_between_two_people_is_no_span() -> None:

@@ -7,8 +7,7 @@
   "since 2016", "last Fri") are the ones that can answer, so they are boosted.
 * **a window**: "yesterday", "last week", "in June 2023", "in 2022", "on 12 May 2023",
   "two months ago", "last summer", "in June" (any year's June when no year is said), a span by
-  its ends ("between August 11 and August 15 2023", "from December 2022 to February 2023"), beside
-  a day ("the week before 16 November 2023", the day itself included) or a
+  its ends ("between August 11 and August 15 2023", "from December 2022 to February 2023") or a
   week of a month ("the second week of November": days 8 to 14; the latest past one when no
   year is said). ``TimeIntent.dates`` keeps the calendar phrases read, so the keyword lane can
   run without them too (:func:`without_dates`).
@@ -95,9 +94,6 @@ _RANGE = regex.compile(rf"\b(?:between|from) (?P<a>{_DATE_FRAG}) (?:and|to|until
                        regex.I)
 _NTH_WEEK = regex.compile(rf"\b(?:in |during )?(?:the )?(?P<nth>first|second|third|fourth|last) week of "
                           rf"(?P<month>{_MONTH_RE})(?:,? (?P<year>(?:19|20)\d\d))?\b", regex.I)
-# "the week before 16 November 2023", "in the two days after May 3, 2023": a span beside a named day
-_BESIDE = regex.compile(r"\b(?:in |during )?the (?:(?P<n>two|three|few) )?(?P<unit>days?|weeks?|months?) "
-                        r"(?P<side>before|after|leading up to|prior to|following) (?P<date>.+)", regex.I)
 _FRAG_PARTS = regex.compile(rf"(?P<month>{_MONTH_RE})|(?P<year>(?:19|20)\d\d)|(?P<day>\d{{1,2}})", regex.I)
 _MONTH_ONLY = regex.compile(rf"\b(?:in|during) (?P<month>{_MONTH_RE})\b(?!,? (?:19|20)\d\d|\.? \d)", regex.I)
 _SIDE = regex.compile(r"\b(?P<side>before|after|since|prior to|until)\s+(?P<rest>[^?.!,;]+)", regex.I)
@@ -200,10 +196,8 @@ def _past_year(month: int, day: int, now: int) -> int:
 
 
 def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
-    """A span the query names by its two ends, beside a day or as a week of a month: "between
-    August 11 and August 15 2023" (both days included), "the week before 16 November 2023"
-    (the 9th to the 16th: the named day included, since what is said on it about the days
-    before counts), "the day after May 3, 2023" (the 3rd and the 4th), "the second week of November 2023" (days 8 to 14,
+    """A span the query names by its two ends or as a week of a month: "between August 11 and
+    August 15 2023" (both days included), "the second week of November 2023" (days 8 to 14,
     "the last week of": the month's last seven days). A missing year is the end's, else the
     latest one not after ``now``."""
     m = _RANGE.search(text)
@@ -219,15 +213,6 @@ def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
         if last < start:
             return None
         return (_ms(start), _ms(last + dt.timedelta(days=1))), m.group(0)
-    m = _BESIDE.search(text)
-    day = _absolute(m.group("date")) if m else None
-    if m and day is not None and day[0][1] - day[0][0] == _DAY and m.group("date").startswith(day[1]):
-        count = {"two": 2, "three": 3, "few": 3}.get((m.group("n") or "").lower(), 1)
-        length = count * {"d": 1, "w": 7, "m": 30}[m.group("unit")[0].lower()] * _DAY
-        (lo, hi), phrase = day
-        span = (lo - length, hi) if m.group("side").lower() in ("before", "leading up to", "prior to") else (
-            lo, hi + length)
-        return span, m.group(0)[: m.start("date") - m.start()] + phrase
     m = _NTH_WEEK.search(text)
     if m:
         month = _month_number(m.group("month"))
