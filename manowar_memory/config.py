@@ -82,7 +82,7 @@ class RetrievalConfig(_Settings):
         "recall@5/10/25 82.3/87.4/90.5 -> 84.2/88.7/92.4, ALL recall@10 79.7 -> 79.9.",
     )
     date_lane_weight: float = Field(
-        0.3, ge=0.0, le=5.0,
+        0.6, ge=0.0, le=5.0,
         description="RRF weight of the dated lane (0 turns it off): when a query names a bounded time window of at "
         "most date_lane_max_days ('on 15 May 2023', 'between August 11 and August 15 2023'), the scope's rows "
         "recorded in it are read (a store without that read leaves the lane out and the search says so) and ranked "
