@@ -19,7 +19,12 @@
      ``timings_ms``: the part of the embedding the lanes could not hide);
    * **entity**: memories sharing named entities with the keyword lane's top hits (the
      vector lane's when the keyword lane found nothing), in the embedding's shadow too
-     (:mod:`manowar_memory.retrieval.entity_lane`).
+     (:mod:`manowar_memory.retrieval.entity_lane`);
+   * **dated**: when the query names a bounded window of at most ``date_lane_max_days``
+     ("on 15 May 2023"), the scope's rows recorded in it (the store's optional
+     :class:`~manowar_memory.stores.base.TimeRangeRows` read), ranked by cosine with the
+     query vector (word overlap without one), fused at ``date_lane_weight``: a turn of that
+     day that shares no word with the question still reaches the time stage.
 
    Trust is enforced on the raw lanes, before fusion (fusion turns ranks into scores, so a
    filtered-out item must never get the chance to be rank 1). When the vector lane fails or
@@ -43,7 +48,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .._util import now_ms, term_overlap
+import numpy as np
+
+from .._util import DAY_MS, now_ms, query_terms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
 from ..ranking.temporal import TimeIntent, parse_time_query, without_dates
@@ -57,7 +64,7 @@ from .fusion import rrf
 from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages, run_stages
 from .wordforms import with_word_forms
 
-__all__ = ["EntityLane", "HybridResult", "KeywordLane", "LaneHits", "LaneReport", "RankOptions", "VectorLane", "fuse",
+__all__ = ["DateLane", "EntityLane", "HybridResult", "KeywordLane", "LaneHits", "LaneReport", "RankOptions", "VectorLane", "fuse",
            "hybrid_search", "record_to_candidate", "run_lanes"]
 
 LANES = ("keyword", "vector", "entity")
@@ -317,6 +324,68 @@ class EntityLane:
             return run.trusted(found.hits)
 
 
+class DateLane:
+    """The scope's rows recorded inside the query's time window, ranked by similarity to the
+    query: cosine with the query vector (``(1 + cos) / 2``, plus a fifth of the word overlap
+    as a tie-breaker), word overlap alone for rows without a vector of the query's model.
+
+    Built only for a bounded window of at most ``date_lane_max_days`` (:meth:`for_run`);
+    best-effort: a store without :class:`~manowar_memory.stores.base.TimeRangeRows` or a
+    failed read leaves the lane out and degrades the search."""
+
+    def __init__(self, run: _LaneRun, window: tuple[int, int], model_id: str | None) -> None:
+        self.run, self.window, self.model_id = run, window, model_id
+
+    @classmethod
+    def for_run(cls, run: _LaneRun, model_id: str | None) -> DateLane | None:
+        """The lane when the query names a window it serves, else None."""
+        config, intent = run.ctx.config, run.ctx.time
+        if config.date_lane_weight <= 0 or intent is None or intent.window is None:
+            return None
+        start, end = intent.window
+        if start <= 0 or end - start > config.date_lane_max_days * DAY_MS:
+            return None
+        return cls(run, (start, end), model_id)
+
+    def search(self, vector: list[float] | None) -> list[Hit]:
+        """The trusted rows of the window, best first (at most the search limit)."""
+        run = self.run
+        read = getattr(run.store, "memories_created_between", None)  # optional: TimeRangeRows
+        if not callable(read):
+            run.ctx.degrade(f"{run.layer}: dated lane left out (the store has no memories_created_between)")
+            return []
+        with _timed(run.timings, "dated"):
+            try:
+                rows: list[MemoryRecord] = read(run.query, *self.window, run.ctx.config.date_lane_rows)
+            except Exception as exc:  # noqa: BLE001 - the dated lane is best-effort
+                run.ctx.degrade(f"{run.layer}: dated lane failed ({type(exc).__name__}: {exc}); left out")
+                return []
+            hits = self._ranked(rows, vector)
+        return run.trusted(hits)[: run.limit]
+
+    def _ranked(self, rows: list[MemoryRecord], vector: list[float] | None) -> list[Hit]:
+        """``rows`` scored against the query (its words without the calendar phrases), best first."""
+        intent = self.run.ctx.time
+        text = without_dates(self.run.text, intent) if intent is not None else self.run.text
+        terms = query_terms(text)
+        usable = [i for i, rec in enumerate(rows) if vector and rec.embedding and rec.embedding_model == self.model_id
+                  and len(rec.embedding) == len(vector)]
+        cosine: dict[int, float] = {}
+        if usable:
+            mat = np.asarray([rows[i].embedding for i in usable], dtype=np.float32)
+            q = np.asarray(vector, dtype=np.float32)
+            norms = np.linalg.norm(mat, axis=1) * float(np.linalg.norm(q))
+            sims = np.divide(mat @ q, norms, out=np.zeros(len(usable), dtype=np.float32), where=norms > 0)
+            cosine = {i: float(c) for i, c in zip(usable, sims, strict=True)}
+        hits = []
+        for i, rec in enumerate(rows):
+            words = overlap_score(terms, rec.content, rec.context)
+            cos = cosine.get(i)
+            hits.append(Hit(rec, words if cos is None else 0.8 * (1.0 + cos) / 2.0 + 0.2 * words))
+        hits.sort(key=lambda h: h.score, reverse=True)  # stable: without a signal, oldest first
+        return hits
+
+
 @dataclass
 class _Found:
     """The lanes' hits as they come in (``entity`` None: not run yet)."""
@@ -325,6 +394,7 @@ class _Found:
     undated: list[Hit] = field(default_factory=list)
     vector: list[Hit] = field(default_factory=list)
     entity: list[Hit] | None = None
+    dated: list[Hit] = field(default_factory=list)
     prepared: dict[str, Candidate] = field(default_factory=dict)
 
 
@@ -381,6 +451,9 @@ def run_lanes(
         found.entity = []
         if entity is not None and (found.keyword or found.vector):
             found.entity = entity.search(found.keyword or found.vector)
+    dated = DateLane.for_run(run, model_id)
+    if dated is not None:
+        found.dated = dated.search(vector)
     return _lane_hits(run, found, entity is not None)
 
 
@@ -403,7 +476,9 @@ def _lane_hits(run: _LaneRun, found: _Found, entity_ran: bool) -> LaneHits:
     })
     if found.undated:
         out.lanes["undated"] = [(h.record.id, h.score) for h in found.undated]
-    for lane_hits in (found.keyword, found.vector, entity_hits, found.undated):
+    if found.dated:
+        out.lanes["dated"] = [(h.record.id, h.score) for h in found.dated]
+    for lane_hits in (found.keyword, found.vector, entity_hits, found.undated, found.dated):
         for h in lane_hits:
             out.records.setdefault(h.record.id, h.record)
     if entity_ran and out.records:
@@ -446,6 +521,7 @@ def fuse(hits: LaneHits, layer: Layer, config: RetrievalConfig) -> list[Candidat
     weights = dict(config.lane_weights)
     # the keyword lane run without the query's calendar words: a share of the keyword lane's weight
     weights["undated"] = float(weights.get("keyword", 1.0)) * config.undated_keyword_share
+    weights.setdefault("dated", config.date_lane_weight)  # the rows recorded in the query's window
     for item_id, score in rrf(hits.lanes, weights, config.rrf_k):
         cand = hits.prepared.get(item_id)
         if cand is None:

@@ -32,6 +32,7 @@ __all__ = [
     "ScopeKey",
     "Store",
     "ThreadStore",
+    "TimeRangeRows",
     "TurnBuilder",
     "TurnRows",
     "TurnWrite",
@@ -268,6 +269,20 @@ class MemoryRowStore(Protocol):
         self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int
     ) -> tuple[list[Hit], VectorSearchInfo]:
         """Nearest rows embedded by ``model_id``; score on the Atlas scale (1 + cos) / 2."""
+        ...
+
+
+@runtime_checkable
+class TimeRangeRows(Protocol):
+    """An optional capability of a store (not part of :class:`Store`): the rows of a scope
+    recorded in a time range, for the search's dated lane (a query naming "15 May 2023" reads
+    that day's rows). A store without it still works; such searches leave the lane out and
+    say so in their degradations. The SQLite and MongoDB stores serve it from their
+    (agent, user, createdAt) index."""
+
+    def memories_created_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
+        """At most ``limit`` rows matching ``query`` (scope, filters, status, expiry, sources)
+        with ``start <= created_at < end`` (epoch ms), oldest first, with their embeddings."""
         ...
 
 

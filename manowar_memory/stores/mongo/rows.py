@@ -228,6 +228,17 @@ class MongoRows(MongoConnection):
                 cursor = cursor.limit(int(limit))
             return [doc_to_memory(d, with_embedding=False) for d in cursor]
 
+    def memories_created_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
+        """:meth:`~manowar_memory.stores.base.TimeRangeRows.memories_created_between`: served by
+        the (agentWallet, userAddress, createdAt) index (``SCOPE_LIST_INDEX``)."""
+        if limit <= 0 or end <= start:
+            return []
+        flt = {"$and": [_mql.scope_filter(query), {"createdAt": {"$gte": int(start), "$lt": int(end)}}]}
+        with self._errors("read"):
+            cursor = self.memory.find(flt, hint=self._scope_hint(query)).sort(
+                [("createdAt", 1), ("_id", 1)]).limit(int(limit))
+            return [doc_to_memory(d) for d in cursor]
+
     def iter_memories(
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
         created_to: int | None = None, batch_size: int = 1000,

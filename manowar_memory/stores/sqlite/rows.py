@@ -189,6 +189,19 @@ class SQLiteRows(SQLiteConnection):
             return [self._row_to_record(r) for r in conn.execute(sql, params)]
 
 
+    def memories_created_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
+        """:meth:`~manowar_memory.stores.base.TimeRangeRows.memories_created_between`: a range of
+        the (agent, user, created_at) index per user of the scope."""
+        if limit <= 0 or end <= start:
+            return []
+        where, params = self._memory_where(query)
+        sql = (f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} AND created_at >= ? AND created_at < ? "
+               "ORDER BY created_at, rowid LIMIT ?")
+        with self._conn() as conn:
+            rows = conn.execute(sql, [*params, int(start), int(end), int(limit)]).fetchall()
+        return [self._row_to_record(r, with_embedding=True) for r in rows]
+
+
     def iter_memories(
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
         created_to: int | None = None, batch_size: int = 1000,

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..._util import DAY_MS
 from ...errors import ConflictError, StoreError
-from ...stores.base import Store
+from ...stores.base import Store, TimeRangeRows
 
 try:
     import pytest
@@ -345,6 +345,9 @@ class MemoryRowsConformance(_RoleConformance):
         assert info.candidates >= len(expected)
         for name, rid in ids.items():
             assert (store.get_memory(rid, q) is not None) == (name in expected), f"get_memory {name}"
+        if isinstance(store, TimeRangeRows):  # optional capability
+            ranged = store.memories_created_between(q, T0, T0 + DAY_MS, 100)
+            assert self._names(ids, [r.id for r in ranged]) == expected, "memories_created_between"
 
     def test_iter_memories(self, store: Store) -> None:
         recs = [
@@ -363,6 +366,25 @@ class MemoryRowsConformance(_RoleConformance):
         window = store.iter_memories(created_from=T0 + DAY_MS, created_to=T0 + 3 * DAY_MS)
         assert [r.content for r in window] == ["iter 1", "iter 2", "iter 3"]
         assert list(store.iter_memories("agent-nobody")) == []
+
+    def test_memories_created_between(self, store: Store) -> None:
+        if not isinstance(store, TimeRangeRows):
+            pytest.skip("optional capability TimeRangeRows not implemented")
+        recs = [make_record(f"day row {i}", created_at=T0 + i * DAY_MS, embedding=unit_vector(1.0, i, 0.0, 0.0))
+                for i in (3, 0, 2, 1, 4)]
+        recs.append(make_record("day row gone", created_at=T0 + 2 * DAY_MS, metadata={"status": "deleted"}))
+        recs.append(make_record("day row other agent", created_at=T0 + 2 * DAY_MS, agent=OTHER_AGENT))
+        store.add_memories(recs)
+        got = store.memories_created_between(_q(), T0 + DAY_MS, T0 + 4 * DAY_MS, 10)
+        assert [r.content for r in got] == ["day row 1", "day row 2", "day row 3"]  # end exclusive, oldest first
+        assert got[0].embedding == pytest.approx(unit_vector(1.0, 1.0, 0.0, 0.0), abs=1e-6)
+        assert got[0].embedding_model == MODEL
+        assert [r.content for r in store.memories_created_between(_q(), T0, T0 + 10 * DAY_MS, 2)] == [
+            "day row 0", "day row 1"]
+        assert store.memories_created_between(_q(), T0 + 4 * DAY_MS, T0 + DAY_MS, 10) == []
+        assert store.memories_created_between(_q(), T0, T0 + 10 * DAY_MS, 0) == []
+        assert store.memories_created_between(_q(OTHER_AGENT), T0, T0 + 10 * DAY_MS, 10)[0].content == (
+            "day row other agent")
 
     # ------------------------------------------------------------------ keyword lane
     def test_keyword_search(self, store: Store) -> None:
