@@ -756,7 +756,7 @@ def test_keyword_lane_prunes_the_commonest_term_of_a_big_scope_and_says_so(store
     assert [h.record.id for h in hits] == ["kayak"]  # only the rows of the rarer term were scored
     exact = store.keyword_search(MemoryQuery(scope=small), "kayak lake", 10)
     assert isinstance(exact, KeywordHits) and exact.pruned_terms == 0
-    assert [h.record.id for h in exact][0] == "small-kayak" and len(exact) == 4
+    assert exact[0].record.id == "small-kayak" and len(exact) == 4
     store.keyword_postings_budget = 0  # never prune: every match of the big scope is scored
     unpruned = store.keyword_search(MemoryQuery(scope=SCOPE), "kayak lake", 10)
     assert isinstance(unpruned, KeywordHits) and unpruned.pruned_terms == 0
