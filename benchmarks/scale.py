@@ -461,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+",
                         default=["ann", "ann, unpruned", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
                         help="pre-turn: which of the five configurations to run")
+    parser.add_argument("--keyword-budget", type=int, default=None,
+                        help="pre-turn: SQLiteStore.keyword_postings_budget of the pruned configurations "
+                             "(default: the library's)")
     parser.add_argument("--locomo", type=Path, help="locomo-dev.json (recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
     parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")
@@ -472,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args(argv)
     args.results = {}
+    if args.keyword_budget is not None:
+        SQLiteStore.keyword_postings_budget = args.keyword_budget
     if args.what == "recall" and args.locomo is None:
         parser.error(f"{args.what} needs --locomo PATH")
     default_fraction = AnnGroup.scan_fraction
