@@ -323,6 +323,7 @@ class EntityLane:
                 run.ctx.degrade(f"{run.layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
                 return []
             run.ctx.report.entities = found.entities
+            run.ctx.report.keyword_pruned_terms += found.pruned_terms
             return run.trusted(found.hits)
 
 

@@ -77,8 +77,8 @@ class LaneReport:
     as ``[id, score]`` (at most the search limit per lane); ``fallback``: set when keyword
     results stood in for the vector lane; ``rerank``: the rerank outcome;
     ``trust_filtered``: lane hits dropped by the trust filter before fusion;
-    ``keyword_pruned_terms``: query terms the store left out of the keyword lane, too common
-    in a large scope to score every row holding them (0: the lane was exact).
+    ``keyword_pruned_terms``: query terms the store left out of the keyword and entity lanes'
+    full-text searches, too common in a large scope to score every row holding them (0: exact).
     """
 
     keyword: int = 0
