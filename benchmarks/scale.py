@@ -19,15 +19,18 @@ isotropic noise, so neighbourhoods exist as with text embeddings); queries are p
 
 ``pre-turn``: ``MemoryEngine.pre_turn`` over all six layers on the same kind of scope, query
 embeddings cached (FakeEmbedder model id; the rows carry the synthetic vectors and
-Zipf-distributed text from benchmarks/latency.py). Three engines on the same file answer each
+Zipf-distributed text from benchmarks/latency.py). Engines on the same file answer each
 query in turn (interleaved, so a busy machine slows all alike; which one reads a query first,
 cold, rotates): the approximate path, the same
+with no keyword pruning (``keyword_postings_budget`` 0: every match of every query term scored), the same
 with the store's keyword pool off (the keyword lane's statement over every match, what the store
 did before it), the approximate path with 8-bit scalar codes (``AnnGroup.fast_scan`` off, the
 layout before 4-bit fast-scan codes, with the candidates per query and the scan share of then;
 its index is built anew on each run), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
 takes seconds; it shares the approximate path's engine). ``--configs`` picks some of them. Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
-keyword and vector lanes (``timings_ms``). The store is filled through ``add_memories`` in
+keyword and vector lanes (``timings_ms``), the queries whose keyword lane left common terms out, and the
+share of the unpruned run's pre_turn items each run also gave; then the keyword lane's recall@10
+(``keyword_search``, 48 hits) with the default budget against the unpruned search. The store is filled through ``add_memories`` in
 batches of 20,000 (one transaction each); the fill time and the files' size on disk are
 printed. ``--keep DIR`` keeps the filled file there and reuses it on the next run.
 
@@ -263,30 +266,34 @@ def pre_turn(args: argparse.Namespace) -> None:
             engines: dict[str, tuple[MemoryEngine, bool]] = {}
             # the exact scan shares the approximate path's engine; the 8-bit one opens first so that
             # its index (built anew: a saved index of other codes is not restored) is saved first
-            by_setup: dict[tuple[bool, bool], MemoryEngine] = {}
-            for name, exact, fast, fast_scan in (("ann, 8-bit codes", False, True, False), ("ann", False, True, True),
-                                                 ("ann, keyword pool off", False, False, True),
-                                                 ("exact", True, True, True)):
+            by_setup: dict[tuple[bool, bool, bool], MemoryEngine] = {}
+            for name, exact, fast, fast_scan, prune in (
+                    ("ann, 8-bit codes", False, True, False, True), ("ann", False, True, True, True),
+                    ("ann, unpruned", False, True, True, False), ("ann, keyword pool off", False, False, True, True),
+                    ("exact", True, True, True, True)):
                 if name not in args.configs:
                     continue
-                if (fast, fast_scan) not in by_setup:
+                if (fast, fast_scan, prune) not in by_setup:
                     SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (defaults[0], 0)
                     AnnGroup.fast_scan = fast_scan
                     _exact(False)
-                    engine = MemoryEngine(store=SQLiteStore(path), embedder=MODEL, extractor=None)
-                    by_setup[(fast, fast_scan)] = engine
+                    engine = MemoryEngine(store=SQLiteStore(path, keyword_postings_budget=None if prune else 0),
+                                          embedder=MODEL, extractor=None)
+                    by_setup[(fast, fast_scan, prune)] = engine
                     t0 = time.perf_counter()
                     engine.pre_turn(texts[0], scope)  # loads the rows, restores or builds the ANN index
                     if not fast_scan:
                         _former_candidates(engine.store._indexes[MODEL])  # type: ignore[attr-defined]
                     print(f"  {name}: first pre_turn (rows loaded, ANN index ready) {time.perf_counter() - t0:.1f}s",
                           file=sys.stderr, flush=True)
-                engines[name] = (by_setup[(fast, fast_scan)], exact)
+                engines[name] = (by_setup[(fast, fast_scan, prune)], exact)
             SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults
             AnnGroup.fast_scan = True
             wall: dict[str, list[float]] = {name: [] for name in engines}
             cpu: dict[str, list[float]] = {name: [] for name in engines}
             lanes: dict[str, dict[str, list[float]]] = {name: {} for name in engines}
+            pruned: dict[str, int] = dict.fromkeys(engines, 0)  # queries whose keyword lane left terms out
+            items: dict[str, dict[int, list[str]]] = {name: {} for name in engines}  # pre_turn items per text
             order = list(engines.items())
             for i, text in enumerate(texts + texts):  # first pass warms the query-embedding cache
                 # the configuration that runs a text first reads it cold: the first one rotates
@@ -302,18 +309,63 @@ def pre_turn(args: argparse.Namespace) -> None:
                         cpu[name].append(c)
                         for lane in ("keyword", "vector"):
                             lanes[name].setdefault(lane, []).append(result.timings_ms.get(f"graph+vectors.{lane}", 0.0))
+                        pruned[name] += any(r.get("keyword_pruned_terms") for r in result.lanes.values())
+                        items[name][i - len(texts)] = [item.text for item in result.items]
             for name in engines:
                 p50, p95 = p50_p95(wall[name])
+                overlap = _overlap(items[name], items.get("ann, unpruned", {}))
                 print(f"{size:>9} {name:<26} {p50:>8.2f} {p95:>8.2f} {statistics.median(cpu[name]):>8.2f} "
                       f"{statistics.median(lanes[name]['keyword']):>8.2f} {statistics.median(lanes[name]['vector']):>8.2f}"
-                      f"   ({len(wall[name])} queries)", flush=True)
+                      f"   ({len(wall[name])} queries, keyword terms pruned in {pruned[name]}"
+                      + (f", pre_turn items shared with 'ann, unpruned' {overlap:.3f}" if overlap is not None else "")
+                      + ")", flush=True)
                 args.results.setdefault(str(size), {})[name] = {
                     "p50_ms": p50, "p95_ms": p95, "cpu_p50_ms": statistics.median(cpu[name]), "queries": len(wall[name]),
                     "keyword_p50_ms": statistics.median(lanes[name]["keyword"]),
-                    "vector_p50_ms": statistics.median(lanes[name]["vector"])}
+                    "vector_p50_ms": statistics.median(lanes[name]["vector"]), "keyword_pruned_queries": pruned[name],
+                    "items_shared_with_unpruned": overlap}
+            store = next(iter(by_setup.values())).store
+            recall, was_pruned = _keyword_recall(store, scope, texts, SQLiteStore.keyword_postings_budget)
+            print(f"{size:>9} keyword lane recall@10 against the unpruned lane: {recall:.3f} "
+                  f"({was_pruned} of {len(texts)} queries pruned; store.keyword_search, budget "
+                  f"{SQLiteStore.keyword_postings_budget})", flush=True)
+            args.results.setdefault(str(size), {})["keyword_recall_at_10"] = {
+                "recall": recall, "pruned_queries": was_pruned, "budget": SQLiteStore.keyword_postings_budget}
             for engine in by_setup.values():
                 engine.close()
     _exact(False)
+
+
+def _overlap(got: dict[int, list[str]], reference: dict[int, list[str]]) -> float | None:
+    """Mean share of the reference run's pre_turn items a run also gave, per query (None: no
+    reference, or the run is the reference)."""
+    if not reference or got is reference:
+        return None
+    shares = [len(set(got[i]) & set(ref)) / len(ref) for i, ref in reference.items() if ref and i in got]
+    return statistics.fmean(shares) if shares else None
+
+
+def _keyword_recall(store: Any, scope: Scope, texts: list[str], budget: int, k: int = 10,
+                    depth: int = 48) -> tuple[float, int]:
+    """Mean recall@k of the keyword lane (``store.keyword_search``, ``depth`` hits as the engine
+    asks) with ``keyword_postings_budget`` ``budget`` against the same search with no pruning
+    (budget 0), over the queries with any exact hit; and how many queries were pruned."""
+    query = MemoryQuery(scope=scope)
+    kept = store.keyword_postings_budget
+    recalls: list[float] = []
+    was_pruned = 0
+    try:
+        for text in texts:
+            store.keyword_postings_budget = budget
+            hits = store.keyword_search(query, text, depth)
+            was_pruned += bool(getattr(hits, "pruned_terms", 0))
+            store.keyword_postings_budget = 0
+            exact = [h.record.id for h in store.keyword_search(query, text, depth)][:k]
+            if exact:
+                recalls.append(len({h.record.id for h in hits[:k]} & set(exact)) / len(exact))
+    finally:
+        store.keyword_postings_budget = kept
+    return (statistics.fmean(recalls) if recalls else 1.0), was_pruned
 
 
 def _conversations(path: Path) -> list[Any]:
@@ -406,8 +458,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=20, help="pre-turn: queries also run on the exact scan")
     parser.add_argument("--keep", default=None, help="pre-turn: keep the filled SQLite files in this directory")
-    parser.add_argument("--configs", nargs="+", default=["ann", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
-                        help="pre-turn: which of the four configurations to run")
+    parser.add_argument("--configs", nargs="+",
+                        default=["ann", "ann, unpruned", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
+                        help="pre-turn: which of the five configurations to run")
+    parser.add_argument("--keyword-budget", type=int, default=None,
+                        help="pre-turn: SQLiteStore.keyword_postings_budget of the pruned configurations "
+                             "(default: the library's)")
     parser.add_argument("--locomo", type=Path, help="locomo-dev.json (recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
     parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")
@@ -419,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args(argv)
     args.results = {}
+    if args.keyword_budget is not None:
+        SQLiteStore.keyword_postings_budget = args.keyword_budget
     if args.what == "recall" and args.locomo is None:
         parser.error(f"{args.what} needs --locomo PATH")
     default_fraction = AnnGroup.scan_fraction

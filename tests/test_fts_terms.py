@@ -78,3 +78,26 @@ def test_role_words_are_not_content_terms_of_a_query() -> None:
     assert _fts.query_phrases("What is the user's employer?") == [("employ",)]
     assert query_terms("Where does the user work now? Ask the assistant's helper.") == ["work", "ask", "helper"]
 
+
+
+def test_prune_phrases_keeps_every_phrase_within_the_budget() -> None:
+    phrases = [("kayak",), ("lake",), ("don", "t")]
+    counts = {"7xkayak": 10, "7xlake": 900, "7xdon": 50, "7xt": 40}
+    assert _fts.prune_phrases(7, phrases, counts, 1000) == (phrases, [])  # 10 + 900 + 40 <= 1000
+    assert _fts.prune_phrases(7, phrases, counts, 0) == (phrases, [])  # 0: never prune
+    assert _fts.prune_phrases(7, [], counts, 5) == ([], [])
+
+
+def test_prune_phrases_drops_the_commonest_terms_first_and_keeps_the_order() -> None:
+    phrases = [("lake",), ("kayak",), ("walk",), ("don", "t")]
+    # a phrase counts as its rarest word ("don t": 40); other scopes' counts do not count
+    counts = {"7xlake": 900, "7xkayak": 10, "7xwalk": 300, "7xdon": 50, "7xt": 40, "8xkayak": 10**6}
+    assert _fts.prune_phrases(7, phrases, counts, 400) == ([("kayak",), ("walk",), ("don", "t")], [("lake",)])
+    assert _fts.prune_phrases(7, phrases, counts, 100) == ([("kayak",), ("don", "t")], [("lake",), ("walk",)])
+    # the rarest phrase stays, even over the budget alone; a word the index lacks counts 0
+    assert _fts.prune_phrases(7, [("lake",), ("walk",)], counts, 50) == ([("walk",)], [("lake",)])
+    assert _fts.prune_phrases(7, [("lake",), ("zzz",)], counts, 50) == ([("zzz",)], [("lake",)])
+
+
+def test_phrase_words_are_the_distinct_scoped_terms() -> None:
+    assert _fts.phrase_words(4, [("don", "t"), ("t",), ("lake",)]) == ["4xdon", "4xt", "4xlake"]

@@ -251,3 +251,16 @@ def test_filter_where_matches_the_in_process_semantics() -> None:
         got = [r[0] for r in conn.execute(f"SELECT id FROM t WHERE {sql} ORDER BY id", params)]
         want = [i for i, r in enumerate(rows) if matches_filters({"metadata": r}, norm)]
         assert got == want, flt
+
+
+def test_term_doc_counts_reads_the_vocabulary_table_by_term() -> None:
+    sql, params = _sql.term_doc_counts(["3xkayak", "3xlake"])
+    assert sql == f"SELECT term, doc FROM {_sql.FTS_VOCAB} WHERE term IN (?,?)"
+    assert params == ["3xkayak", "3xlake"]
+    conn = sqlite3.connect(":memory:")
+    conn.execute(_sql.fts_vocab_create())  # before the index exists, as on a new database's first connection
+    conn.execute("CREATE VIRTUAL TABLE memory_fts USING fts5(content, context, content='')")
+    conn.executemany("INSERT INTO memory_fts(rowid, content, context) VALUES (?, ?, '')",
+                     [(1, "3xkayak 3xkayak 3xlake"), (2, "3xkayak"), (3, "4xlake")])
+    assert dict(conn.execute(sql, params).fetchall()) == {"3xkayak": 2, "3xlake": 1}
+    conn.close()

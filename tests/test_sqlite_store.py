@@ -27,7 +27,7 @@ from manowar_memory._util import now_ms
 from manowar_memory.filters import normalize_filters
 from manowar_memory.records import Message, PatternTrigger, WorkingMemory
 from manowar_memory.stores import _fts, _sql
-from manowar_memory.stores.base import MemoryQuery, Store
+from manowar_memory.stores.base import KeywordHits, MemoryQuery, Store
 from manowar_memory.stores.sqlite import connection as sqlite_connection
 from manowar_memory.stores.sqlite import migrations as sqlite_migrations
 from manowar_memory.stores.sqlite import threads as sqlite_threads
@@ -740,3 +740,39 @@ def test_transcript_search_reads_its_scopes_terms_and_follows_a_moved_transcript
         assert terms and all(re.fullmatch(r"\d+x\w+", t) for t in terms), terms
     finally:
         store.close()
+
+
+def test_keyword_lane_prunes_the_commonest_term_of_a_big_scope_and_says_so(store: SQLiteStore) -> None:
+    """Over ``keyword_postings_budget`` matches in a scope, the commonest query terms are left
+    out (rarer ones stay) and the hits say how many; a small scope's search stays exact."""
+    small = Scope(agent_wallet="agent", user_address="small")
+    store.add_memories([_record(f"lake walk {k}", rid=f"l{k}") for k in range(40)]
+                       + [_record("kayak on the lake", rid="kayak")]
+                       + [_record(f"lake view {k}", rid=f"s{k}", scope=small) for k in range(3)]
+                       + [_record("kayak on the lake", rid="small-kayak", scope=small)])
+    store.keyword_postings_budget = 30  # "lake": 41 rows of the big scope, "kayak": 1
+    hits = store.keyword_search(MemoryQuery(scope=SCOPE), "kayak lake", 10)
+    assert isinstance(hits, KeywordHits) and hits.pruned_terms == 1
+    assert [h.record.id for h in hits] == ["kayak"]  # only the rows of the rarer term were scored
+    exact = store.keyword_search(MemoryQuery(scope=small), "kayak lake", 10)
+    assert isinstance(exact, KeywordHits) and exact.pruned_terms == 0
+    assert exact[0].record.id == "small-kayak" and len(exact) == 4
+    store.keyword_postings_budget = 0  # never prune: every match of the big scope is scored
+    unpruned = store.keyword_search(MemoryQuery(scope=SCOPE), "kayak lake", 10)
+    assert isinstance(unpruned, KeywordHits) and unpruned.pruned_terms == 0
+    assert unpruned[0].record.id == "kayak" and len(unpruned) == 10
+
+
+def test_the_engine_reports_the_keyword_terms_the_store_pruned() -> None:
+    store = SQLiteStore(":memory:", keyword_postings_budget=30)
+    store.add_memories([_record(f"lake walk {k}", rid=f"l{k}") for k in range(40)] + [_record("kayak lake", rid="kayak")])
+    with MemoryEngine(store=store, embedder=EMB, extractor=None) as engine:
+        result = engine.pre_turn("kayak lake", SCOPE)
+    pruned = {layer: lane.get("keyword_pruned_terms") for layer, lane in result.lanes.items()}
+    assert pruned == {"graph": 1, "vectors": 1}, result.lanes
+
+
+def test_keyword_postings_budget_must_be_a_count() -> None:
+    for bad in (-1, 1.5, True, "10"):
+        with pytest.raises(StoreError, match="keyword_postings_budget"):
+            SQLiteStore(":memory:", keyword_postings_budget=bad)  # type: ignore[arg-type]

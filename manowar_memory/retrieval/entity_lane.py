@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .._util import query_terms
 from ..records import MemoryRecord
-from ..stores.base import Hit, MemoryQuery, Store
+from ..stores.base import Hit, KeywordHits, MemoryQuery, Store
 from .entities import canonical_key, extract_entities
 
 __all__ = ["EntityLaneResult", "entity_lane"]
@@ -33,11 +33,14 @@ __all__ = ["EntityLaneResult", "entity_lane"]
 
 @dataclass
 class EntityLaneResult:
-    """The lane's hits (best first, scored) and the entities it searched for."""
+    """The lane's hits (best first, scored), the entities it searched for, and how many of
+    their terms the store's full-text search left out as too common
+    (:class:`~manowar_memory.stores.base.KeywordHits`)."""
 
     hits: list[Hit] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
     dropped_common: list[str] = field(default_factory=list)
+    pruned_terms: int = 0
 
 
 def entity_lane(
@@ -76,6 +79,8 @@ def entity_lane(
         return result
     result.entities = [names[k] for k in keys]
     hits = store.keyword_search(query, " ".join(result.entities), cap)
+    if isinstance(hits, KeywordHits):
+        result.pruned_terms = hits.pruned_terms
     scored: list[tuple[int, int, Hit]] = []
     for rank, hit in enumerate(hits):
         content = canonical_key(hit.record.content)

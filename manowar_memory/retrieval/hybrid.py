@@ -57,7 +57,7 @@ from ..ranking.temporal import TimeIntent, parse_time_query, without_dates
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
-from ..stores.base import Hit, MemoryQuery, Store
+from ..stores.base import Hit, KeywordHits, MemoryQuery, Store
 from ..threads import EngineThreads, blas_limit
 from .entity_lane import entity_lane
 from .fusion import rrf
@@ -248,8 +248,17 @@ class KeywordLane:
         run = self.run
         with _timed(run.timings, "keyword"):
             if self.dated:
-                self.undated_raw = run.store.keyword_search(run.query, self.undated_text, run.depth("keyword"))
-            return run.store.keyword_search(run.query, self.text, run.depth("keyword"))
+                self.undated_raw = self._searched(self.undated_text)
+            return self._searched(self.text)
+
+    def _searched(self, text: str) -> list[Hit]:
+        """The store's hits for ``text``; the query terms it left out (too common to score,
+        :class:`~manowar_memory.stores.base.KeywordHits`) go to the lane report."""
+        run = self.run
+        hits = run.store.keyword_search(run.query, text, run.depth("keyword"))
+        if isinstance(hits, KeywordHits) and hits.pruned_terms:
+            run.ctx.report.keyword_pruned_terms += hits.pruned_terms
+        return hits
 
     def read(self, job: Callable[[], list[Hit]] | None) -> tuple[list[Hit], list[Hit]]:
         """The trusted, normalised (keyword, undated) hits of ``job`` (or of a search run now)."""
@@ -321,6 +330,7 @@ class EntityLane:
                 run.ctx.degrade(f"{run.layer}: entity lane failed ({type(exc).__name__}: {exc}); left out")
                 return []
             run.ctx.report.entities = found.entities
+            run.ctx.report.keyword_pruned_terms += found.pruned_terms
             return run.trusted(found.hits)
 
 

@@ -76,7 +76,9 @@ class LaneReport:
     ``keyword`` / ``vector`` / ``entity``: hit counts; ``hits``: each lane's own best hits
     as ``[id, score]`` (at most the search limit per lane); ``fallback``: set when keyword
     results stood in for the vector lane; ``rerank``: the rerank outcome;
-    ``trust_filtered``: lane hits dropped by the trust filter before fusion.
+    ``trust_filtered``: lane hits dropped by the trust filter before fusion;
+    ``keyword_pruned_terms``: query terms the store left out of the keyword and entity lanes'
+    full-text searches, too common in a large scope to score every row holding them (0: exact).
     """
 
     keyword: int = 0
@@ -87,6 +89,7 @@ class LaneReport:
     rerank: str | None = None
     below_threshold: int = 0
     trust_filtered: int = 0
+    keyword_pruned_terms: int = 0
     entities: list[str] = field(default_factory=list)
     hits: dict[str, list[list[object]]] = field(default_factory=dict)
     extra: dict[str, object] = field(default_factory=dict)

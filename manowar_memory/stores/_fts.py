@@ -20,13 +20,15 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections.abc import Mapping, Sequence
 
 import regex
 import Stemmer
 
 from .._util import ROLE_WORDS, STOPWORDS, tokens
 
-__all__ = ["FILLER", "TERMS_FUNCTION", "query_phrases", "scoped_match", "scoped_terms", "words"]
+__all__ = ["FILLER", "TERMS_FUNCTION", "phrase_words", "prune_phrases", "query_phrases", "scoped_match", "scoped_terms",
+           "words"]
 
 #: Name of the SQL function (``scope_id, text -> scoped terms``) the store registers on every
 #: connection; the memory table's triggers call it.
@@ -98,3 +100,37 @@ def scoped_match(scope_id: int, phrases: list[tuple[str, ...]]) -> str:
     so no query syntax can be injected."""
     prefix = f"{int(scope_id)}x"
     return " OR ".join('"' + " ".join(prefix + w for w in phrase) + '"' for phrase in phrases)
+
+
+def phrase_words(scope_id: int, phrases: Sequence[tuple[str, ...]]) -> list[str]:
+    """The distinct scoped terms (``"7xpaint"``) of ``phrases`` in scope ``scope_id``, in order:
+    the terms whose document counts :func:`prune_phrases` reads."""
+    prefix = f"{int(scope_id)}x"
+    return list(dict.fromkeys(prefix + w for phrase in phrases for w in phrase))
+
+
+def prune_phrases(scope_id: int, phrases: Sequence[tuple[str, ...]], doc_counts: Mapping[str, int],
+                  budget: int) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """``(kept, pruned)``: the phrases a keyword search of scope ``scope_id`` scores, and the
+    commonest ones it leaves out so that BM25 scores at most about ``budget`` matches.
+
+    FTS5 scores every row matching any OR-ed phrase before it keeps the best, so a query's
+    cost is the sum of its phrases' document counts (``doc_counts``: scoped term to the number
+    of rows holding it; a phrase counts as its rarest word, a missing word as 0). When that
+    sum is over ``budget``, phrases are taken rarest first while the running sum stays within
+    it, and the rest, the commonest, whose inverse document frequency adds least to a row's
+    score, are pruned; the rarest phrase is always kept. Within the budget, or with a budget
+    of 0 or less (no pruning), every phrase is kept: small scopes stay exact. Both lists keep
+    the phrases' order."""
+    prefix = f"{int(scope_id)}x"
+    counts = [min(int(doc_counts.get(prefix + w, 0)) for w in phrase) if phrase else 0 for phrase in phrases]
+    if budget <= 0 or sum(counts) <= budget:
+        return list(phrases), []
+    keep: set[int] = set()
+    total = 0
+    for i in sorted(range(len(phrases)), key=lambda i: (counts[i], i)):
+        if keep and total + counts[i] > budget:
+            break
+        keep.add(i)
+        total += counts[i]
+    return ([p for i, p in enumerate(phrases) if i in keep], [p for i, p in enumerate(phrases) if i not in keep])

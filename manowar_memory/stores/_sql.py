@@ -19,6 +19,7 @@ from .base import INACTIVE_STATUSES
 
 __all__ = [
     "FTS_ROWID_SHIFT",
+    "FTS_VOCAB",
     "MEMORY_COLUMNS",
     "Statement",
     "count_stale_sessions",
@@ -32,6 +33,7 @@ __all__ = [
     "fts_scope_key_sql",
     "fts_sync_triggers",
     "fts_terms",
+    "fts_vocab_create",
     "inactive_list",
     "keyword_pool",
     "keyword_rowids",
@@ -43,6 +45,7 @@ __all__ = [
     "not_expired",
     "rows_passing",
     "stale_session_scopes",
+    "term_doc_counts",
     "transcript_scopes_older_than",
 ]
 
@@ -163,6 +166,25 @@ def fts_sync_triggers(table: str, fts: str, columns: Sequence[str], rowid: Calla
             {add}
         END;
         """
+
+
+#: The per-connection ``fts5vocab`` table (``row`` kind) over the memory index: one row per term
+#: with the number of rows holding it. Terms are scoped (:mod:`~manowar_memory.stores._fts`), so a
+#: term's count is its scope's own.
+FTS_VOCAB = "temp.memory_fts_vocab"
+
+
+def fts_vocab_create() -> str:
+    """The statement creating :data:`FTS_VOCAB` on a connection (a temporary table, nothing is
+    written to the file; it reads the memory index, which may be created after it)."""
+    return f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_VOCAB} USING fts5vocab(main, memory_fts, 'row')"
+
+
+def term_doc_counts(terms: Sequence[str]) -> Statement:
+    """``(term, rows holding it)`` of each of ``terms`` (scoped terms) the memory index holds,
+    read from :data:`FTS_VOCAB` by term (a missing term has no row). FTS5 counts the rows by
+    walking the term's postings without scoring them, far cheaper than BM25 over them."""
+    return f"SELECT term, doc FROM {FTS_VOCAB} WHERE term IN ({','.join('?' * len(terms))})", list(terms)
 
 
 def _keyword_arms(arms: Sequence[tuple[int, str]], context_weight: float) -> Statement:

@@ -24,6 +24,7 @@ __all__ = [
     "ArtifactStore",
     "CacheFenceStore",
     "Hit",
+    "KeywordHits",
     "MaintenanceStore",
     "MemoryQuery",
     "MemoryRowStore",
@@ -174,6 +175,17 @@ class Hit:
     score: float
 
 
+class KeywordHits(list[Hit]):
+    """What :meth:`MemoryRowStore.keyword_search` may return instead of a plain list: the hits,
+    best first, and ``pruned_terms``, the number of the query's terms the store left out of the
+    search because they were too common to score every row holding them (0: the search was
+    exact). The engine reports it in the lane report (``keyword_pruned_terms``)."""
+
+    def __init__(self, hits: Iterable[Hit] = (), *, pruned_terms: int = 0) -> None:
+        super().__init__(hits)
+        self.pruned_terms = pruned_terms
+
+
 @dataclass
 class VectorSearchInfo:
     """How a vector search was served, for the result's accounting."""
@@ -262,7 +274,9 @@ class MemoryRowStore(Protocol):
         ...
 
     def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
-        """Full-text search (BM25 where the backend has it), best first; score higher is better."""
+        """Full-text search (BM25 where the backend has it), best first; score higher is better.
+        A store that leaves query terms out (too common to score at scale) returns a
+        :class:`KeywordHits` saying how many."""
         ...
 
     def vector_search(

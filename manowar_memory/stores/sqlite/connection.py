@@ -89,6 +89,16 @@ class SQLiteConnection:
     #: (0: always the statement over every match).
     keyword_pool_factor: int = 4
 
+    #: The keyword lane's budget of full-text matches to score, per scope searched. FTS5 scores
+    #: every row holding any of the query's OR-ed terms before it keeps the best, so at a
+    #: million rows a few common words cost milliseconds. The lane first reads each term's
+    #: number of rows in the scope (cheap: no scoring); when their sum is over the budget, it
+    #: leaves out the commonest terms (those adding least to a row's score) while the rarer
+    #: ones stay, and reports how many (:class:`~manowar_memory.stores.base.KeywordHits`).
+    #: Under the budget, as in any scope of a few thousand rows, the search is exact
+    #: (0: never prune).
+    keyword_postings_budget: int = 4000
+
     #: Bytes of a database file each connection maps into memory (``PRAGMA mmap_size``; 0, the
     #: default, reads pages with read calls). One connection's random row reads get cheaper
     #: mapped (keyword lane over 1M rows: 22 to 17 ms CPU), but each thread's connection maps
@@ -99,9 +109,14 @@ class SQLiteConnection:
 
     def __init__(
         self, path: str | Path = ":memory:", *, context_weight: float | None = None, busy_timeout: float = 30.0,
-        create_dirs: bool = True,
+        create_dirs: bool = True, keyword_postings_budget: int | None = None,
     ) -> None:
         self.path = str(path)
+        if keyword_postings_budget is not None:
+            if isinstance(keyword_postings_budget, bool) or not isinstance(keyword_postings_budget, int) \
+                    or keyword_postings_budget < 0:
+                raise StoreError(f"keyword_postings_budget must be an int >= 0, got {keyword_postings_budget!r}")
+            self.keyword_postings_budget = keyword_postings_budget
         if context_weight is not None:
             if not 0.0 <= context_weight <= 10.0:
                 raise StoreError(f"context_weight must be between 0 and 10, got {context_weight!r}")
@@ -137,6 +152,7 @@ class SQLiteConnection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.create_function(_fts.TERMS_FUNCTION, 2, _fts.scoped_terms, deterministic=True)
+        conn.execute(_sql.fts_vocab_create())
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")

@@ -14,6 +14,7 @@ from .. import _fts, _sql
 from .._vectors import VectorIndex
 from ..base import (
     Hit,
+    KeywordHits,
     MemoryQuery,
     VectorSearchInfo,
     check_memory_changes,
@@ -238,18 +239,38 @@ class SQLiteRows(SQLiteConnection):
             return int(conn.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", params).fetchone()[0])
 
 
-    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> KeywordHits:
         phrases = _fts.query_phrases(text)
         if not phrases:
-            return []
+            return KeywordHits()
         where, params = self._memory_where(query)
         with self._conn() as conn:
             scope_ids = self._fts_scope_ids(conn, query)
             if not scope_ids:
-                return []
-            arms = [(sid, _fts.scoped_match(sid, phrases)) for sid in scope_ids]
+                return KeywordHits()
+            arms, pruned = self._keyword_arms(conn, scope_ids, phrases)
             picked = self._keyword_rows(conn, arms, where, params, limit)
-        return [Hit(self._row_to_record(row), score) for row, score in picked]
+        return KeywordHits((Hit(self._row_to_record(row), score) for row, score in picked), pruned_terms=pruned)
+
+
+    def _keyword_arms(self, conn: sqlite3.Connection, scope_ids: Sequence[int],
+                      phrases: list[tuple[str, ...]]) -> tuple[list[tuple[int, str]], int]:
+        """The ``(scope_id, match)`` arms of a keyword search, each scope's query pruned to
+        :attr:`keyword_postings_budget` (:func:`~manowar_memory.stores._fts.prune_phrases`,
+        over the terms' document counts in the scope), and how many of the query's phrases
+        were left out of at least one arm."""
+        budget = self.keyword_postings_budget
+        arms: list[tuple[int, str]] = []
+        pruned: set[tuple[str, ...]] = set()
+        for sid in scope_ids:
+            kept = phrases
+            if budget > 0:
+                sql, term_params = _sql.term_doc_counts(_fts.phrase_words(sid, phrases))
+                counts = {str(t): int(n) for t, n in conn.execute(sql, term_params)}
+                kept, left_out = _fts.prune_phrases(sid, phrases, counts, budget)
+                pruned.update(left_out)
+            arms.append((sid, _fts.scoped_match(sid, kept)))
+        return arms, len(pruned)
 
 
     def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]], where: str,
