@@ -22,15 +22,16 @@ embeddings cached (FakeEmbedder model id; the rows carry the synthetic vectors a
 Zipf-distributed text from benchmarks/latency.py). Engines on the same file answer each
 query in turn (interleaved, so a busy machine slows all alike; which one reads a query first,
 cold, rotates): the approximate path, the same
-with no keyword pruning (``keyword_postings_budget`` 0: every match of every query term scored), the same
+pruning the keyword lane's commonest terms (``keyword_postings_budget`` ``--keyword-budget``, default
+4000; the library's default, 0, scores every match of every query term), the same
 with the store's keyword pool off (the keyword lane's statement over every match, what the store
 did before it), the approximate path with 8-bit scalar codes (``AnnGroup.fast_scan`` off, the
 layout before 4-bit fast-scan codes, with the candidates per query and the scan share of then;
 its index is built anew on each run), and the exact scan (on the first ``--exact-queries`` only: at a million rows it
 takes seconds; it shares the approximate path's engine). ``--configs`` picks some of them. Reports p50/p95 wall time, p50 CPU time of the process, and the p50 of the
 keyword and vector lanes (``timings_ms``), the queries whose keyword lane left common terms out, and the
-share of the unpruned run's pre_turn items each run also gave; then the keyword lane's recall@10
-(``keyword_search``, 48 hits) with the default budget against the unpruned search. The store is filled through ``add_memories`` in
+share of the default (unpruned) run's pre_turn items each run also gave; then the keyword lane's recall@10
+(``keyword_search``, 48 hits) with the pruning budget against the unpruned search. The store is filled through ``add_memories`` in
 batches of 20,000 (one transaction each); the fill time and the files' size on disk are
 printed. ``--keep DIR`` keeps the filled file there and reuses it on the next run.
 
@@ -268,16 +269,17 @@ def pre_turn(args: argparse.Namespace) -> None:
             # its index (built anew: a saved index of other codes is not restored) is saved first
             by_setup: dict[tuple[bool, bool, bool], MemoryEngine] = {}
             for name, exact, fast, fast_scan, prune in (
-                    ("ann, 8-bit codes", False, True, False, True), ("ann", False, True, True, True),
-                    ("ann, unpruned", False, True, True, False), ("ann, keyword pool off", False, False, True, True),
-                    ("exact", True, True, True, True)):
+                    ("ann, 8-bit codes", False, True, False, False), ("ann", False, True, True, False),
+                    ("ann, pruned", False, True, True, True), ("ann, keyword pool off", False, False, True, False),
+                    ("exact", True, True, True, False)):
                 if name not in args.configs:
                     continue
                 if (fast, fast_scan, prune) not in by_setup:
                     SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (defaults[0], 0)
                     AnnGroup.fast_scan = fast_scan
                     _exact(False)
-                    engine = MemoryEngine(store=SQLiteStore(path, keyword_postings_budget=None if prune else 0),
+                    engine = MemoryEngine(store=SQLiteStore(path, keyword_postings_budget=args.keyword_budget if prune
+                                                            else None),
                                           embedder=MODEL, extractor=None)
                     by_setup[(fast, fast_scan, prune)] = engine
                     t0 = time.perf_counter()
@@ -313,11 +315,11 @@ def pre_turn(args: argparse.Namespace) -> None:
                         items[name][i - len(texts)] = [item.text for item in result.items]
             for name in engines:
                 p50, p95 = p50_p95(wall[name])
-                overlap = _overlap(items[name], items.get("ann, unpruned", {}))
+                overlap = _overlap(items[name], items.get("ann", {}))
                 print(f"{size:>9} {name:<26} {p50:>8.2f} {p95:>8.2f} {statistics.median(cpu[name]):>8.2f} "
                       f"{statistics.median(lanes[name]['keyword']):>8.2f} {statistics.median(lanes[name]['vector']):>8.2f}"
                       f"   ({len(wall[name])} queries, keyword terms pruned in {pruned[name]}"
-                      + (f", pre_turn items shared with 'ann, unpruned' {overlap:.3f}" if overlap is not None else "")
+                      + (f", pre_turn items shared with 'ann' {overlap:.3f}" if overlap is not None else "")
                       + ")", flush=True)
                 args.results.setdefault(str(size), {})[name] = {
                     "p50_ms": p50, "p95_ms": p95, "cpu_p50_ms": statistics.median(cpu[name]), "queries": len(wall[name]),
@@ -325,12 +327,12 @@ def pre_turn(args: argparse.Namespace) -> None:
                     "vector_p50_ms": statistics.median(lanes[name]["vector"]), "keyword_pruned_queries": pruned[name],
                     "items_shared_with_unpruned": overlap}
             store = next(iter(by_setup.values())).store
-            recall, was_pruned = _keyword_recall(store, scope, texts, SQLiteStore.keyword_postings_budget)
+            recall, was_pruned = _keyword_recall(store, scope, texts, args.keyword_budget)
             print(f"{size:>9} keyword lane recall@10 against the unpruned lane: {recall:.3f} "
                   f"({was_pruned} of {len(texts)} queries pruned; store.keyword_search, budget "
-                  f"{SQLiteStore.keyword_postings_budget})", flush=True)
+                  f"{args.keyword_budget})", flush=True)
             args.results.setdefault(str(size), {})["keyword_recall_at_10"] = {
-                "recall": recall, "pruned_queries": was_pruned, "budget": SQLiteStore.keyword_postings_budget}
+                "recall": recall, "pruned_queries": was_pruned, "budget": args.keyword_budget}
             for engine in by_setup.values():
                 engine.close()
     _exact(False)
@@ -459,11 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact-queries", type=int, default=20, help="pre-turn: queries also run on the exact scan")
     parser.add_argument("--keep", default=None, help="pre-turn: keep the filled SQLite files in this directory")
     parser.add_argument("--configs", nargs="+",
-                        default=["ann", "ann, unpruned", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
+                        default=["ann", "ann, pruned", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
                         help="pre-turn: which of the five configurations to run")
-    parser.add_argument("--keyword-budget", type=int, default=None,
-                        help="pre-turn: SQLiteStore.keyword_postings_budget of the pruned configurations "
-                             "(default: the library's)")
+    parser.add_argument("--keyword-budget", type=int, default=4000,
+                        help="pre-turn: SQLiteStore.keyword_postings_budget of the 'ann, pruned' configuration "
+                             "(the library's default, 0, never prunes)")
     parser.add_argument("--locomo", type=Path, help="locomo-dev.json (recall)")
     parser.add_argument("--embedder", default="local", help="recall: the embedder provider string")
     parser.add_argument("--cache-dir", type=Path, help="recall: keep the embeddings here between runs")
@@ -475,8 +477,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here (the docs' data file)")
     args = parser.parse_args(argv)
     args.results = {}
-    if args.keyword_budget is not None:
-        SQLiteStore.keyword_postings_budget = args.keyword_budget
     if args.what == "recall" and args.locomo is None:
         parser.error(f"{args.what} needs --locomo PATH")
     default_fraction = AnnGroup.scan_fraction

@@ -18,6 +18,7 @@ extra's peer libraries, a free ``mongod`` for a local replica set).
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ COMMANDS: dict[str, Benchmark] = {
                                needs="MongoDB and Redis (scripts/services.sh start)"),
     "scale-index": Benchmark(("benchmarks/scale.py", "index", "--sizes", "100000", "1000000")),
     "scale-pre-turn": Benchmark(("benchmarks/scale.py", "pre-turn", "--sizes", "100000", "1000000", "--queries", "100",
-                                 "--configs", "ann", "exact")),
+                                 "--configs", "ann", "ann, pruned", "exact")),
     "scale-recall": Benchmark(("benchmarks/scale.py", "recall", "--locomo", "{locomo}", "--embedder", "onnx",
                                "--cache-dir", "{cache}", "--scan-fractions", "0.3", "0.4", "0.5")),
     "overhead": Benchmark(("benchmarks/overhead.py", "--data", "{locomo}", "--embedder", "fake:384")),
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for name in names:
             needs = f"   # needs {COMMANDS[name].needs}" if COMMANDS[name].needs else ""
-            print(" ".join(command(name)) + needs)
+            print(shlex.join(command(name)) + needs)
         return 0
     if args.locomo is None and any("{locomo}" in COMMANDS[n].args for n in names):
         parser.error("--locomo PATH is required for " + ", ".join(n for n in names if "{locomo}" in COMMANDS[n].args))

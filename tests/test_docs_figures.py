@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import re
+import shlex
 import struct
 import sys
 from pathlib import Path
@@ -271,7 +272,7 @@ def test_the_benchmarks_page_is_not_a_commit_log() -> None:
 def test_the_benchmarks_readme_lists_every_command_of_the_suite() -> None:
     readme = (ROOT / "benchmarks" / "README.md").read_text()
     for name in suite.COMMANDS:
-        assert " ".join(suite.command(name)) in readme, f"benchmarks/README.md does not give the command for {name}"
+        assert shlex.join(suite.command(name)) in readme, f"benchmarks/README.md does not give the command for {name}"
     assert "bash scripts/bench_all.sh PATH/locomo-dev.json" in readme and (ROOT / "scripts" / "bench_all.sh").is_file()
 
 

@@ -95,9 +95,11 @@ class SQLiteConnection:
     #: number of rows in the scope (cheap: no scoring); when their sum is over the budget, it
     #: leaves out the commonest terms (those adding least to a row's score) while the rarer
     #: ones stay, and reports how many (:class:`~manowar_memory.stores.base.KeywordHits`).
-    #: Under the budget, as in any scope of a few thousand rows, the search is exact
-    #: (0: never prune).
-    keyword_postings_budget: int = 4000
+    #: Under the budget the search is exact. 0, the default, never prunes: pruning trades
+    #: recall for time (``benchmarks/scale.py pre-turn`` reports the keyword lane's recall@10
+    #: against the unpruned lane; on its synthetic million-row scope a budget of 4000 kept
+    #: about 0.6 of it), so it is for scopes of hundreds of thousands of rows, set knowingly.
+    keyword_postings_budget: int = 0
 
     #: Bytes of a database file each connection maps into memory (``PRAGMA mmap_size``; 0, the
     #: default, reads pages with read calls). One connection's random row reads get cheaper
