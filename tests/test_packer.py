@@ -119,9 +119,13 @@ def test_budget_is_never_exceeded_on_random_inputs(seed: int) -> None:
                     confidence=rng.choice([None, rng.random()]), importance=rng.choice([None, rng.random()]),
                 ))
         delimiter = rng.choice([None, DELIM])
-        result = pack("lisbon python tea", found, max_items=max_items, max_item_chars=max_item_chars,
-                      budget_chars=budget, now=NOW, mmr_lambda=rng.choice([None, 0.5]),
-                      untrusted_delimiter=delimiter)
+        options = {"max_items": max_items, "max_item_chars": max_item_chars, "budget_chars": budget, "now": NOW,
+                   "mmr_lambda": rng.choice([None, 0.5]), "untrusted_delimiter": delimiter}
+        result = pack("lisbon python tea", found, **options)  # type: ignore[arg-type]
+        quiet = pack("lisbon python tea", found, explain=False, **options)  # type: ignore[arg-type]
+        assert quiet.decisions == []  # no decisions made, the same packing
+        assert (quiet.prompt, quiet.items, quiet.omitted, quiet.context_usage) == (
+            result.prompt, result.items, result.omitted, result.context_usage)
         assert len(result.prompt) <= budget
         assert result.context_usage.characters == len(result.prompt)
         assert result.context_usage.budget_characters == budget

@@ -248,7 +248,7 @@ class EngineRecall(EngineBase):
                 max_item_chars=max_item_chars, budget_chars=budget_chars, header=p.header,
                 untrusted_delimiter=self._delimiter(scope) if p.wrap_untrusted else None,
                 default_trust=self.config.retrieval.default_trust, semantic_weight=p.semantic_weight,
-                dates=p.dates,
+                dates=p.dates, explain=explain,
             )
             timings["pack"] = (time.perf_counter() - t0) * 1000
             kept_rows = [i.id for i in packed.items if i.layer in ("graph", "vectors")]
