@@ -268,9 +268,7 @@ def pack(
     ``keep_order`` keeps the order the candidates came in (the previous stage's ranking) and fills the budget in
     that order, cutting only the last item that fits in part (``mmr_lambda`` still reorders when given); ``label``
     gives a line's tag instead of the layer (a document's own source; sanitised, at most 80 characters), inside the
-    untrusted-content block with the text.
-
-    ``explain=False`` makes no decisions (``decisions`` is empty): the packing is the same.
+    untrusted-content block with the text. ``explain=False`` makes no decisions (``decisions`` empty), same packing.
     """
     _check(max_items, budget_chars, header, untrusted_delimiter)
     now = now_ms() if now is None else now
@@ -292,8 +290,7 @@ def pack(
     if not chosen and ranked and _cut(ranked[0], available - (reserve if ranked[0].wrapped else 0), least=8):
         chosen = [ranked[0]]
     left = available - sum(e.cost for e in chosen) - (reserve if any(e.wrapped for e in chosen) else 0)
-    if explain:
-        decisions += _outcomes(ranked, chosen, max_items, left)
+    decisions = decisions + _outcomes(ranked, chosen, max_items, left) if explain else []
     # keep the ranked order in the prompt (score order, or MMR order when requested)
     chosen_ids = {id(e) for e in chosen}
     chosen = [e for e in ranked if id(e) in chosen_ids]
@@ -309,8 +306,7 @@ def pack(
         characters=len(prompt), raw_characters=raw_chars, budget_characters=budget_chars,
         saved_characters_vs_raw=max(0, raw_chars - len(prompt)), items=len(items), marker_characters=markers,
     )
-    return PackResult(prompt=prompt, items=items, decisions=decisions if explain else [], omitted=omitted,
-                      context_usage=usage)
+    return PackResult(prompt=prompt, items=items, decisions=decisions, omitted=omitted, context_usage=usage)
 
 
 def _diversified(ranked: list[_Entry], mmr_lambda: float) -> list[_Entry]:
