@@ -120,7 +120,8 @@ for dist, extras in (("manowar-memory", ("server", "onnx")), ("langchain-manowar
         except PackageNotFoundError:
             unmet.append(spec)
 files = [inspect.getfile(m) for m in (manowar_memory, langchain_manowar, llama_index_manowar, ManowarRetriever)]
-print(json.dumps({"files": files, "unmet": unmet}))
+print(json.dumps({"files": files, "unmet": unmet,
+                  "versions": [manowar_memory.__version__, version("manowar-memory")]}))
 """
 
 
@@ -137,6 +138,7 @@ def test_the_wheels_install_offline_and_run_from_a_fresh_environment(wheels: dic
     found = json.loads(_run([python, "check.py"], cwd=tmp_path).strip().splitlines()[-1])
     assert found["unmet"] == [], found["unmet"]  # the [server,onnx] extras and the adapters' needs are met
     assert len(found["files"]) == 4, found
+    assert found["versions"][0] == found["versions"][1], found["versions"]  # __version__ is the wheel's metadata
     for file in found["files"]:  # the installed code, not this checkout's
         assert file.startswith(str(site)) and not file.startswith(str(ROOT)), (site, file)
     home = tmp_path / "home"
@@ -150,13 +152,22 @@ def test_the_wheels_install_offline_and_run_from_a_fresh_environment(wheels: dic
 # -- the version: one place (pyproject.toml), read from the installed metadata --------------------
 
 
-def test_the_version_is_the_installed_distributions() -> None:
-    from importlib.metadata import version
+def test_the_version_is_pyprojects_and_the_installed_distributions() -> None:
+    """The suite runs the checkout's code with only the dependencies installed (scripts/test.sh),
+    so the version comes from pyproject.toml; where the distribution is installed too, its
+    metadata says the same (the wheel test below checks the installed case in a venv of its own)."""
+    from importlib.metadata import PackageNotFoundError, version
 
     import manowar_memory
     from manowar_memory import _version
 
-    assert manowar_memory.__version__ == _version.find_version() == version("manowar-memory")
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert manowar_memory.__version__ == _version.find_version() == expected
+    try:
+        installed = version("manowar-memory")
+    except PackageNotFoundError:
+        return
+    assert installed == expected
 
 
 def test_a_checkout_that_is_not_installed_reads_its_pyproject_version(monkeypatch: pytest.MonkeyPatch,
