@@ -19,6 +19,7 @@ Results are JSON-ready dicts, validated against the tool's result model. A faile
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,6 +57,7 @@ __all__ = [
     "ToolCallError",
     "ToolDefinition",
     "catalog",
+    "definition",
     "memory_tools",
     "memory_view",
     "tool_error_payload",
@@ -492,6 +494,16 @@ def catalog(groups: Sequence[str] | None = None) -> list[ToolDefinition]:
     ``"notes"`` the project notes tools)."""
     wanted = _groups(groups)
     return [d for d in _CATALOG if d.group in wanted]
+
+
+@functools.cache
+def definition(name: str) -> ToolDefinition:
+    """The catalog's tool ``name``, whatever its group (the catalog is fixed, so each name is
+    looked up once); an unknown name is an :class:`InvalidInputError` listing the tools."""
+    for d in _CATALOG:
+        if d.name == name:
+            return d
+    raise InvalidInputError(f"unknown tool {name!r}; use one of {[d.name for d in _CATALOG]}")
 
 
 def _groups(groups: Sequence[str] | None) -> set[str]:

@@ -10,7 +10,8 @@ from manowar_memory import MemoryEngine, Scope, ToolCallError, memory_tools
 from manowar_memory.embeddings.fake import FakeEmbedder
 from manowar_memory.errors import InvalidInputError, NotFoundError
 from manowar_memory.jobs import run_job
-from manowar_memory.tools import TOOL_GROUPS
+from manowar_memory.tool_results import SearchResult
+from manowar_memory.tools import TOOL_GROUPS, definition
 
 from test_jobs import STORES, make_store
 
@@ -171,3 +172,10 @@ def test_superseded_or_deleted_fact_can_be_remembered_again(engine):
     third = engine.remember(ALICE, "The user likes oolong tea")
     assert not third.deduplicated and third.id not in (first.id, second.id)
     assert _retrieved(engine, "oolong tea", ALICE) & {first.id, second.id, third.id} == {third.id}
+
+
+def test_a_tool_is_found_by_name_across_groups_and_an_unknown_name_says_which_exist():
+    assert definition("memory_search").result_model is SearchResult
+    assert definition("memory_consolidate").group == "jobs"  # outside the default groups too
+    with pytest.raises(InvalidInputError, match=r"unknown tool 'memory_serch'.*memory_search"):
+        definition("memory_serch")

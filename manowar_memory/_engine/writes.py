@@ -158,8 +158,6 @@ class EngineWrites(EngineBase):
     def ingest_id(scope: ScopeLike, key: str) -> str:
         """The row id of the ingest item with idempotency ``key`` in ``scope``: a hash of the
         whole scope (agent, user, mode, HAI, as the scope holds them) and the key."""
-        import json
-
         sc = Scope.coerce(scope)
         parts = [sc.agent_wallet, sc.user_address, sc.mode, sc.hai_id, key]
         return f"vec_{sc.agent_wallet[:8]}_key_{content_hash(json.dumps(parts, ensure_ascii=True))}"

@@ -6,7 +6,6 @@ A route takes ``caller: CallerDep`` and acts through ``caller.memory(scope_field
 filled in, so a key can never name another agent."""
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -16,7 +15,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from .. import errors
 from ..engine import MemoryEngine
 from ..scoped import ScopedMemory
-from ..tools import TOOL_GROUPS, BoundTool, ToolDefinition, catalog
+from ..tools import BoundTool, definition
 from .auth import ApiKeys, KeyBinding, presented_key, scope_for
 from .models import ScopeQuery
 from .rest import ToolAnswer, camel_keys, rest_model
@@ -79,15 +78,9 @@ class Caller:
     def tool(self, data: Mapping[str, Any], name: str, **arguments: Any) -> ToolAnswer:
         """The tool ``name``'s result in the scope ``data`` names, with camelCase keys (arguments
         given as None are left out, so the tool's defaults apply)."""
-        tool = BoundTool(_tool_definition(name), self.memory(data))
+        tool = BoundTool(definition(name), self.memory(data))
         result = tool.call(**{k: v for k, v in arguments.items() if v is not None})
         return ToolAnswer(camel_keys(result), rest_model(tool.definition.result_model))
-
-
-@functools.cache
-def _tool_definition(name: str) -> ToolDefinition:
-    """The catalog's tool ``name`` (the catalog is fixed: looked up once per name, not per request)."""
-    return {d.name: d for d in catalog(TOOL_GROUPS)}[name]
 
 
 def settings_of(request: Request) -> ServerSettings:

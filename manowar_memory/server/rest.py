@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 
 from .. import errors
-from ..tools import TOOL_GROUPS, catalog
+from ..tools import definition
 
 __all__ = ["MISSING", "ToolAnswer", "camel_keys", "document_one_validation_status", "json_body", "rest_model", "tool_response",
            "validate_body"]
@@ -97,8 +97,7 @@ def rest_model(model: type[BaseModel]) -> type[BaseModel]:
 def tool_response(name: str) -> dict[str, Any]:
     """The route options of a route answering the tool ``name``'s result: its typed REST model,
     and fields the tool left out left out of the answer too."""
-    model = next(d.result_model for d in catalog(TOOL_GROUPS) if d.name == name)
-    return {"response_model": rest_model(model), "response_model_exclude_unset": True}
+    return {"response_model": rest_model(definition(name).result_model), "response_model_exclude_unset": True}
 
 
 def document_one_validation_status(app: FastAPI) -> None:

@@ -43,11 +43,10 @@ class SQLiteRows(SQLiteConnection):
     def _add_rows(self, conn: sqlite3.Connection, records: Sequence[MemoryRecord], *,
                   keyed: bool) -> list[tuple[str, bool]]:
         """Inside a write transaction: store ``records`` in order, as ``(id, inserted)``. With
-        ``keyed``, a row whose id is taken is already stored. Runs of rows with a free id not
-        seen before in the call, not unique facts, are inserted in one statement each; the
-        others go row by row (:meth:`_add_row`: a suffixed id, a reinforced fact)."""
-        taken = self._taken_ids(conn, records)
-        seen: set[str] = set()
+        ``keyed``, a row whose id its agent already holds is already stored. Runs of rows with
+        a free id not seen before in the call, not unique facts, are inserted in one statement
+        each; the others go row by row (:meth:`_add_row`: a suffixed id, a reinforced fact)."""
+        holders = self._id_holders(conn, records)  # id -> agent, kept up to date as rows go in
         out: list[tuple[str, bool]] = []
         run: list[MemoryRecord] = []
 
@@ -56,37 +55,36 @@ class SQLiteRows(SQLiteConnection):
             run.clear()
 
         for rec in records:
-            if rec.id in taken or rec.id in seen or is_unique_fact(rec.source, rec.metadata):
+            if rec.id in holders or is_unique_fact(rec.source, rec.metadata):
                 flush()
-                out.append(self._add_row(conn, rec, keyed))
-                seen.add(out[-1][0])  # a suffixed id is taken now too
+                out.append(self._add_row(conn, rec, keyed and holders.get(rec.id) == rec.agent_wallet))
+                holders.setdefault(out[-1][0], rec.agent_wallet)  # a suffixed id is taken now too
             else:
                 run.append(rec)
-            seen.add(rec.id)
+                holders[rec.id] = rec.agent_wallet
         flush()
         return out
 
 
-    def _add_row(self, conn: sqlite3.Connection, rec: MemoryRecord, keyed: bool) -> tuple[str, bool]:
-        """Inside a write transaction: store one row as ``(id, inserted)``; with ``keyed`` a taken
-        id means it is already stored; a unique fact whose hash is held reinforces its holder."""
-        if keyed and conn.execute("SELECT 1 FROM memory WHERE id = ? AND agent_wallet = ?",
-                                  (rec.id, rec.agent_wallet)).fetchone() is not None:
+    def _add_row(self, conn: sqlite3.Connection, rec: MemoryRecord, stored: bool) -> tuple[str, bool]:
+        """Inside a write transaction: store one row as ``(id, inserted)``; ``stored``: a keyed row
+        its agent already holds; a unique fact whose hash is held reinforces its holder."""
+        if stored:
             return rec.id, False
         holder = self._reinforce_fact(conn, rec) if is_unique_fact(rec.source, rec.metadata) else None
         return (holder["id"], False) if holder is not None else (self._insert(conn, rec), True)
 
 
     @staticmethod
-    def _taken_ids(conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> set[str]:
-        """The ids of ``records`` already stored (for any agent: an id is unique in the table)."""
+    def _id_holders(conn: sqlite3.Connection, records: Sequence[MemoryRecord]) -> dict[str, str]:
+        """The agent holding each id of ``records`` already stored (an id is unique in the table)."""
         ids = list(dict.fromkeys(rec.id for rec in records))
-        taken: set[str] = set()
+        holders: dict[str, str] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            taken.update(r[0] for r in conn.execute(f"SELECT id FROM memory WHERE id IN ({','.join('?' * len(chunk))})",
-                                                    chunk))
-        return taken
+            holders.update((r[0], r[1]) for r in conn.execute(
+                f"SELECT id, agent_wallet FROM memory WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return holders
 
 
     def existing_memory_ids(self, memory_ids: Sequence[str], *, agent_wallet: str | None = None) -> set[str]:
