@@ -8,7 +8,7 @@ and the MongoDB store use. Every time is integer milliseconds since the epoch.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
@@ -79,6 +79,20 @@ class _Model(BaseModel):
 
 
 _FAST_NAMES: dict[type[BaseModel], frozenset[str]] = {}
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def adopt_fields(cls: type[_M], values: dict[str, Any]) -> _M:
+    """An instance of ``cls`` over ``values`` (every field by name, in declaration order),
+    which it takes as its own ``__dict__`` without copying or validating: what
+    :meth:`_Model.model_construct`'s fast path builds, for a caller that already holds such a
+    dict (the SQLite store's row cache, which copies its cached fields for each read)."""
+    m = cls.__new__(cls)
+    object.__setattr__(m, "__dict__", values)
+    object.__setattr__(m, "__pydantic_fields_set__", set(values))
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m
 
 
 def _fast_construct_names(cls: type[BaseModel]) -> frozenset[str]:

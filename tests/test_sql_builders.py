@@ -103,23 +103,29 @@ def test_keyword_rowids_reads_only_the_scopes_rowid_ranges() -> None:
     assert params == ['"3xkayak"', 3 * span, 4 * span - 1, '"7xkayak"', 7 * span, 8 * span - 1, "a1", 48]
 
 
-def test_keyword_pool_reads_only_the_index_and_rows_passing_reads_by_rowid() -> None:
+def test_keyword_pool_reads_only_the_index_and_row_revisions_read_by_rowid() -> None:
     sql, params = _sql.keyword_pool([(3, '"3xkayak"')], 192, 0.5)
     assert "JOIN" not in sql and "memory m" not in sql
     assert sql.endswith("ORDER BY f.score DESC, memory_rowid LIMIT ?")
     span = 1 << _sql.FTS_ROWID_SHIFT
     assert params == ['"3xkayak"', 3 * span, 4 * span - 1, 192]
-    sql, params = _sql.rows_passing([5, 9], "agent_wallet = ?", ["a1"])
-    assert sql == (f"SELECT {NO_BLOB} FROM memory NOT INDEXED "
+    sql, params = _sql.row_revisions([5, 9], "agent_wallet = ?", ["a1"])
+    assert sql == ("SELECT rowid, rev, access_count, last_accessed_at FROM memory NOT INDEXED "
                    "WHERE rowid IN (?,?) AND (agent_wallet = ?)")
-    assert "NULL AS embedding" in sql  # the rows come back whole but for their vectors
     assert params == [5, 9, "a1"]
+    unfiltered, unfiltered_params = _sql.row_revisions([5, 9])
+    assert unfiltered == sql.split(" AND (")[0] and unfiltered_params == [5, 9]
+    rows_sql, rows_params = _sql.rows_by_rowid([5, 9])
+    assert rows_sql == f"SELECT {NO_BLOB}, rev FROM memory NOT INDEXED WHERE rowid IN (?,?)"
+    assert "NULL AS embedding" in rows_sql  # the rows come back whole but for their vectors
+    assert rows_params == [5, 9]
     conn = sqlite3.connect(":memory:")
     columns = [c.strip() for c in _sql.MEMORY_COLUMNS.split(",") if c.strip() != "rowid"]
-    conn.execute(f"CREATE TABLE memory ({', '.join(columns)})")
+    conn.execute(f"CREATE TABLE memory ({', '.join(columns)}, rev)")
     conn.execute("CREATE INDEX idx_agent ON memory (agent_wallet)")
-    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-    assert plan == ["SEARCH memory USING INTEGER PRIMARY KEY (rowid=?)"], plan  # not the whole agent by index
+    for statement, values in ((sql, params), (rows_sql, rows_params)):
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, values)]
+        assert plan == ["SEARCH memory USING INTEGER PRIMARY KEY (rowid=?)"], plan  # not the whole agent by index
     conn.close()
 
 

@@ -632,11 +632,13 @@ def test_keyword_lane_reads_the_pools_rows_a_limit_at_a_time_until_enough_pass(s
             conn.set_trace_callback(None)
     assert [rid for rid, _ in got] == ["mid0", "mid1", "mid2"]
     assert got == _keyword_reference(store, MemoryQuery(scope=SCOPE), "kayak", 3)
-    reads = [sql for sql in statements if "NOT INDEXED" in sql]
+    reads = [sql for sql in statements if "NOT INDEXED" in sql and "SELECT rowid, rev" in sql]
     assert len(reads) == 2, statements  # old0-2 (none pass), then mid0-2 (all pass); low0-2 never read
     assert not any("JOIN memory m" in sql for sql in statements)  # no fallback to every match
     in_lists = [re.search(r"rowid IN \(([^)]*)\)", sql) for sql in reads]
     assert [len(m.group(1).split(",")) for m in in_lists if m] == [3, 3]  # six rows asked for, not nine
+    whole = [sql for sql in statements if "NOT INDEXED" in sql and "SELECT rowid, rev" not in sql]
+    assert len(whole) == 1 and "rowid IN (4,5,6)" in whole[0], whole  # only the passing rows read whole
 
 
 def test_file_connections_map_the_database_into_memory_only_when_asked(tmp_path) -> None:
@@ -776,3 +778,44 @@ def test_keyword_postings_budget_must_be_a_count() -> None:
     for bad in (-1, 1.5, True, "10"):
         with pytest.raises(StoreError, match="keyword_postings_budget"):
             SQLiteStore(":memory:", keyword_postings_budget=bad)  # type: ignore[arg-type]
+
+
+def test_lanes_serve_rows_read_before_from_the_row_cache_only_while_they_are_unchanged(store: SQLiteStore) -> None:
+    """A row the lanes read once is not read whole again until it changes; what they return
+    is always the row as stored now: an update, an access bump and a delete show at once, and
+    a caller changing a returned record changes nothing the next search returns."""
+    store.add_memories([_record(f"kayak trip number {k}", rid=f"r{k}") for k in range(3)])
+    query = MemoryQuery(scope=SCOPE)
+    vector = EMB.embed(["kayak trip"])[0]
+    statements: list[str] = []
+    with store._conn() as conn:
+        conn.set_trace_callback(statements.append)
+
+    def whole_reads() -> int:
+        n = sum(1 for sql in statements if "NOT INDEXED" in sql and "SELECT rowid, rev" not in sql)
+        statements.clear()
+        return n
+
+    try:
+        first = {h.record.id: h.record for h in store.keyword_search(query, "kayak", 3)}
+        assert sorted(first) == ["r0", "r1", "r2"] and whole_reads() == 1
+        vector_hits, _ = store.vector_search(query, vector, EMB.model_id, 3)
+        assert sorted(h.record.id for h in vector_hits) == ["r0", "r1", "r2"] and whole_reads() == 0  # cached
+        first["r0"].metadata["topic"] = "changed by the caller"
+        first["r0"].content = "changed by the caller"
+        again = {h.record.id: h.record for h in store.keyword_search(query, "kayak", 3)}
+        assert again["r0"].content == "kayak trip number 0" and "topic" not in again["r0"].metadata
+        assert whole_reads() == 0
+        store.bump_access(["r1"], 1234)
+        bumped = {h.record.id: h.record for h in store.keyword_search(query, "kayak", 3)}
+        assert (bumped["r1"].access_count, bumped["r1"].last_accessed_at) == (again["r1"].access_count + 1, 1234)
+        assert whole_reads() == 0  # an access bump needs no new read of the row
+        store.update_memory("r2", {"content": "kayak trip moved to Sunday"})
+        updated = {h.record.id: h.record for h in store.keyword_search(query, "kayak", 3)}
+        assert updated["r2"].content == "kayak trip moved to Sunday" and whole_reads() == 1
+        store.delete_memory("r1")
+        vector_hits, _ = store.vector_search(query, vector, EMB.model_id, 3)
+        assert sorted(h.record.id for h in vector_hits) == ["r0", "r2"]
+    finally:
+        with store._conn() as conn:
+            conn.set_trace_callback(None)

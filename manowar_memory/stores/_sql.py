@@ -43,7 +43,8 @@ __all__ = [
     "memory_update",
     "memory_user_counts",
     "not_expired",
-    "rows_passing",
+    "row_revisions",
+    "rows_by_rowid",
     "stale_session_scopes",
     "term_doc_counts",
     "transcript_scopes_older_than",
@@ -208,7 +209,7 @@ def keyword_pool(arms: Sequence[tuple[int, str]], pool: int, context_weight: flo
     matches of the ``(scope_id, match)`` arms, in the lane's order (score descending, then
     memory rowid), read from the full-text index alone (no memory row is touched).
 
-    If at least ``limit`` of them pass the scope filter (:func:`rows_passing`), the first
+    If at least ``limit`` of them pass the scope filter (:func:`row_revisions`), the first
     ``limit`` passing ones are exactly what :func:`keyword_rowids` returns, because every row
     outside the pool comes later in that order; otherwise the store runs :func:`keyword_rowids`."""
     union, arm_params = _keyword_arms(arms, context_weight)
@@ -218,13 +219,24 @@ def keyword_pool(arms: Sequence[tuple[int, str]], pool: int, context_weight: flo
     return sql, [*arm_params, pool]
 
 
-def rows_passing(rowids: Sequence[int], where: str, params: Sequence[Any]) -> Statement:
-    """The memory rows (:func:`memory_columns`, no embedding) among ``rowids`` that pass ``where``
-    (a WHERE clause over ``memory``), read by rowid (``NOT INDEXED``: a scope index would
-    otherwise read the whole scope); in no particular order."""
-    sql = (f"SELECT {_MEMORY_COLUMNS_NO_BLOB} FROM memory NOT INDEXED "
-           f"WHERE rowid IN ({','.join('?' * len(rowids))}) AND ({where})")
-    return sql, [*rowids, *params]
+def row_revisions(rowids: Sequence[int], where: str | None = None, params: Sequence[Any] = ()) -> Statement:
+    """``(rowid, rev, access_count, last_accessed_at)`` of the memory rows among ``rowids`` that
+    pass ``where`` (a WHERE clause over ``memory``; every row when None), read by rowid
+    (``NOT INDEXED``: a scope index would otherwise read the whole scope); in no particular
+    order. The store serves the rows it holds at that revision from its row cache
+    (:class:`~manowar_memory.stores.sqlite.rowcache.RowCache`) and reads the others with
+    :func:`rows_by_rowid`."""
+    sql = (f"SELECT rowid, rev, access_count, last_accessed_at FROM memory NOT INDEXED "
+           f"WHERE rowid IN ({','.join('?' * len(rowids))})" + (f" AND ({where})" if where else ""))
+    return sql, [*rowids, *(params if where else ())]
+
+
+def rows_by_rowid(rowids: Sequence[int]) -> Statement:
+    """The memory rows of ``rowids`` (:func:`memory_columns`, no embedding) followed by their
+    ``rev``; in no particular order."""
+    sql = (f"SELECT {_MEMORY_COLUMNS_NO_BLOB}, rev FROM memory NOT INDEXED "
+           f"WHERE rowid IN ({','.join('?' * len(rowids))})")
+    return sql, list(rowids)
 
 
 def keyword_rowids(arms: Sequence[tuple[int, str]], where: str, params: Sequence[Any], limit: int,

@@ -30,6 +30,7 @@ from ..base import (
 )
 from . import migrations as _migrations
 from .migrations import _INACTIVE_SQL, _split_script
+from .rowcache import RowCache
 
 __all__ = ["SQLiteConnection"]
 
@@ -145,6 +146,7 @@ class SQLiteConnection:
         self._indexes: dict[str, _VectorIndex] = {}
         self._other_model_rows: dict[str, int] = {}  # rows embedded by another model, per model id
         self._index_lock = threading.Lock()
+        self._row_cache = RowCache()  # rows the lanes read, by rowid and revision
         self._closed = False
         with self._conn() as conn:
             self._migrate(conn)
@@ -336,7 +338,7 @@ class SQLiteConnection:
         return [rec.id for rec in records]
 
 
-    def _row_to_record(self, row: sqlite3.Row, with_embedding: bool = False) -> MemoryRecord:
+    def _row_to_record(self, row: Sequence[Any], with_embedding: bool = False) -> MemoryRecord:
         """A memory row read with :data:`_sql.MEMORY_COLUMNS` (in that order) as a record."""
         (_, id_, agent_wallet, user_address, thread_id, mode, hai_id, content, context, source, decay_score,
          access_count, created_at, updated_at, last_accessed_at, metadata, emb, embedding_model) = row

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -248,7 +248,7 @@ class SQLiteRows(SQLiteConnection):
                 return KeywordHits()
             arms, pruned = self._keyword_arms(conn, scope_ids, phrases)
             picked = self._keyword_rows(conn, arms, where, params, limit)
-        return KeywordHits((Hit(self._row_to_record(row), score) for row, score in picked), pruned_terms=pruned)
+        return KeywordHits((Hit(record, score) for record, score in picked), pruned_terms=pruned)
 
 
     def _keyword_arms(self, conn: sqlite3.Connection, scope_ids: Sequence[int],
@@ -272,7 +272,7 @@ class SQLiteRows(SQLiteConnection):
 
 
     def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]], where: str,
-                      params: list[Any], limit: int) -> list[tuple[sqlite3.Row, float]]:
+                      params: list[Any], limit: int) -> list[tuple[MemoryRecord, float]]:
         """The keyword lane's best ``limit`` rows (no embedding) with their scores, best first.
 
         They come from the best ``keyword_pool_factor * limit`` full-text matches, read from the
@@ -284,11 +284,10 @@ class SQLiteRows(SQLiteConnection):
         if pool > 0:
             sql, pool_params = _sql.keyword_pool(arms, pool, self.context_weight)
             candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
-            picked: list[tuple[sqlite3.Row, float]] = []
+            picked: list[tuple[MemoryRecord, float]] = []
             for start in range(0, len(candidates), limit):
                 chunk = candidates[start:start + limit]
-                sql, pass_params = _sql.rows_passing([rowid for rowid, _ in chunk], where, params)
-                by_rowid = {r[0]: r for r in conn.execute(sql, pass_params)}
+                by_rowid = self._records_by_rowid(conn, [rowid for rowid, _ in chunk], where, params)
                 picked += [(by_rowid[rowid], score) for rowid, score in chunk if rowid in by_rowid]
                 if len(picked) >= limit:
                     return picked[:limit]
@@ -299,16 +298,33 @@ class SQLiteRows(SQLiteConnection):
         ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
         if not ranked:
             return []
-        by_rowid = self._rows_by_rowid(conn, [rowid for rowid, _ in ranked])
+        by_rowid = self._records_by_rowid(conn, [rowid for rowid, _ in ranked])
         return [(by_rowid[rowid], score) for rowid, score in ranked if rowid in by_rowid]
 
 
-    @staticmethod
-    def _rows_by_rowid(conn: sqlite3.Connection, rowids: Sequence[Hashable]) -> dict[Hashable, sqlite3.Row]:
-        """The memory rows (no embedding) of ``rowids``, by rowid; rows deleted meanwhile are missing."""
-        sql = (f"SELECT {_sql.memory_columns(with_embedding=False)} FROM memory "
-               f"WHERE rowid IN ({','.join('?' * len(rowids))})")
-        return {r[0]: r for r in conn.execute(sql, list(rowids))}
+    def _records_by_rowid(self, conn: sqlite3.Connection, rowids: Sequence[int], where: str | None = None,
+                          params: Sequence[Any] = ()) -> dict[int, MemoryRecord]:
+        """The records (no embedding) of the rows among ``rowids`` that pass ``where`` (every
+        one when None), by rowid; rows deleted meanwhile are missing. A row the row cache holds
+        at its current revision costs only the read of that revision and its access columns
+        (:mod:`~manowar_memory.stores.sqlite.rowcache`); the others are read whole and cached."""
+        out: dict[int, MemoryRecord] = {}
+        missing: list[int] = []
+        sql, rev_params = _sql.row_revisions(rowids, where, params)
+        for rowid, rev, access_count, last_accessed_at in conn.execute(sql, rev_params):
+            record = self._row_cache.get(rowid, rev, access_count, last_accessed_at)
+            if record is None:
+                missing.append(rowid)
+            else:
+                out[rowid] = record
+        if missing:
+            sql, row_params = _sql.rows_by_rowid(missing)
+            for row in conn.execute(sql, row_params):
+                *values, rev = row
+                record = self._row_to_record(values)
+                self._row_cache.put(values[0], rev, record)
+                out[values[0]] = record
+        return out
 
 
     def _index(self, conn: sqlite3.Connection, model_id: str) -> _VectorIndex | None:
@@ -378,8 +394,6 @@ class SQLiteRows(SQLiteConnection):
                 if not picked:
                     return [], info
             info.skipped_other_models = self._other_model_rows.get(model_id, 0)
-            by_rowid = self._rows_by_rowid(conn, [rowid for rowid, _ in picked])
-        hits = [
-            Hit(self._row_to_record(by_rowid[rowid]), (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid
-        ]
+            by_rowid = self._records_by_rowid(conn, [int(rowid) for rowid, _ in picked])  # type: ignore[call-overload]
+        hits = [Hit(by_rowid[rowid], (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid]
         return hits, info
