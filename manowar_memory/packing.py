@@ -37,6 +37,7 @@ the wrapper early or open a fake one.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -206,6 +207,25 @@ def fingerprint(text: str) -> str:
     return "text:" + _normalize(text)[:480]
 
 
+def _clean_line(text: str) -> str:
+    # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
+    return neutralize_markers(sanitize(text))
+
+
+# stored rows come back query after query: their cleaned lines and fingerprints are kept
+_clean_line_cached = functools.lru_cache(maxsize=4096)(_clean_line)
+_fingerprint_cached = functools.lru_cache(maxsize=4096)(fingerprint)
+
+
+def _line_text(text: str) -> str:
+    """A candidate's text made one safe line (:func:`sanitize`, then markers neutralised)."""
+    return _clean_line_cached(text) if len(text) <= 2000 else _clean_line(text)
+
+
+def _fingerprint(text: str) -> str:
+    return _fingerprint_cached(text) if len(text) <= 2000 else fingerprint(text)
+
+
 def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int,
                     semantic_weight: float = 0.45) -> tuple[float, dict[str, float]]:
     """The packer's score of one candidate and its signals (``semantic_weight``: the
@@ -347,8 +367,7 @@ def _entries(terms: Sequence[str], layers: Mapping[str, Sequence[Candidate]], st
     for layer, cands in layers.items():
         for cand in cands:
             counter += 1
-            # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
-            text = neutralize_markers(sanitize(cand.text))
+            text = _line_text(cand.text)
             text = truncate(text, style.max_item_chars) if style.max_item_chars is not None else text.strip()
             if not text:
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
@@ -358,7 +377,7 @@ def _entries(terms: Sequence[str], layers: Mapping[str, Sequence[Candidate]], st
             score, extra = score_candidate(cand, terms, text, now, semantic_weight)
             trust = (trust_level(cand.metadata, style.default_trust) if style.trust_ceiling is None
                      else capped_trust_level(cand.metadata, style.trust_ceiling))
-            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
+            entry = _Entry(cand, line, text, score, counter, _fingerprint(cand.text), extra, trust=trust,
                            wrapped=style.wrapping and trust != "system")
             if cand.trace.get("below_threshold"):
                 decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))

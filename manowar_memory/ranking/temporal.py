@@ -296,7 +296,15 @@ def without_dates(text: str, intent: TimeIntent) -> str:
 
 def mentions_time(text: str) -> bool:
     """True when ``text`` states a time (a leading transcript date stamp does not count)."""
+    return _mentions_cached(text) if len(text) <= 2000 else _mentions(text)
+
+
+def _mentions(text: str) -> bool:
     return bool(_MENTION.search(_STAMP.sub("", text, count=1)))
+
+
+# "when" questions test every candidate's text, and the same stored rows come back query after query
+_mentions_cached = functools.lru_cache(maxsize=4096)(_mentions)
 
 
 def candidate_span(cand: Candidate) -> tuple[int, int] | None:
@@ -317,10 +325,20 @@ def candidate_span(cand: Candidate) -> tuple[int, int] | None:
     stamp = cand.created_at
     if not isinstance(stamp, (int, float)) or stamp <= 0:
         return None
-    ref = resolve_time(_STAMP.sub("", cand.text, count=1), int(stamp))
+    text, at = cand.text, int(stamp)
+    return _text_span_cached(text, at) if len(text) <= 2000 else _text_span(text, at)
+
+
+def _text_span(text: str, stamp: int) -> tuple[int, int]:
+    """The span of the relative time ``text`` states, resolved against ``stamp``; else that day."""
+    ref = resolve_time(_STAMP.sub("", text, count=1), stamp)
     if ref is not None:
         return _span(ref.date, ref.precision)
-    return int(stamp), int(stamp) + _DAY
+    return stamp, stamp + _DAY
+
+
+# the time rules place the same stored rows query after query
+_text_span_cached = functools.lru_cache(maxsize=4096)(_text_span)
 
 
 def candidate_time(cand: Candidate) -> int | None:
