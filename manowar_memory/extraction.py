@@ -93,7 +93,7 @@ _RULES: list[tuple[str, float, regex.Pattern[str]]] = [
         r"(?:talk|keynote|workshop|presentation|lecture|class|course)|teaching|hosting|organi[sz]ing|running|leading|"
         r"attending|performing|competing|exhibiting) (?:at|on|about|in|a|an|the|my|our)\b", regex.I)),
     ("event", 0.7, regex.compile(
-        r"\bI (?:went|visited|attended|started|finished|graduated|bought|adopted|joined|ran|met|got)\b.*"
+        r"\bI (?:went|visited|attended|started|finished|graduated|bought|adopted|joined|ran|met|got)\b.{0,400}"
         r"\b(?:yesterday|today|last|ago|on|in \d{4}|this (?:week|month|year))\b", regex.I)),
     # a change of job, partner, taste or plan said in its own words (see _REWRITES), when no rule above took it
     ("identity", 0.8, regex.compile(

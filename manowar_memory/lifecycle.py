@@ -89,11 +89,20 @@ _FIRST_PERSON = [
     (regex.compile(r"\bI\b"), "the user"),
     (regex.compile(r"\b[Mm]y\b"), "the user's"),
 ]
-_SUBJ = r"(?P<subj>(?:[Tt]he )?[Uu]ser(?:'s (?:\p{Ll}+ ){0,2}?\p{Ll}+(?: \p{Lu}[\p{L}'-]+)?)?|[Hh]e|[Ss]he|[Tt]hey|\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
-_POSS = r"(?P<subj>(?:[Tt]he )?[Uu]ser|\p{Lu}[\p{L}'-]+)'s"
+#: The longest clause the slot rules read (see :func:`_clauses`); the rules' open-ended values
+#: are bounded by it too, so a rule costs time linear in the text however long it is.
+_MAX_CLAUSE = 400
+# a name starts at the first capital of its word (from a later one it could only end the same
+# way) and is taken whole (``++``: a space or the pattern's end follows it, so giving letters
+# back never helps): a long run of letters is read once, not once per capital in it
+_NAME_START = r"(?<!\p{Lu}[\p{L}'-]*?)\p{Lu}"
+_SUBJ = (r"(?P<subj>(?:[Tt]he )?[Uu]ser(?:'s (?:\p{Ll}+ ){0,2}?\p{Ll}+(?: \p{Lu}[\p{L}'-]++)?)?|[Hh]e|[Ss]he|[Tt]hey|"
+         + _NAME_START + r"[\p{L}'-]++(?: \p{Lu}[\p{L}'-]++)?)")
+# the name ends at the "'s" before a space (every use puts a space after it)
+_POSS = r"(?P<subj>(?:[Tt]he )?[Uu]ser|" + _NAME_START + r"(?:[\p{L}-]|'(?!s ))++)'s"
 _ADV = r"(?:(?:now|currently|still|also|recently|just|so|finally|actually|officially|has|have|had|been|is|was|will|might|may|could|would|(?:\p{Ll}+ly)|no longer|never)\s+){0,3}"
 _VAL = r"(?P<val>[^,.;!?()]+)"
-_NAME = r"(?P<val>\p{Lu}[\p{L}'-]+(?: \p{Lu}[\p{L}'-]+)?)"
+_NAME = r"(?P<val>" + _NAME_START + r"[\p{L}'-]++(?: \p{Lu}[\p{L}'-]++)?)"
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _CUT = regex.compile(
     rf"\s+(?:and|but|since|because|with|for|as|last|next|this|in \d{{4}}|in (?:{_MONTHS})|on|ago|yesterday|today|"
@@ -115,14 +124,15 @@ _PETS = {"dog": "dog", "puppy": "dog", "cat": "cat", "kitten": "cat", "rabbit": 
          "pet": "pet", "tortoise": "turtle"}
 _PET = "|".join(sorted(_PETS, key=len, reverse=True))
 _PARTNER = r"partner|wife|husband|boyfriend|girlfriend|fianc[eé]e?|spouse"
-_JOB_VAL = r"(?:a |an )?(?P<val>[\p{L} -]+?)(?= at | for | with | in |[,.;!?]|$)"  # "a pilot at KLM": "pilot"
+_JOB_VAL = rf"(?:a |an )?(?P<val>[\p{{L}} -]{{1,{_MAX_CLAUSE}}}?)(?= at | for | with | in |[,.;!?]|$)"  # "a pilot at KLM": "pilot"
 #: a like that ends ("has gone off sencha", "is over reality TV", "used to love jazz")
 _DISLIKE = (r"(?:hates?|dislikes?|detests?|can't stand|cannot stand|(?:doesn't|does not|don't|do not) "
             r"(?:really )?(?:like|enjoy|love|want)|no longer (?:likes?|enjoys?|loves?|eats|drinks)|is not a fan of|"
             r"isn't a fan of|is tired of|is sick of|is done with|(?:so |really )?(?:tired|sick) of|done with|(?:is )?over(?! the moon\b)|stopped (?:liking|eating|drinking)|has gone off|gone off|"
             r"gave up|used to (?:love|like|enjoy|adore)|switched from)")
 
-_BORING = r"(?P<val>\p{L}[\p{L} -]*?) (?:got|gets|has gotten|is getting|became|has become) (?:boring|old|stale|dull)\b"
+_BORING = (rf"(?P<val>\p{{L}}[\p{{L}} -]{{0,{_MAX_CLAUSE}}}?) (?:got|gets|has gotten|is getting|became|has become) "
+           r"(?:boring|old|stale|dull)\b")
 
 # (slot, value kind, pattern): value kinds say how the value is read
 #   "val": the captured value; "none": the slot is emptied (quit, broke up); "pos"/"neg": polarity
@@ -137,7 +147,7 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
         rf"{_SUBJ}\s+{_ADV}(?:works?|working|employed|started working)\s+(?:at|for|by)\s+{_VAL}")),
     ("employer", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:got|took|started|accepted|landed|has|began) (?:a |an )?(?:new )?(?:job|position|role)"
-        rf"(?: as (?:a |an )?[\p{{L}} ]+?)? (?:at|with) {_VAL}")),
+        rf"(?: as (?:a |an )?[\p{{L}} ]{{1,{_MAX_CLAUSE}}}?)? (?:at|with) {_VAL}")),
     ("employer", "val", regex.compile(rf"{_SUBJ}\s+{_ADV}joined {_NAME}")),
     # "is a developer at Spotify": the employer (the title is read below)
     ("employer", "val", regex.compile(
@@ -160,10 +170,11 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
         rf"{_SUBJ}\s+(?:is|became|is now) (?:now )?(?:a |an )?(?P<val>(?:[\p{{Ll}}-]+ ){{0,2}}(?:{_JOBS}))(?<!student) at \p{{Lu}}")),
     ("school", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:stud(?:y|ies|ying)|enrolled|is a student|is a (?:\p{{Ll}}+ )?student)"
-        rf"(?: [\p{{Ll}} ]+?)? (?:at|in) (?P<val>\p{{Lu}}[^,.;!?()]*)")),
+        rf"(?: [\p{{Ll}} ]{{1,{_MAX_CLAUSE}}}?)? (?:at|in) (?P<val>\p{{Lu}}[^,.;!?()]*)")),
     ("school", "val", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:attends?|attending|goes to|got into|was accepted (?:at|to|into)) "
-        rf"(?P<val>[^,.;!?()]*\b(?:University|College|School|Academy|Institute|university|college|school)\b[^,.;!?()]*)")),
+        rf"(?P<val>[^,.;!?()]{{0,{_MAX_CLAUSE}}}\b(?:University|College|School|Academy|Institute|university|college|school)\b"
+        r"[^,.;!?()]*)")),
     ("partner", "val", regex.compile(
         rf"{_POSS} (?:new )?(?:{_PARTNER})(?:'s name)? (?:is )?(?:called |named )?{_NAME}")),
     ("partner", "val", regex.compile(
@@ -186,13 +197,16 @@ _SLOT_RULES: list[tuple[str, str, regex.Pattern[str]]] = [
     ("favourite", "left", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
     ("opinion", "neg", regex.compile(rf"{_SUBJ}\s+{_ADV}{_DISLIKE} {_VAL}")),
     # "the user loves mate these days, hot chocolate got boring": hot chocolate is no longer liked
-    ("favourite", "left", regex.compile(rf"{_SUBJ}\s.*?,\s*{_BORING}")),
-    ("opinion", "neg", regex.compile(rf"{_SUBJ}\s.*?,\s*{_BORING}")),
+    ("favourite", "left", regex.compile(rf"{_SUBJ}\s.{{0,{_MAX_CLAUSE}}}?,\s*{_BORING}")),
+    ("opinion", "neg", regex.compile(rf"{_SUBJ}\s.{{0,{_MAX_CLAUSE}}}?,\s*{_BORING}")),
     ("opinion", "pos", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:likes?|loves?|enjoys?|adores?|prefers?|(?:is )?into|is a (?:big |huge )?fan of|"
         rf"is obsessed with|is hooked on|started (?:liking|eating|drinking)|(?:has )?come around (?:on|to)|"
-        rf"switched from [^,.;!?()]+? to) {_VAL}")),
-    ("opinion", "pos", regex.compile(rf"(?P<val>\p{{L}}[^,.;!?()]*?) (?:grew|has grown|have grown) on {_SUBJ}")),
+        rf"switched from [^,.;!?()]{{1,{_MAX_CLAUSE}}}? to) {_VAL}")),
+    # the value starts at the first letter after a punctuation mark (or where the search
+    # resumes): the same match as trying every letter, but each stretch is read once, not once per letter
+    ("opinion", "pos", regex.compile(
+        rf"(?:^|\G|(?<=[,.;!?()]))[^\p{{L}},.;!?()]*+(?P<val>\p{{L}}[^,.;!?()]*?) (?:grew|has grown|have grown) on {_SUBJ}")),
     ("plan", "neg", regex.compile(
         rf"{_SUBJ}\s+{_ADV}(?:(?:no longer|doesn't|does not) (?:plans?|wants?|intends?|is going|going) to|"
         rf"(?:cancelled|canceled|called off|gave up on|dropped|postponed|scrapped) (?:the user's |their |the |a )?"
@@ -256,14 +270,27 @@ def _opinion_object(value: str) -> str:
 
 _CLAUSE = regex.compile(r",?\s+(?:and|but)\s+(?:then\s+)?|;\s*")
 _LEADING_SUBJECT = regex.compile(rf"^{_SUBJ}\s")
+_SENTENCE_END = regex.compile(r"(?<=[.!?])\s+")
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut at and / but / semicolons, and a piece longer than :data:`_MAX_CLAUSE`
+    cut again at sentence ends."""
+    out: list[str] = []
+    for part in _CLAUSE.split(text):
+        out.extend([part] if len(part) <= _MAX_CLAUSE else _SENTENCE_END.split(part))
+    return out
 
 
 def _clauses(text: str) -> list[str]:
-    """``text`` cut at and / but / semicolons; a clause without a subject of its own
-    ("... and works at Acme") borrows the previous clause's."""
+    """``text`` cut at and / but / semicolons (see :func:`_pieces`); a clause without a
+    subject of its own ("... and works at Acme") borrows the previous clause's. A clause
+    longer than :data:`_MAX_CLAUSE` states no one fact (a fact is a phrase, not a page): it
+    is dropped, not cut, so no slot is read from half a phrase and the rules, whose values
+    are bounded by that length, read a long text in linear time."""
     out: list[str] = []
     subject = ""
-    for part in _CLAUSE.split(text):
+    for part in _pieces(text):
         part = part.strip()
         if not part:
             continue
@@ -272,7 +299,8 @@ def _clauses(text: str) -> list[str]:
             subject = m.group("subj")
         elif subject and part[:1].islower():
             part = f"{subject} {part}"
-        out.append(part)
+        if len(part) <= _MAX_CLAUSE:
+            out.append(part)
     return out
 
 

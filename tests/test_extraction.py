@@ -7,7 +7,7 @@ import json
 import pytest
 
 from manowar_memory import ExtractedFact, ExtractionError, FactExtractor, LLMExtractor, RuleBasedExtractor
-from manowar_memory.extraction import parse_facts
+from manowar_memory.extraction import _REWRITES, _RULES, parse_facts
 from manowar_memory.records import FACT_TYPES, Message
 
 
@@ -285,3 +285,34 @@ def test_the_turn_table_covers_at_least_100_turns() -> None:
 )
 def test_facts_are_grammatical_third_person(turn: str, facts: list[str]) -> None:
     assert [f.fact for f in RuleBasedExtractor().extract([user(turn)])] == facts
+
+
+# ---------------------------------------------------------------- long text
+_LONG = 50_000
+ADVERSARIAL = {
+    "I went": "I went " * (_LONG // 7),
+    "I am a": "I am a " * (_LONG // 7),
+    "words": "word " * (_LONG // 5),
+    "names": "Anna Bob " * (_LONG // 9),
+    "capitals": "A" * _LONG,
+    "my": "my " * (_LONG // 3),
+    "adverbs": "I " + "oddly " * (_LONG // 6) + "'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_every_extraction_rule_reads_a_long_sentence_without_backtracking_blowup(name: str) -> None:
+    # a bound on pathological behaviour, not a speed target: regex raises TimeoutError when a
+    # call runs past its timeout, which only a rule that backtracks quadratically comes near
+    text = ADVERSARIAL[name]
+    for pattern in [p for _type, _conf, p in _RULES] + [p for p, _repl in _REWRITES]:
+        try:
+            pattern.search(text, timeout=2.0)
+        except TimeoutError:  # pragma: no cover - the failure this test guards against
+            pytest.fail(f"the rule {pattern.pattern[:80]!r} backtracks on {name!r}")
+
+
+def test_a_dated_event_is_read_when_its_time_comes_within_a_clause_length() -> None:
+    event = next(p for kind, _conf, p in _RULES if kind == "event" and "yesterday" in p.pattern)
+    assert event.search("I went to a concert in the old town " + "and it was lovely " * 20 + "yesterday")
+    assert not event.search("I went to a concert in the old town " + "and it was lovely " * 30 + "yesterday")

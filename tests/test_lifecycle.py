@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from manowar_memory.extraction import RuleBasedExtractor
-from manowar_memory.lifecycle import FactRef, parse_slots, resolve
+from manowar_memory.lifecycle import _MAX_CLAUSE, _SLOT_RULES, FactRef, _clauses, parse_slots, resolve
 from manowar_memory.records import Message
 
 # (stored fact, new fact, expected): "supersede" = the new fact replaces the stored one,
@@ -296,3 +296,53 @@ def test_a_change_in_everyday_words_replaces_the_old_fact_through_the_engine(
         assert any(gone in text for text in superseded) and not any(gone in text for text in active), (active, superseded)
     finally:
         engine.close()
+
+
+# ---------------------------------------------------------------- long text
+# Texts a rule used to read in quadratic time: a lazy value tried from every letter ("X grew on
+# the user"), a subject run to every later comma, a name tried at every capital of a long word.
+_LONG = 50_000
+ADVERSARIAL = {
+    "words": "word " * (_LONG // 5),
+    "the user": "the user " * (_LONG // 9),
+    "names": "Anna Bob " * (_LONG // 9),
+    "commas": "the user likes tea, " * (_LONG // 20),
+    "capitals": "A" * _LONG,
+    "hyphenated capitals": "Ab-" * (_LONG // 3) + " lives in Rome",
+    "a possessive": "A" * _LONG + "'s new home is in Oslo",
+    "studies": "the user studies " * (_LONG // 17),
+    "attends": "the user attends " * (_LONG // 17),
+    "job as": "the user got a job as " * (_LONG // 22) + "5",
+    "switched from": "the user switched from " * (_LONG // 23),
+    "grew on": "jazz grew on " * (_LONG // 13),
+    "one line": "x" * _LONG,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_every_slot_rule_reads_a_long_text_without_backtracking_blowup(name: str) -> None:
+    # a bound on pathological behaviour, not a speed target: a linear rule reads 50,000
+    # characters in milliseconds, a quadratic one took seconds to minutes (regex raises
+    # TimeoutError when a call runs past its timeout)
+    text = ADVERSARIAL[name]
+    for slot, _kind, pattern in _SLOT_RULES:
+        try:
+            list(pattern.finditer(text, timeout=2.0))
+        except TimeoutError:  # pragma: no cover - the failure this test guards against
+            pytest.fail(f"the {slot} rule {pattern.pattern[:80]!r} backtracks on {name!r}")
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_the_slot_rules_see_only_clauses_of_bounded_length(name: str) -> None:
+    text = ADVERSARIAL[name]
+    assert all(len(c) <= _MAX_CLAUSE for c in _clauses(text))
+    assert all(len(c) <= _MAX_CLAUSE for c in _clauses(" and ".join([text[:_MAX_CLAUSE]] * 3)))
+
+
+def test_a_long_text_still_gives_the_slots_of_its_short_sentences() -> None:
+    filler = " ".join(["The weather was mild and nothing much happened that day."] * 20)
+    text = f"{filler} The user moved to Berlin. {filler} The user works at Acme; {'blah ' * 200}"
+    assert {(s.slot, s.value) for s in parse_slots(text)} == {("residence", "berlin"), ("employer", "acme")}
+    # a sentence longer than a clause can be is no one fact: nothing is read from it
+    assert parse_slots("The user moved to Berlin " + "with friends " * 100) == []
+    assert parse_slots("The user moved to Berlin " + "with friends " * 20) == parse_slots("The user moved to Berlin")
