@@ -69,10 +69,10 @@ class EngineRecall(EngineBase):
 
         With ``mmr``, the ranking pipeline's MMR stage orders each layer's hits and lowers
         scores to follow that order, so the merge by score keeps it."""
-        result = self.search_layers(query, scope, layers, filters=filters, limit=k, decay=decay, rerank=rerank, mmr=mmr)
-        merged = [c for layer in result.layers.values() for c in layer]
+        found = self._search(query, scope, SearchOptions(layers, filters, k, RankOptions(decay, rerank, mmr)))
+        merged = [c for layer in found.layers.values() for c in layer]
         merged.sort(key=lambda c: c.score, reverse=True)
-        return merged[:k], result.degradations
+        return merged[:k], found.degradations
 
     def _search(self, query: str, scope: ScopeLike, options: SearchOptions) -> SearchOutcome:
         text = as_str(query)

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -81,8 +82,13 @@ def neutralize_markers(text: str) -> str:
 def content_delimiter(session_key: str | None = None) -> str:
     """24 hex characters: stable for one session key within this process, random without one."""
     if session_key:
-        return hmac.new(_SECRET, session_key.encode("utf-8"), hashlib.sha256).hexdigest()[:24]
+        return _keyed_delimiter(session_key)
     return secrets.token_hex(12)
+
+
+@functools.lru_cache(maxsize=4096)  # every pre_turn of a scope asks again for the same one
+def _keyed_delimiter(session_key: str) -> str:
+    return hmac.new(_SECRET, session_key.encode("utf-8"), hashlib.sha256).hexdigest()[:24]
 
 
 def wrap_untrusted(
