@@ -1,7 +1,8 @@
 """Side by side on LoCoMo: the vector stores and retrievers users would pick instead, and this engine.
 
     python benchmarks/peers.py --data PATH/locomo10.json [--mode shared|native|both]
-        [--embedder local|onnx|onnx-int8] [--conversations conv-26 ...] [--peers chroma mem0 ...] [--json OUT]
+        [--embedder local|onnx|onnx-int8] [--onnx-threads N] [--conversations conv-26 ...] [--peers chroma mem0 ...]
+        [--json OUT]
 
 Every system gets the same LoCoMo turns (one memory per dialog turn, the text of
 ``benchmarks/locomo.py``) and the same questions, and is kept per conversation the way a user
@@ -10,7 +11,9 @@ would keep per-user memory (one store, collection, index or user id per conversa
 Two modes (``--mode both`` runs one, then the other):
 
 * ``shared`` (default): every system embeds with the one ``--embedder``, so the comparison
-  is of the systems alone;
+  is of the systems alone (``--onnx-threads N`` sets ONNX Runtime's intra-op threads of that
+  one embedder; its default takes every core, so work a system does beside the embedding
+  competes with it);
 * ``native``: each peer embeds queries with the runtime its integration uses for
   all-MiniLM-L6-v2 by default -- sentence-transformers on torch through LangChain's
   ``HuggingFaceEmbeddings``, LlamaIndex's ``HuggingFaceEmbedding`` and mem0's ``huggingface``
@@ -787,9 +790,10 @@ def compare_embedders(specs: Sequence[str], questions: list[str]) -> tuple[str, 
     return "\n".join(lines), figures
 
 
-def _table(spec: str, texts: list[str], label: str) -> tuple[SharedEmbedder, float]:
-    """``spec``'s embedder with every document embedded once, and the seconds that took."""
-    inner = resolve_embedder(spec)
+def _table(spec: str, texts: list[str], label: str, threads: int | None = None) -> tuple[SharedEmbedder, float]:
+    """``spec``'s embedder with every document embedded once, and the seconds that took
+    (``threads``: ONNX Runtime's intra-op threads for an ``onnx`` spec, else its default)."""
+    inner = resolve_embedder(spec, threads=threads) if threads and spec.startswith("onnx") else resolve_embedder(spec)
     if inner is None:
         raise SystemExit("an embedder is required")
     t0 = time.perf_counter()
@@ -803,12 +807,14 @@ def _table(spec: str, texts: list[str], label: str) -> tuple[SharedEmbedder, flo
 Job = tuple[str, str, SharedEmbedder, bool]  # system, row name, embedder, native
 
 
-def plan(mode: str, names: Sequence[str], texts: list[str], spec: str) -> tuple[list[Job], str]:
+def plan(mode: str, names: Sequence[str], texts: list[str], spec: str,
+         threads: int | None = None) -> tuple[list[Job], str]:
     """The systems to run in ``mode`` with their embedders, and a header line naming the embedders."""
     if mode == "shared":
-        shared, took = _table(spec, texts, spec)
+        shared, took = _table(spec, texts, spec + (f" ({threads} intra-op thread{'s' * (threads > 1)})" if threads else ""),
+                              threads)
         return ([(n, n, shared, False) for n in names],
-                (f"mode shared: every system embeds with {spec} [{shared.inner.model_id}] "
+                (f"mode shared: every system embeds with {shared.label} "
                 f"({type(shared.inner).__name__}); documents embedded once in {took:.1f} s"))
     peers = [n for n in names if n in NATIVE]
     ours = [n for n in names if n not in NATIVE]
@@ -840,6 +846,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", nargs="*", help="only these sample ids")
     parser.add_argument("--peers", nargs="*", choices=list(SYSTEMS), help="only these systems (default: all)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--onnx-threads", type=int, metavar="N",
+                        help="shared mode with an onnx embedder: ONNX Runtime's intra-op threads (default: its own "
+                             "choice, one per core); 1 leaves the other cores to the systems' own work")
     parser.add_argument("--compare-embedders", nargs="*", default=[], metavar="SPEC",
                         help="also time single-query embedding with these embedders (e.g. local onnx onnx-int8), "
                              "interleaved question by question")
@@ -858,7 +867,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     payload: dict[str, Any] = {}
     texts_out = []
     for mode in (["shared", "native"] if args.mode == "both" else [args.mode]):
-        jobs, embed_line = plan(mode, args.peers or list(SYSTEMS), texts, args.embedder)
+        jobs, embed_line = plan(mode, args.peers or list(SYSTEMS), texts, args.embedder, args.onnx_threads)
         print(embed_line, flush=True)
         with tempfile.TemporaryDirectory(prefix="manowar-peers-") as tmp:
             runs = []
