@@ -96,6 +96,12 @@ class RetrievalConfig(_Settings):
         "('in March 2023') holds too many rows for the date alone to say much, and its rows recorded that month "
         "crowd out the one recorded later that says 'last month' (31 days: temporal recall@10 92.6 -> 91.3).",
     )
+    date_lane_pad_days: int = Field(
+        7, ge=0, le=31,
+        description="The dated lane also reads the rows recorded up to this many days after the window and keeps "
+        "those whose words place them inside it: a relative time they state ('yesterday', 'last Friday', 'two "
+        "days ago'), resolved against when they were recorded, that falls in the window. 0 reads the window only.",
+    )
     date_lane_rows: int = Field(
         500, ge=1, le=10_000, description="Most rows the dated lane reads from its window (oldest first)."
     )

@@ -16,12 +16,13 @@ def ms(day: str) -> int:
     return int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
-def engine_with(weight: float = 0.3, store: object = "sqlite:///:memory:",
-                embedder: str | None = None) -> tuple[MemoryEngine, Scope, dict[str, str]]:
+def engine_with(weight: float = 0.3, store: object = "sqlite:///:memory:", embedder: str | None = None,
+                pad_days: int = 7) -> tuple[MemoryEngine, Scope, dict[str, str]]:
     """Without an embedder the keyword lane is the only other lane: a row it misses is found
     only through the dated lane."""
     engine = MemoryEngine(store=store, embedder=embedder,  # type: ignore[arg-type]
-                          config=MemoryConfig(retrieval=RetrievalConfig(date_lane_weight=weight)))
+                          config=MemoryConfig(retrieval=RetrievalConfig(date_lane_weight=weight,
+                                                                        date_lane_pad_days=pad_days)))
     scope = Scope(agent_wallet="agent", user_address="ana")
     items: list[dict[str, object]] = [
         {"content": f"Melanie talked about painting number {i}.", "created_at": ms(f"2023-06-{i + 1:02d}")}
@@ -82,3 +83,20 @@ def test_a_store_without_the_range_read_leaves_the_lane_out_and_says_so() -> Non
     assert "dated" not in result.lanes["vectors"]["hits"]
     assert any("dated lane left out" in d for d in result.degradations)
     assert len(result.layers["vectors"]) == 8  # the other lanes carry on
+
+
+def test_a_turn_recorded_after_the_day_that_says_it_is_about_it_is_read_too() -> None:
+    """'Yesterday ...' recorded on the 16th answers a question about the 15th; a turn of the
+    17th without such words, and one recorded past the padding, are not read; with no padding
+    only the day's own rows are."""
+    later_turns = [
+        {"content": "Yesterday Melanie's sculpture won a prize.", "created_at": ms("2023-05-16") + 7_200_000},
+        {"content": "Yesterday the roof got fixed.", "created_at": ms("2023-05-30")},
+        {"content": "The sculpture class starts soon.", "created_at": ms("2023-05-17")},
+    ]
+    for pad_days in (7, 0):
+        engine, scope, ids = engine_with(pad_days=pad_days)
+        later = engine.ingest(scope, later_turns)
+        hits = engine.search_layers(QUERY, scope, ["vectors"], limit=10).lanes["vectors"]["hits"]
+        expected = [ids["kayak"], later[0]] if pad_days else [ids["kayak"]]
+        assert sorted(i for i, _ in hits["dated"]) == sorted(expected), pad_days

@@ -42,7 +42,7 @@ from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
 __all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query",
-           "without_dates"]
+           "stated_span", "without_dates"]
 
 _DAY = 86_400_000
 
@@ -331,10 +331,15 @@ def candidate_span(cand: Candidate) -> tuple[int, int] | None:
 
 def _text_span(text: str, stamp: int) -> tuple[int, int]:
     """The span of the relative time ``text`` states, resolved against ``stamp``; else that day."""
-    ref = resolve_time(_STAMP.sub("", text, count=1), stamp)
-    if ref is not None:
-        return _span(ref.date, ref.precision)
-    return stamp, stamp + _DAY
+    return stated_span(text, stamp) or (stamp, stamp + _DAY)
+
+
+def stated_span(text: str, said_at: int) -> tuple[int, int] | None:
+    """The epoch-ms span of the first relative time ``text`` states ("last Friday", "two days
+    ago"; a leading transcript date stamp does not count), resolved against ``said_at``; None
+    when it states none."""
+    ref = resolve_time(_STAMP.sub("", text, count=1), said_at)
+    return _span(ref.date, ref.precision) if ref is not None else None
 
 
 # the time rules place the same stored rows query after query

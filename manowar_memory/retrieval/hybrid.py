@@ -21,8 +21,9 @@
      vector lane's when the keyword lane found nothing), in the embedding's shadow too
      (:mod:`manowar_memory.retrieval.entity_lane`);
    * **dated**: when the query names a bounded window of at most ``date_lane_max_days``
-     ("on 15 May 2023"), the scope's rows recorded in it (the store's optional
-     :class:`~manowar_memory.stores.base.TimeRangeRows` read), ranked by cosine with the
+     ("on 15 May 2023"), the scope's rows recorded in it, and those recorded up to
+     ``date_lane_pad_days`` after it that say they are about it ("yesterday", "last Friday")
+     (the store's optional :class:`~manowar_memory.stores.base.TimeRangeRows` read), ranked by cosine with the
      query vector (word overlap without one), fused at ``date_lane_weight``: a turn of that
      day that shares no word with the question still reaches the time stage.
 
@@ -53,7 +54,7 @@ import numpy as np
 from .._util import DAY_MS, now_ms, query_terms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
-from ..ranking.temporal import TimeIntent, parse_time_query, without_dates
+from ..ranking.temporal import TimeIntent, parse_time_query, stated_span, without_dates
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
@@ -335,8 +336,9 @@ class EntityLane:
 
 
 class DateLane:
-    """The scope's rows recorded inside the query's time window, ranked by similarity to the
-    query: cosine with the query vector (``(1 + cos) / 2``, plus a fifth of the word overlap
+    """The scope's rows recorded inside the query's time window, and those recorded up to
+    ``date_lane_pad_days`` after it whose stated relative time falls inside it, ranked by
+    similarity to the query: cosine with the query vector (``(1 + cos) / 2``, plus a fifth of the word overlap
     as a tie-breaker), word overlap alone for rows without a vector of the query's model.
 
     Built only for a bounded window of at most ``date_lane_max_days`` (:meth:`for_run`);
@@ -364,14 +366,23 @@ class DateLane:
         if not callable(read):
             run.ctx.degrade(f"{run.layer}: dated lane left out (the store has no memories_created_between)")
             return []
+        config = run.ctx.config
+        start, end = self.window
         with _timed(run.timings, "dated"):
             try:
-                rows: list[MemoryRecord] = read(run.query, *self.window, run.ctx.config.date_lane_rows)
+                rows: list[MemoryRecord] = read(run.query, start, end + config.date_lane_pad_days * DAY_MS,
+                                                config.date_lane_rows)
             except Exception as exc:  # noqa: BLE001 - the dated lane is best-effort
                 run.ctx.degrade(f"{run.layer}: dated lane failed ({type(exc).__name__}: {exc}); left out")
                 return []
-            hits = self._ranked(rows, vector)
+            hits = self._ranked([rec for rec in rows if rec.created_at < end or self._refers_back(rec)], vector)
         return run.trusted(hits)[: run.limit]
+
+    def _refers_back(self, rec: MemoryRecord) -> bool:
+        """Whether a row recorded after the window states a relative time inside it ("on the
+        16th: yesterday I ..." for a question about the 15th)."""
+        span = stated_span(rec.content, rec.created_at)
+        return span is not None and span[0] < self.window[1] and self.window[0] < span[1]
 
     def _ranked(self, rows: list[MemoryRecord], vector: list[float] | None) -> list[Hit]:
         """``rows`` scored against the query (its words without the calendar phrases), best first."""
