@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import regex
 
 DAY_MS = 86_400_000
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Texts up to this long are memoised by :func:`short_text_cache`; a cache of longer ones would
+#: hold too much for too little.
+SHORT_TEXT = 2000
+
+
+def short_text_cache(maxsize: int = 4096) -> Callable[[Callable[Concatenate[str, P], R]], Callable[Concatenate[str, P], R]]:
+    """Memoise a pure function of a text (and hashable arguments after it) for texts of at most
+    :data:`SHORT_TEXT` characters, in an LRU cache of ``maxsize`` calls: the lanes, the ranking
+    stages and the packer see the same stored rows query after query. A longer text is
+    computed each time."""
+
+    def wrap(fn: Callable[Concatenate[str, P], R]) -> Callable[Concatenate[str, P], R]:
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(text: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            if len(text) <= SHORT_TEXT:
+                return cached(text, *args, **kwargs)  # type: ignore[arg-type]
+            return fn(text, *args, **kwargs)
+
+        return call
+
+    return wrap
 
 
 def now_ms() -> int:

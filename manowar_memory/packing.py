@@ -37,7 +37,6 @@ the wrapper early or open a fake one.
 from __future__ import annotations
 
 import datetime
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ import regex
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from ._util import DAY_MS, now_ms, query_terms, term_overlap, truncate
+from ._util import DAY_MS, now_ms, query_terms, short_text_cache, term_overlap, truncate
 from .candidates import Candidate
 from .ranking.mmr import mmr_order
 from .ranking.trust import TRUST_LEVELS, capped_trust_level, neutralize_markers, trust_level
@@ -196,6 +195,7 @@ def _normalize(text: str) -> str:
     return " ".join(text.split())
 
 
+@short_text_cache()  # stored rows come back query after query
 def fingerprint(text: str) -> str:
     """Dedupe key: ``user:`` + the normalised first user turn (when ≥ 24 chars), else ``text:`` + the text."""
     # the pattern ignores case, and Unicode folding can match "user:" in non-ASCII spellings
@@ -207,23 +207,11 @@ def fingerprint(text: str) -> str:
     return "text:" + _normalize(text)[:480]
 
 
-def _clean_line(text: str) -> str:
-    # neutralise after sanitising: dropping a placeholder link or a \r can join a marker
-    return neutralize_markers(sanitize(text))
-
-
-# stored rows come back query after query: their cleaned lines and fingerprints are kept
-_clean_line_cached = functools.lru_cache(maxsize=4096)(_clean_line)
-_fingerprint_cached = functools.lru_cache(maxsize=4096)(fingerprint)
-
-
+@short_text_cache()  # stored rows come back query after query
 def _line_text(text: str) -> str:
-    """A candidate's text made one safe line (:func:`sanitize`, then markers neutralised)."""
-    return _clean_line_cached(text) if len(text) <= 2000 else _clean_line(text)
-
-
-def _fingerprint(text: str) -> str:
-    return _fingerprint_cached(text) if len(text) <= 2000 else fingerprint(text)
+    """A candidate's text made one safe line: :func:`sanitize`, then markers neutralised
+    (after sanitising: dropping a placeholder link or a \r can join a marker)."""
+    return neutralize_markers(sanitize(text))
 
 
 def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int,
@@ -377,7 +365,7 @@ def _entries(terms: Sequence[str], layers: Mapping[str, Sequence[Candidate]], st
             score, extra = score_candidate(cand, terms, text, now, semantic_weight)
             trust = (trust_level(cand.metadata, style.default_trust) if style.trust_ceiling is None
                      else capped_trust_level(cand.metadata, style.trust_ceiling))
-            entry = _Entry(cand, line, text, score, counter, _fingerprint(cand.text), extra, trust=trust,
+            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
                            wrapped=style.wrapping and trust != "system")
             if cand.trace.get("below_threshold"):
                 decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))

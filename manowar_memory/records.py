@@ -66,12 +66,7 @@ class _Model(BaseModel):
             names = _FAST_NAMES[cls] = _fast_construct_names(cls)
         if _fields_set is not None or not names or values.keys() != names:
             return super().model_construct(_fields_set, **values)
-        m = cls.__new__(cls)
-        object.__setattr__(m, "__dict__", {name: values[name] for name in cls.__pydantic_fields__})
-        object.__setattr__(m, "__pydantic_fields_set__", set(names))
-        object.__setattr__(m, "__pydantic_extra__", None)
-        object.__setattr__(m, "__pydantic_private__", None)
-        return m
+        return adopt_fields(cls, {name: values[name] for name in cls.__pydantic_fields__})
 
     def to_doc(self) -> dict[str, Any]:
         """Plain data with the reference's camelCase names."""
@@ -83,10 +78,10 @@ _M = TypeVar("_M", bound=BaseModel)
 
 
 def adopt_fields(cls: type[_M], values: dict[str, Any]) -> _M:
-    """An instance of ``cls`` over ``values`` (every field by name, in declaration order),
-    which it takes as its own ``__dict__`` without copying or validating: what
-    :meth:`_Model.model_construct`'s fast path builds, for a caller that already holds such a
-    dict (the SQLite store's row cache, which copies its cached fields for each read)."""
+    """An instance of ``cls`` over ``values`` (every field by name, in declaration order, all
+    of them set), which it takes as its own ``__dict__`` without copying or validating: the
+    fast path of :meth:`_Model.model_construct`, and the SQLite store's row cache, which copies
+    its cached fields for each read."""
     m = cls.__new__(cls)
     object.__setattr__(m, "__dict__", values)
     object.__setattr__(m, "__pydantic_fields_set__", set(values))

@@ -482,3 +482,23 @@ def test_sanitize_and_fingerprint_fast_paths_give_what_every_pass_gives(text: st
     byte table read off the regex: the outputs must be those of running every pass."""
     assert sanitize(text) == _sanitize_every_pass(text)
     assert fingerprint(text) == _fingerprint_by_regex(text)
+
+
+def test_text_derived_work_is_memoised_for_short_texts_only() -> None:
+    """The helper behind the packer's line and fingerprint caches (and the time rules', the
+    markers' and the entity lane's): a short text is computed once per argument set, a long
+    one each time, and the result is the function's own."""
+    from manowar_memory._util import SHORT_TEXT, short_text_cache
+
+    calls: list[tuple[str, int]] = []
+
+    @short_text_cache(maxsize=8)
+    def shout(text: str, times: int) -> str:
+        calls.append((text, times))
+        return text.upper() * times
+
+    assert shout("hi", 2) == shout("hi", 2) == "HIHI" and shout("hi", 3) == "HIHIHI"
+    assert calls == [("hi", 2), ("hi", 3)]
+    long_text = "x" * (SHORT_TEXT + 1)
+    assert shout(long_text, 1) == shout(long_text, 1) == long_text.upper()
+    assert calls[2:] == [(long_text, 1), (long_text, 1)]

@@ -119,11 +119,13 @@ def test_keyword_pool_reads_only_the_index_and_row_revisions_read_by_rowid() -> 
     assert rows_sql == f"SELECT {NO_BLOB}, rev FROM memory NOT INDEXED WHERE rowid IN (?,?)"
     assert "NULL AS embedding" in rows_sql  # the rows come back whole but for their vectors
     assert rows_params == [5, 9]
+    filtered_sql, filtered_params = _sql.rows_by_rowid([5, 9], "agent_wallet = ?", ["a1"])
+    assert filtered_sql == rows_sql + " AND (agent_wallet = ?)" and filtered_params == [5, 9, "a1"]
     conn = sqlite3.connect(":memory:")
     columns = [c.strip() for c in _sql.MEMORY_COLUMNS.split(",") if c.strip() != "rowid"]
     conn.execute(f"CREATE TABLE memory ({', '.join(columns)}, rev)")
     conn.execute("CREATE INDEX idx_agent ON memory (agent_wallet)")
-    for statement, values in ((sql, params), (rows_sql, rows_params)):
+    for statement, values in ((sql, params), (rows_sql, rows_params), (filtered_sql, filtered_params)):
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, values)]
         assert plan == ["SEARCH memory USING INTEGER PRIMARY KEY (rowid=?)"], plan  # not the whole agent by index
     conn.close()

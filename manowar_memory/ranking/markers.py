@@ -36,7 +36,6 @@ untouched, so the reader's view is built only for the few items that need it.
 
 from __future__ import annotations
 
-import functools
 import html
 import threading
 import unicodedata
@@ -44,6 +43,8 @@ from urllib.parse import unquote
 
 import regex
 from anyascii import anyascii
+
+from .._util import short_text_cache
 
 __all__ = ["CONTROL_REPLACEMENT", "END_MARKER_REPLACEMENT", "MARKER_REPLACEMENT", "neutralize"]
 
@@ -254,6 +255,7 @@ def _find(view: _View) -> list[tuple[int, int, str]]:
     return found
 
 
+@short_text_cache()  # stored rows come back query after query
 def _neutralize(text: str) -> str:
     fold = _get_tables().fold
     view: _View = _fold_view(text, list(range(len(text))), list(range(1, len(text) + 1)), fold)
@@ -280,9 +282,6 @@ def _neutralize(text: str) -> str:
     return "".join(pieces)
 
 
-_neutralize_cached = functools.lru_cache(maxsize=4096)(_neutralize)  # stored rows come back query after query
-
-
 def neutralize(text: str) -> str:
     """``text`` with every forged untrusted-content marker and chat-template control sequence
     replaced (see the module's docstring for how they are found)."""
@@ -293,4 +292,4 @@ def neutralize(text: str) -> str:
             return text
     elif not _get_tables().triggers(text):
         return text
-    return _neutralize_cached(text) if len(text) <= 2000 else _neutralize(text)
+    return _neutralize(text)

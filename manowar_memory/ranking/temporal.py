@@ -38,6 +38,7 @@ from typing import Any
 
 import regex
 
+from .._util import short_text_cache
 from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
@@ -294,17 +295,10 @@ def without_dates(text: str, intent: TimeIntent) -> str:
     return out if out != text and _WORD.search(out) else text
 
 
+@short_text_cache()  # "when" questions test every candidate's text
 def mentions_time(text: str) -> bool:
     """True when ``text`` states a time (a leading transcript date stamp does not count)."""
-    return _mentions_cached(text) if len(text) <= 2000 else _mentions(text)
-
-
-def _mentions(text: str) -> bool:
     return bool(_MENTION.search(_STAMP.sub("", text, count=1)))
-
-
-# "when" questions test every candidate's text, and the same stored rows come back query after query
-_mentions_cached = functools.lru_cache(maxsize=4096)(_mentions)
 
 
 def candidate_span(cand: Candidate) -> tuple[int, int] | None:
@@ -325,10 +319,10 @@ def candidate_span(cand: Candidate) -> tuple[int, int] | None:
     stamp = cand.created_at
     if not isinstance(stamp, (int, float)) or stamp <= 0:
         return None
-    text, at = cand.text, int(stamp)
-    return _text_span_cached(text, at) if len(text) <= 2000 else _text_span(text, at)
+    return _text_span(cand.text, int(stamp))
 
 
+@short_text_cache()  # the time rules place the same stored rows query after query
 def _text_span(text: str, stamp: int) -> tuple[int, int]:
     """The span of the relative time ``text`` states, resolved against ``stamp``; else that day."""
     return stated_span(text, stamp) or (stamp, stamp + _DAY)
@@ -341,9 +335,6 @@ def stated_span(text: str, said_at: int) -> tuple[int, int] | None:
     ref = resolve_time(_STAMP.sub("", text, count=1), said_at)
     return _span(ref.date, ref.precision) if ref is not None else None
 
-
-# the time rules place the same stored rows query after query
-_text_span_cached = functools.lru_cache(maxsize=4096)(_text_span)
 
 
 def candidate_time(cand: Candidate) -> int | None:
@@ -371,13 +362,10 @@ def _stem(word: str) -> str:
     return w[:5]
 
 
+@short_text_cache()  # the anchor stage stems every candidate's words
 def _stems(text: str) -> frozenset[str]:
     """The crude stems of a text's words."""
     return frozenset(_stem(w) for w in _WORD.findall(text))
-
-
-# the anchor stage stems every candidate's words, and the same stored rows come back query after query
-_stems_cached = functools.lru_cache(maxsize=4096)(_stems)
 
 
 def _anchor_time(candidates: Sequence[Candidate], words: tuple[str, ...]) -> tuple[Candidate, int] | None:
@@ -386,7 +374,7 @@ def _anchor_time(candidates: Sequence[Candidate], words: tuple[str, ...]) -> tup
     stems = {_stem(w) for w in words}
     best: tuple[float, Candidate] | None = None
     for cand in candidates:
-        have = _stems_cached(cand.text) if len(cand.text) <= 2000 else _stems(cand.text)
+        have = _stems(cand.text)
         share = len(stems & have) / len(stems)
         if share >= 0.5 and (best is None or share > best[0]):
             best = (share, cand)

@@ -13,13 +13,12 @@ combining marks stripped (so ``CAFÉ`` and ``Cafe`` are one entity), the Comis r
 
 from __future__ import annotations
 
-import functools
 import unicodedata
 from collections.abc import Iterable
 
 import regex
 
-from .._util import STOPWORDS
+from .._util import STOPWORDS, short_text_cache
 
 __all__ = ["canonical_key", "extract_entities"]
 
@@ -39,22 +38,13 @@ _NOT_NAMES = frozenset(
 _STOP = STOPWORDS | _NOT_NAMES
 
 
-_CACHED_CHARS = 2000  # texts up to this long are memoised (the lane reads the same stored rows query after query)
-
-
+@short_text_cache(maxsize=8192)  # the lane reads the same stored rows query after query
 def canonical_key(name: str) -> str:
     """Trim, lower-case, NFKD, strip combining marks: ``"CAFÉ"`` → ``"cafe"``."""
-    return _canonical_cached(name) if len(name) <= _CACHED_CHARS else _canonical(name)
-
-
-def _canonical(name: str) -> str:
     if name.isascii():
         return name.strip().lower()
     decomposed = unicodedata.normalize("NFKD", name.strip().lower())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-_canonical_cached = functools.lru_cache(maxsize=8192)(_canonical)
 
 
 def _strip_possessive(word: str) -> str:
@@ -66,11 +56,10 @@ def _strip_possessive(word: str) -> str:
 
 def extract_entities(text: str, *, max_entities: int = 32) -> dict[str, str]:
     """``{canonical key: display name}`` of the named entities in ``text``, in order of appearance."""
-    if len(text) <= _CACHED_CHARS:
-        return dict(_entities_cached(text, max_entities))
     return dict(_entities(text, max_entities))
 
 
+@short_text_cache(maxsize=8192)
 def _entities(text: str, max_entities: int) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     run: list[str] = []
@@ -105,9 +94,6 @@ def _entities(text: str, max_entities: int) -> tuple[tuple[str, str], ...]:
         sentence_start = False
     flush()
     return tuple(out.items())
-
-
-_entities_cached = functools.lru_cache(maxsize=8192)(_entities)
 
 
 def shared_entities(a: Iterable[str], b: Iterable[str]) -> int:

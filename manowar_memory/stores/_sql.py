@@ -226,17 +226,20 @@ def row_revisions(rowids: Sequence[int], where: str | None = None, params: Seque
     order. The store serves the rows it holds at that revision from its row cache
     (:class:`~manowar_memory.stores.sqlite.rowcache.RowCache`) and reads the others with
     :func:`rows_by_rowid`."""
-    sql = (f"SELECT rowid, rev, access_count, last_accessed_at FROM memory NOT INDEXED "
-           f"WHERE rowid IN ({','.join('?' * len(rowids))})" + (f" AND ({where})" if where else ""))
+    return _by_rowid("rowid, rev, access_count, last_accessed_at", rowids, where, params)
+
+
+def rows_by_rowid(rowids: Sequence[int], where: str | None = None, params: Sequence[Any] = ()) -> Statement:
+    """The memory rows among ``rowids`` that pass ``where`` (every row when None), as
+    :func:`memory_columns` (no embedding) followed by their ``rev``, read by rowid as
+    :func:`row_revisions` reads them; in no particular order."""
+    return _by_rowid(f"{_MEMORY_COLUMNS_NO_BLOB}, rev", rowids, where, params)
+
+
+def _by_rowid(columns: str, rowids: Sequence[int], where: str | None, params: Sequence[Any]) -> Statement:
+    sql = (f"SELECT {columns} FROM memory NOT INDEXED WHERE rowid IN ({','.join('?' * len(rowids))})"
+           + (f" AND ({where})" if where else ""))
     return sql, [*rowids, *(params if where else ())]
-
-
-def rows_by_rowid(rowids: Sequence[int]) -> Statement:
-    """The memory rows of ``rowids`` (:func:`memory_columns`, no embedding) followed by their
-    ``rev``; in no particular order."""
-    sql = (f"SELECT {_MEMORY_COLUMNS_NO_BLOB}, rev FROM memory NOT INDEXED "
-           f"WHERE rowid IN ({','.join('?' * len(rowids))})")
-    return sql, list(rowids)
 
 
 def keyword_rowids(arms: Sequence[tuple[int, str]], where: str, params: Sequence[Any], limit: int,

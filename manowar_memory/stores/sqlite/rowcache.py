@@ -3,16 +3,18 @@
 The keyword, vector and entity lanes read the same rows query after query, and turning a row
 into a :class:`~manowar_memory.records.MemoryRecord` (its JSON metadata above all) cost more
 than finding it. :class:`RowCache` keeps each row's record with the revision (``rev``) it was
-read at. A lane first reads only the revision and the access columns of the rows it found
-(:func:`~manowar_memory.stores._sql.row_revisions`, which also applies the scope filter) and
-takes a row from the cache only when its revision is the same: every write of a row gives it a
-new revision, and a deleted row is not found at all. ``access_count`` and ``last_accessed_at``
-are never served from the cache, since access bumps change them without a new revision.
+read at. When a lane finds rows the cache holds, it first reads only their revision and
+access columns (:func:`~manowar_memory.stores._sql.row_revisions`, which also applies the
+scope filter) and takes a row from the cache only when its revision is the same: every write
+of a row gives it a new revision, and a deleted row is not found at all. Rows the cache holds
+none of are read whole at once. ``access_count`` and ``last_accessed_at`` are never served
+from the cache, since access bumps change them without a new revision.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from ...records import MemoryRecord, adopt_fields
@@ -29,8 +31,10 @@ class RowCache:
         self._rows: dict[int, tuple[int, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return len(self._rows)
+    def holds_any(self, rowids: Iterable[int]) -> bool:
+        """Whether any of ``rowids`` is held, at whatever revision."""
+        rows = self._rows
+        return any(rowid in rows for rowid in rowids)
 
     def get(self, rowid: int, rev: int, access_count: int, last_accessed_at: int | None) -> MemoryRecord | None:
         """A fresh copy of row ``rowid`` when it is held at revision ``rev``, with the access
@@ -46,8 +50,6 @@ class RowCache:
 
     def put(self, rowid: int, rev: int, record: MemoryRecord) -> None:
         """Hold ``record`` (read at revision ``rev``); the caller keeps ``record`` to change as it likes."""
-        if self.size <= 0:
-            return
         values = dict(record)  # the fields in declaration order
         values["metadata"] = dict(record.metadata)
         with self._lock:
@@ -55,8 +57,3 @@ class RowCache:
             self._rows[rowid] = (rev, values)
             while len(self._rows) > self.size:
                 del self._rows[next(iter(self._rows))]
-
-    def clear(self) -> None:
-        """Forget every row."""
-        with self._lock:
-            self._rows.clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -305,9 +305,12 @@ class SQLiteRows(SQLiteConnection):
     def _records_by_rowid(self, conn: sqlite3.Connection, rowids: Sequence[int], where: str | None = None,
                           params: Sequence[Any] = ()) -> dict[int, MemoryRecord]:
         """The records (no embedding) of the rows among ``rowids`` that pass ``where`` (every
-        one when None), by rowid; rows deleted meanwhile are missing. A row the row cache holds
-        at its current revision costs only the read of that revision and its access columns
-        (:mod:`~manowar_memory.stores.sqlite.rowcache`); the others are read whole and cached."""
+        one when None), by rowid; rows deleted meanwhile are missing. When the row cache holds
+        some of them, only their revisions and access columns are read first, and a row held at
+        its current revision is not read again (:mod:`~manowar_memory.stores.sqlite.rowcache`);
+        the others are read whole, in one statement, and cached."""
+        if not self._row_cache.holds_any(rowids):
+            return self._read_rows(conn, rowids, where, params)
         out: dict[int, MemoryRecord] = {}
         missing: list[int] = []
         sql, rev_params = _sql.row_revisions(rowids, where, params)
@@ -318,12 +321,19 @@ class SQLiteRows(SQLiteConnection):
             else:
                 out[rowid] = record
         if missing:
-            sql, row_params = _sql.rows_by_rowid(missing)
-            for row in conn.execute(sql, row_params):
-                *values, rev = row
-                record = self._row_to_record(values)
-                self._row_cache.put(values[0], rev, record)
-                out[values[0]] = record
+            out.update(self._read_rows(conn, missing))
+        return out
+
+
+    def _read_rows(self, conn: sqlite3.Connection, rowids: Sequence[int], where: str | None = None,
+                   params: Sequence[Any] = ()) -> dict[int, MemoryRecord]:
+        """The rows among ``rowids`` that pass ``where``, read whole and put in the row cache."""
+        out: dict[int, MemoryRecord] = {}
+        sql, row_params = _sql.rows_by_rowid(rowids, where, params)
+        for row in conn.execute(sql, row_params):
+            *values, rev = row
+            out[values[0]] = record = self._row_to_record(values)
+            self._row_cache.put(values[0], rev, record)
         return out
 
 
@@ -394,6 +404,6 @@ class SQLiteRows(SQLiteConnection):
                 if not picked:
                     return [], info
             info.skipped_other_models = self._other_model_rows.get(model_id, 0)
-            by_rowid = self._records_by_rowid(conn, [int(rowid) for rowid, _ in picked])  # type: ignore[call-overload]
+            by_rowid = self._records_by_rowid(conn, [cast(int, rowid) for rowid, _ in picked])  # the index's keys
         hits = [Hit(by_rowid[rowid], (1.0 + cos) / 2.0) for rowid, cos in picked if rowid in by_rowid]
         return hits, info
