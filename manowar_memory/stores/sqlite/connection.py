@@ -18,6 +18,7 @@ from ...errors import ConflictError, StoreError
 from ...records import MemoryRecord
 from ...scope import SCOPE_FIELDS
 from .. import _fts, _sql
+from .._keywords import ScopeKeywordIndex
 from .._vectors import VectorIndex
 from ..base import (
     INACTIVE_STATUSES,
@@ -102,6 +103,16 @@ class SQLiteConnection:
     #: about 0.6 of it), so it is for scopes of hundreds of thousands of rows, set knowingly.
     keyword_postings_budget: int = 0
 
+    #: Matches from which the keyword lane stops asking FTS5 to score a scope and scores it in
+    #: process instead. FTS5's ``bm25()`` reads each matching row's length from disk (about a
+    #: microsecond a row: over ten milliseconds for common words at a million rows). When the
+    #: query's terms are held by at least this many rows of a scope (their document counts, read
+    #: without scoring), the store builds that scope's :class:`~manowar_memory.stores._keywords.ScopeKeywordIndex`
+    #: (the scope's rows read once; seconds at a million rows), keeps it in step with the table
+    #: by revision, and scores the scope's matches with it from then on: the same BM25 scores,
+    #: the same results. 0 turns it off. The index lives in memory only (rebuilt after a restart).
+    keyword_index_min_matches: int = 2000
+
     #: Bytes of a database file each connection maps into memory (``PRAGMA mmap_size``; 0, the
     #: default, reads pages with read calls). One connection's random row reads get cheaper
     #: mapped (keyword lane over 1M rows: 22 to 17 ms CPU), but each thread's connection maps
@@ -113,8 +124,14 @@ class SQLiteConnection:
     def __init__(
         self, path: str | Path = ":memory:", *, context_weight: float | None = None, busy_timeout: float = 30.0,
         create_dirs: bool = True, keyword_postings_budget: int | None = None,
+        keyword_index_min_matches: int | None = None,
     ) -> None:
         self.path = str(path)
+        if keyword_index_min_matches is not None:
+            if isinstance(keyword_index_min_matches, bool) or not isinstance(keyword_index_min_matches, int) \
+                    or keyword_index_min_matches < 0:
+                raise StoreError(f"keyword_index_min_matches must be an int >= 0, got {keyword_index_min_matches!r}")
+            self.keyword_index_min_matches = keyword_index_min_matches
         if keyword_postings_budget is not None:
             if isinstance(keyword_postings_budget, bool) or not isinstance(keyword_postings_budget, int) \
                     or keyword_postings_budget < 0:
@@ -147,6 +164,8 @@ class SQLiteConnection:
         self._other_model_rows: dict[str, int] = {}  # rows embedded by another model, per model id
         self._index_lock = threading.Lock()
         self._row_cache = RowCache()  # rows the lanes read, by rowid and revision
+        self._keyword_indexes: dict[int, ScopeKeywordIndex] = {}  # in-process BM25, by full-text scope
+        self._keyword_lock = threading.Lock()
         self._closed = False
         with self._conn() as conn:
             self._migrate(conn)

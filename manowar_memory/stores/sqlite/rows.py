@@ -10,7 +10,8 @@ import numpy as np
 
 from ...errors import StoreError
 from ...records import MemoryRecord
-from .. import _fts, _sql
+from .. import _fts, _keywords, _sql
+from .._keywords import ScopeKeywordIndex
 from .._vectors import VectorIndex
 from ..base import (
     Hit,
@@ -243,63 +244,208 @@ class SQLiteRows(SQLiteConnection):
             return KeywordHits()
         where, params = self._memory_where(query)
         with self._conn() as conn:
-            scope_ids = self._fts_scope_ids(conn, query)
-            if not scope_ids:
+            scopes = self._fts_scopes(conn, query)
+            if not scopes:
                 return KeywordHits()
-            arms, pruned = self._keyword_arms(conn, scope_ids, phrases)
-            picked = self._keyword_rows(conn, arms, where, params, limit)
+            counts = self._term_counts(conn, [sid for sid, _ in scopes], phrases)
+            indexed = self._keyword_indexes_for(conn, scopes, phrases, counts)
+            arms, pruned = self._keyword_arms([sid for sid, _ in scopes if sid not in indexed], phrases, counts)
+            matches = self._indexed_matches(conn, indexed, phrases)
+            picked = self._keyword_rows(conn, arms, matches, where, params, limit)
         return KeywordHits((Hit(record, score) for record, score in picked), pruned_terms=pruned)
 
 
-    def _keyword_arms(self, conn: sqlite3.Connection, scope_ids: Sequence[int],
-                      phrases: list[tuple[str, ...]]) -> tuple[list[tuple[int, str]], int]:
+    def _fts_scopes(self, conn: sqlite3.Connection, query: MemoryQuery) -> list[tuple[int, tuple[str, str | None]]]:
+        """The ``fts_scopes`` numbers a query reads (:meth:`_fts_scope_ids`), each with its
+        ``(agent_wallet, user_address)``."""
+        s = query.scope
+        owners = [(s.agent_wallet, s.user_address)] + ([(s.agent_wallet, None)] if s.user_address is not None else [])
+        by_key = {_sql.fts_scope_key(agent, user): (agent, user) for agent, user in owners}
+        return [(int(r[0]), by_key[r[1]]) for r in conn.execute(
+            f"SELECT id, key FROM fts_scopes WHERE key IN ({','.join('?' * len(by_key))}) ORDER BY id", list(by_key))]
+
+
+    def _term_counts(self, conn: sqlite3.Connection, scope_ids: Sequence[int],
+                     phrases: list[tuple[str, ...]]) -> dict[int, dict[str, int]]:
+        """Each scope's document count of each word of ``phrases`` (scoped terms), for the scopes
+        not scored in process, when the pruning budget or the in-process index needs them."""
+        if self.keyword_postings_budget <= 0 and self.keyword_index_min_matches <= 0:
+            return {}
+        out: dict[int, dict[str, int]] = {}
+        for sid in scope_ids:
+            if sid in self._keyword_indexes:
+                continue
+            sql, term_params = _sql.term_doc_counts(_fts.phrase_words(sid, phrases))
+            out[sid] = {str(t): int(n) for t, n in conn.execute(sql, term_params)}
+        return out
+
+
+    def _keyword_indexes_for(self, conn: sqlite3.Connection, scopes: Sequence[tuple[int, tuple[str, str | None]]],
+                             phrases: list[tuple[str, ...]],
+                             counts: dict[int, dict[str, int]]) -> dict[int, ScopeKeywordIndex]:
+        """The in-process indexes (:attr:`keyword_index_min_matches`) that score this query's
+        scopes, up to date: the ones held, and new ones for scopes where the query's words are
+        held by at least that many rows. None when a phrase is one the index does not hold."""
+        threshold = self.keyword_index_min_matches
+        if threshold <= 0 or not ScopeKeywordIndex.holds(phrases):
+            return {}
+        with self._keyword_lock:
+            self._sync_keyword_indexes(conn)
+            out: dict[int, ScopeKeywordIndex] = {}
+            for sid, (agent, user) in scopes:
+                index = self._keyword_indexes.get(sid)
+                if index is None and sum(counts.get(sid, {}).values()) >= threshold:
+                    index = self._keyword_indexes[sid] = self._build_keyword_index(conn, sid, agent, user)
+                if index is not None:
+                    out[sid] = index
+            return out
+
+
+    def _build_keyword_index(self, conn: sqlite3.Connection, sid: int, agent: str, user: str | None) -> ScopeKeywordIndex:
+        """Scope ``sid``'s in-process index, from its rows as they are now."""
+        index = ScopeKeywordIndex(sid)
+        index.rev = self._memory_rev(conn)  # rows changed after this are replayed by the next sync
+        sql = ("SELECT rowid, content, context FROM memory WHERE agent_wallet = ? AND "
+               + ("user_address IS NULL" if user is None else "user_address = ?"))
+        index.load(conn.execute(sql, [agent] if user is None else [agent, user]))
+        return index
+
+
+    @staticmethod
+    def _memory_rev(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT value FROM counters WHERE name = 'memory_rev'").fetchone()[0])
+
+
+    def _sync_keyword_indexes(self, conn: sqlite3.Connection) -> None:
+        """Bring every in-process index up to the table's revision: rows deleted since are
+        dropped, rows written since are held again by their scope's index and dropped by any
+        other (a row moved to another user). Tombstones first, as for the vector index."""
+        current = self._memory_rev(conn)
+        stale = [index for index in self._keyword_indexes.values() if index.rev < current]
+        if not stale:
+            return
+        since = min(index.rev for index in stale)
+        for row_id, rev in conn.execute("SELECT row_id, rev FROM memory_tombstones WHERE rev > ? AND rev <= ?",
+                                        (since, current)):
+            for index in stale:
+                if rev > index.rev:
+                    index.remove(row_id)
+        scope_ids: dict[str, int] = {}
+        for rowid, agent, user, content, context, rev in conn.execute(
+                "SELECT rowid, agent_wallet, user_address, content, context, rev FROM memory WHERE rev > ? AND rev <= ?",
+                (since, current)):
+            key = _sql.fts_scope_key(agent, user)
+            if key not in scope_ids:
+                found = conn.execute("SELECT id FROM fts_scopes WHERE key = ?", (key,)).fetchone()
+                scope_ids[key] = int(found[0]) if found else -1
+            for index in stale:
+                if rev > index.rev:
+                    if index.scope_id == scope_ids[key]:
+                        index.upsert(rowid, content, context)
+                    else:
+                        index.remove(rowid)
+        for index in stale:
+            index.rev = current
+
+
+    def _indexed_matches(self, conn: sqlite3.Connection, indexed: dict[int, ScopeKeywordIndex],
+                         phrases: list[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every match of the scopes scored in process, as ``(rowids, scores)`` best first (ties
+        by rowid), scored as FTS5 would over the whole table's averages; None when none is."""
+        if not indexed:
+            return None
+        blob = conn.execute("SELECT block FROM memory_fts_data WHERE id = 1").fetchone()
+        rows, tokens = _keywords.averages(blob[0] if blob else None)
+        with self._keyword_lock:  # a sync from another thread must not change an index mid-read
+            parts = [index.matches(phrases, rows, tokens, self.context_weight) for index in indexed.values()]
+        if len(parts) == 1:
+            return parts[0]
+        rowids = np.concatenate([p[0] for p in parts])
+        scores = np.concatenate([p[1] for p in parts])
+        order = np.lexsort((rowids, -scores))
+        return rowids[order], scores[order]
+
+
+    def _keyword_arms(self, scope_ids: Sequence[int], phrases: list[tuple[str, ...]],
+                      counts: dict[int, dict[str, int]]) -> tuple[list[tuple[int, str]], int]:
         """The ``(scope_id, match)`` arms of a keyword search, each scope's query pruned to
         :attr:`keyword_postings_budget` (:func:`~manowar_memory.stores._fts.prune_phrases`,
-        over the terms' document counts in the scope), and how many of the query's phrases
-        were left out of at least one arm."""
+        over the terms' document counts in the scope, ``counts``), and how many of the query's
+        phrases were left out of at least one arm."""
         budget = self.keyword_postings_budget
         arms: list[tuple[int, str]] = []
         pruned: set[tuple[str, ...]] = set()
         for sid in scope_ids:
             kept = phrases
             if budget > 0:
-                sql, term_params = _sql.term_doc_counts(_fts.phrase_words(sid, phrases))
-                counts = {str(t): int(n) for t, n in conn.execute(sql, term_params)}
-                kept, left_out = _fts.prune_phrases(sid, phrases, counts, budget)
+                kept, left_out = _fts.prune_phrases(sid, phrases, counts.get(sid, {}), budget)
                 pruned.update(left_out)
             arms.append((sid, _fts.scoped_match(sid, kept)))
         return arms, len(pruned)
 
 
-    def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]], where: str,
-                      params: list[Any], limit: int) -> list[tuple[MemoryRecord, float]]:
+    def _keyword_rows(self, conn: sqlite3.Connection, arms: list[tuple[int, str]],
+                      indexed: tuple[np.ndarray, np.ndarray] | None, where: str, params: list[Any],
+                      limit: int) -> list[tuple[MemoryRecord, float]]:
         """The keyword lane's best ``limit`` rows (no embedding) with their scores, best first.
 
-        They come from the best ``keyword_pool_factor * limit`` full-text matches, read from the
-        index alone, whose memory rows are read ``limit`` at a time in that order, each read
-        keeping only rows that pass the scope filter: one read when they all pass, as they
-        usually do (the index is already split by scope). Only when fewer than ``limit`` of
-        the pool pass does the lane rank every match against the filter."""
+        They come from the best ``keyword_pool_factor * limit`` full-text matches of the
+        ``arms`` FTS5 scores, read from the index alone, merged with ``indexed`` (every match of
+        the scopes scored in process), whose memory rows are read ``limit`` at a time in that
+        order, each read keeping only rows that pass the scope filter: one read when they all
+        pass, as they usually do (the index is already split by scope). Only when fewer than
+        ``limit`` of the pool pass does the lane rank every match against the filter."""
         pool = limit * self.keyword_pool_factor
-        if pool > 0:
-            sql, pool_params = _sql.keyword_pool(arms, pool, self.context_weight)
-            candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
+        if pool > 0 or not arms:
+            candidates: list[tuple[int, float]] = []
+            ends: list[tuple[int, float]] = []  # the last candidate of each source that has more
+            if arms:
+                sql, pool_params = _sql.keyword_pool(arms, pool, self.context_weight)
+                candidates = [(int(r[0]), float(r[1])) for r in conn.execute(sql, pool_params)]
+                if len(candidates) >= pool:
+                    ends.append(candidates[-1])
+            if indexed is not None and indexed[0].shape[0]:
+                head = max(pool, limit)
+                top = list(zip(indexed[0][:head].tolist(), indexed[1][:head].tolist(), strict=True))
+                if indexed[0].shape[0] > head:
+                    ends.append(top[-1])
+                candidates = sorted(candidates + top, key=lambda c: (-c[1], c[0])) if candidates else top
+            # past the last candidate of a source that has more, its unread matches may rank first
+            end = min((candidates.index(last) + 1 for last in ends), default=len(candidates))
             picked: list[tuple[MemoryRecord, float]] = []
-            for start in range(0, len(candidates), limit):
-                chunk = candidates[start:start + limit]
+            for start in range(0, end, limit):
+                chunk = candidates[start:min(start + limit, end)]
                 by_rowid = self._records_by_rowid(conn, [rowid for rowid, _ in chunk], where, params)
                 picked += [(by_rowid[rowid], score) for rowid, score in chunk if rowid in by_rowid]
                 if len(picked) >= limit:
                     return picked[:limit]
-            if len(candidates) < pool:
+            if not ends:
                 return picked  # exact: every match outside the pool ranks after the whole pool
-        sql, fts_params = _sql.keyword_rowids(arms, _qualify(where, "m"), params, limit,
-                                              self.context_weight)
-        ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
+        ranked: list[tuple[int, float]] = []
+        if arms:
+            sql, fts_params = _sql.keyword_rowids(arms, _qualify(where, "m"), params, limit, self.context_weight)
+            ranked = [(int(r[0]), float(r[1])) for r in conn.execute(sql, fts_params)]
+        if indexed is not None:
+            every = list(zip(indexed[0].tolist(), indexed[1].tolist(), strict=True))
+            ranked = sorted(ranked + self._passing(conn, every, where, params, limit), key=lambda c: (-c[1], c[0]))
         if not ranked:
             return []
-        by_rowid = self._records_by_rowid(conn, [rowid for rowid, _ in ranked])
-        return [(by_rowid[rowid], score) for rowid, score in ranked if rowid in by_rowid]
+        by_rowid = self._records_by_rowid(conn, [rowid for rowid, _ in ranked[:limit]])
+        return [(by_rowid[rowid], score) for rowid, score in ranked[:limit] if rowid in by_rowid]
+
+
+    def _passing(self, conn: sqlite3.Connection, ranked: list[tuple[int, float]], where: str, params: list[Any],
+                 limit: int) -> list[tuple[int, float]]:
+        """The first ``limit`` of ``ranked`` whose rows pass ``where``, read ``limit`` at a time."""
+        out: list[tuple[int, float]] = []
+        for start in range(0, len(ranked), limit):
+            chunk = ranked[start:start + limit]
+            sql, rev_params = _sql.row_revisions([rowid for rowid, _ in chunk], where, params)
+            passing = {int(r[0]) for r in conn.execute(sql, rev_params)}
+            out += [c for c in chunk if c[0] in passing]
+            if len(out) >= limit:
+                break
+        return out[:limit]
 
 
     def _records_by_rowid(self, conn: sqlite3.Connection, rowids: Sequence[int], where: str | None = None,
@@ -395,12 +541,13 @@ class SQLiteRows(SQLiteConnection):
             norm = float(np.linalg.norm(q))
             q = q / norm if norm else q
             with index.lock:
-                mask = index.mask(query)
+                mask, count = index.mask_and_count(query)
                 if query.filters or (not query.durable and query.scope.thread_id):
                     where, params = self._memory_where(query)
                     mask = index.only(mask, (r[0] for r in conn.execute(f"SELECT rowid FROM memory WHERE {where}", params)))
-                info.candidates = int(mask.sum())
-                picked = index.top(q, mask, limit, index.groups_of(query))
+                    count = int(np.count_nonzero(mask))
+                info.candidates = count
+                picked = index.top(q, mask, limit, index.groups_of(query), count)
                 if not picked:
                     return [], info
             info.skipped_other_models = self._other_model_rows.get(model_id, 0)
