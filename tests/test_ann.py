@@ -407,3 +407,28 @@ def test_top_with_the_scope_groups_known_equals_exact(low_threshold) -> None:
             got = ann.top(q, ann.mask(query), 10, ann.groups_of(query))
             assert [key for key, _ in got] == [key for key, _ in exact.top(q, exact.mask(query), 10)]
     assert ann.groups_of(MemoryQuery(scope=Scope(agent_wallet="nobody"))) == []
+
+
+def test_a_cached_mask_is_reused_only_while_rows_stand_still_and_none_expires() -> None:
+    """The mask of a query is kept, read-only, and given again for the same query; a write, a
+    delete, an allowed row's expiry and a query for an earlier time each get a fresh one."""
+    index = VectorIndex(DIMS)
+    rng = np.random.default_rng(3)
+    for n, vec in enumerate(_unit(rng, 4)):
+        index.upsert(f"r{n}", vec, agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=True,
+                     expires_at=5_000.0 if n == 3 else None)
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"), now=1_000)
+    mask, count = index.mask_and_count(query)
+    assert count == 4 and not mask.flags.writeable
+    with pytest.raises(ValueError):
+        mask[0] = False
+    assert index.mask_and_count(query)[0] is mask  # nothing changed: the same array
+    later = MemoryQuery(scope=query.scope, now=6_000)
+    assert index.mask_and_count(later)[1] == 3  # r3 expired at 5,000: not the cached mask
+    earlier = MemoryQuery(scope=query.scope, now=900)
+    assert index.mask_and_count(earlier)[1] == 4  # made anew: r3 is allowed again before it expires
+    index.remove("r0")
+    assert index.mask_and_count(earlier)[1] == 3
+    index.upsert("r9", _unit(rng, 1)[0], agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=True)
+    assert index.mask_and_count(earlier)[1] == 4
+    assert index.mask_and_count(MemoryQuery(scope=query.scope, now=900, sources=["note"]))[1] == 0

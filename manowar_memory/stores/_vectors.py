@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Hashable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,6 +106,8 @@ class VectorIndex:
         self._ann_lock = threading.Lock()  # guards the two queues above (writers do not hold ``lock``)
         self._synced_rev: int | None = None
         self._saved_rev: int | None = None
+        self._version = 0  # bumped by every change of a row: the masks cached below are of one version
+        self._masks: dict[tuple[Any, ...], tuple[int, float, float, np.ndarray, int]] = {}
 
     @staticmethod
     def row_bytes(dims: int) -> int:
@@ -158,6 +161,7 @@ class VectorIndex:
         ``metadata.expiresAt`` (epoch ms) when that is a number, else None (never expires)."""
         norm = float(np.linalg.norm(vector))
         unit = vector / norm if norm else vector
+        self._version += 1
         pos = self.position.get(key)
         fresh = pos is None
         if pos is None:
@@ -194,6 +198,7 @@ class VectorIndex:
         """Mark a row dead (deleted, or re-embedded by another model)."""
         pos = self.position.get(key)
         if pos is not None and self.live[pos]:
+            self._version += 1
             self.live[pos] = False
             self.live_count -= 1
             gid = int(self.group[pos])
@@ -204,9 +209,39 @@ class VectorIndex:
         """Keys of the live rows."""
         return {self.keys[i] for i in np.flatnonzero(self.live[: self.size])}
 
+    #: Masks kept per index (by scope, status and sources), each until a row changes or an
+    #: allowed row expires: at a million rows a mask is a few passes over every row (~1 ms).
+    cached_masks: int = 8
+
     def mask(self, query: MemoryQuery) -> np.ndarray:
         """Rows the query's scope, status, expiry (at ``query.now``, else now) and sources allow
-        (filters and threads are the store's job)."""
+        (filters and threads are the store's job). Read-only: it may be shared with later calls."""
+        return self.mask_and_count(query)[0]
+
+    def mask_and_count(self, query: MemoryQuery) -> tuple[np.ndarray, int]:
+        """:meth:`mask` and the number of rows it allows. The same query over unchanged rows gets
+        the same (read-only) array back, while no allowed row has expired since it was made and
+        the time asked is not earlier than then."""
+        now = float(query.now if query.now is not None else now_ms())
+        s = query.scope
+        key = (s.agent_wallet, s.user_address, s.mode, s.hai_id, query.active_only,
+               None if query.sources is None else tuple(query.sources), tuple(query.exclude_sources))
+        held = self._masks.get(key)
+        if held is not None and held[0] == self._version and held[1] <= now < held[2]:
+            return held[3], held[4]
+        mask = self._mask(query, now)
+        until = math.inf
+        if query.active_only:
+            allowed = self.expires[: self.size][mask]
+            until = float(allowed.min()) if allowed.shape[0] else math.inf
+        mask.flags.writeable = False
+        count = int(np.count_nonzero(mask))
+        if len(self._masks) >= self.cached_masks:
+            self._masks.pop(next(iter(self._masks)))
+        self._masks[key] = (self._version, now, until, mask, count)
+        return mask, count
+
+    def _mask(self, query: MemoryQuery, now: float) -> np.ndarray:
         n = self.size
         s = query.scope
         codes = self.codes
@@ -216,7 +251,7 @@ class VectorIndex:
         mask: np.ndarray = self.live[:n] & (self.agent[:n] == agent)
         if query.active_only:
             mask &= self.active[:n]
-            mask &= self.expires[:n] > (query.now if query.now is not None else now_ms())
+            mask &= self.expires[:n] > now
         user_col = self.user[:n]
         if s.user_address is not None:
             mask &= (user_col == codes.get(s.user_address, -1)) | (user_col == 0)
@@ -250,14 +285,15 @@ class VectorIndex:
         return [g for g in (self.groups.get((agent, u)) for u in users) if g is not None]
 
     def top(
-        self, q: np.ndarray, mask: np.ndarray, k: int, groups: list[int] | None = None,
+        self, q: np.ndarray, mask: np.ndarray, k: int, groups: list[int] | None = None, count: int | None = None,
     ) -> list[tuple[Hashable, float]]:
         """The ``k`` best ``(key, cosine)`` among the masked rows, best first (ties in row order).
         ``q`` must be normalised. Exact below ``ann_threshold`` allowed rows per group.
         ``groups``: the only groups the mask can allow (:meth:`groups_of`), if known; when one
-        of them has live rows, the allowed rows are not counted per group (a pass over them)."""
+        of them has live rows, the allowed rows are not counted per group (a pass over them).
+        ``count``: the rows the mask allows, if known (:meth:`mask_and_count`)."""
         n = mask.shape[0]
-        candidates = int(mask.sum())
+        candidates = int(np.count_nonzero(mask)) if count is None else count
         if candidates == 0 or k <= 0:
             return []
         k = min(k, candidates)
