@@ -21,9 +21,11 @@ isotropic noise, so neighbourhoods exist as with text embeddings); queries are p
 embeddings cached (FakeEmbedder model id; the rows carry the synthetic vectors and
 Zipf-distributed text from benchmarks/latency.py). Engines on the same file answer each
 query in turn (interleaved, so a busy machine slows all alike; which one reads a query first,
-cold, rotates): the approximate path, the same
-pruning the keyword lane's commonest terms (``keyword_postings_budget`` ``--keyword-budget``, default
-4000; the library's default, 0, scores every match of every query term), the same
+cold, rotates): the approximate path (the library's defaults: the keyword lane scores a scope
+in process once a query's words are held by ``keyword_index_min_matches`` of its rows), the same
+with FTS5's ``bm25()`` scoring every match (``keyword_index_min_matches=0``, the store before the
+in-process index), the same pruning the keyword lane's commonest terms (``keyword_postings_budget``
+``--keyword-budget``, default 4000, FTS5 scoring; the library's default, 0, never prunes), the same
 with the store's keyword pool off (the keyword lane's statement over every match, what the store
 did before it), the approximate path with 8-bit scalar codes (``AnnGroup.fast_scan`` off, the
 layout before 4-bit fast-scan codes, with the candidates per query and the scan share of then;
@@ -267,28 +269,32 @@ def pre_turn(args: argparse.Namespace) -> None:
             engines: dict[str, tuple[MemoryEngine, bool]] = {}
             # the exact scan shares the approximate path's engine; the 8-bit one opens first so that
             # its index (built anew: a saved index of other codes is not restored) is saved first
-            by_setup: dict[tuple[bool, bool, bool], MemoryEngine] = {}
-            for name, exact, fast, fast_scan, prune in (
-                    ("ann, 8-bit codes", False, True, False, False), ("ann", False, True, True, False),
-                    ("ann, pruned", False, True, True, True), ("ann, keyword pool off", False, False, True, False),
-                    ("exact", True, True, True, False)):
+            by_setup: dict[tuple[bool, bool, bool, bool], MemoryEngine] = {}
+            # name, exact scan, keyword pool on, 4-bit codes, pruned, keyword scoring in process
+            for name, exact, fast, fast_scan, prune, in_process in (
+                    ("ann, 8-bit codes", False, True, False, False, True), ("ann", False, True, True, False, True),
+                    ("ann, FTS5 scoring", False, True, True, False, False),
+                    ("ann, pruned", False, True, True, True, False),
+                    ("ann, keyword pool off", False, False, True, False, False),
+                    ("exact", True, True, True, False, True)):
                 if name not in args.configs:
                     continue
-                if (fast, fast_scan, prune) not in by_setup:
+                setup = (fast, fast_scan, prune, in_process)
+                if setup not in by_setup:
                     SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults if fast else (defaults[0], 0)
                     AnnGroup.fast_scan = fast_scan
                     _exact(False)
-                    engine = MemoryEngine(store=SQLiteStore(path, keyword_postings_budget=args.keyword_budget if prune
-                                                            else None),
-                                          embedder=MODEL, extractor=None)
-                    by_setup[(fast, fast_scan, prune)] = engine
+                    store = SQLiteStore(path, keyword_postings_budget=args.keyword_budget if prune else None,
+                                        keyword_index_min_matches=None if in_process else 0)
+                    engine = MemoryEngine(store=store, embedder=MODEL, extractor=None)
+                    by_setup[setup] = engine
                     t0 = time.perf_counter()
                     engine.pre_turn(texts[0], scope)  # loads the rows, restores or builds the ANN index
                     if not fast_scan:
                         _former_candidates(engine.store._indexes[MODEL])  # type: ignore[attr-defined]
                     print(f"  {name}: first pre_turn (rows loaded, ANN index ready) {time.perf_counter() - t0:.1f}s",
                           file=sys.stderr, flush=True)
-                engines[name] = (by_setup[(fast, fast_scan, prune)], exact)
+                engines[name] = (by_setup[setup], exact)
             SQLiteStore.mmap_size, SQLiteStore.keyword_pool_factor = defaults
             AnnGroup.fast_scan = True
             wall: dict[str, list[float]] = {name: [] for name in engines}
@@ -327,12 +333,13 @@ def pre_turn(args: argparse.Namespace) -> None:
                     "vector_p50_ms": statistics.median(lanes[name]["vector"]), "keyword_pruned_queries": pruned[name],
                     "items_shared_with_unpruned": overlap}
             store = next(iter(by_setup.values())).store
-            recall, was_pruned = _keyword_recall(store, scope, texts, args.keyword_budget)
-            print(f"{size:>9} keyword lane recall@10 against the unpruned lane: {recall:.3f} "
+            recall, was_pruned, in_process = _keyword_recall(store, scope, texts, args.keyword_budget)
+            print(f"{size:>9} keyword lane recall@10 against FTS5 scoring every match: pruned {recall:.3f} "
                   f"({was_pruned} of {len(texts)} queries pruned; store.keyword_search, budget "
-                  f"{args.keyword_budget})", flush=True)
+                  f"{args.keyword_budget}), scored in process {in_process:.3f}", flush=True)
             args.results.setdefault(str(size), {})["keyword_recall_at_10"] = {
-                "recall": recall, "pruned_queries": was_pruned, "budget": args.keyword_budget}
+                "recall": recall, "pruned_queries": was_pruned, "budget": args.keyword_budget,
+                "in_process_recall": in_process}
             for engine in by_setup.values():
                 engine.close()
     _exact(False)
@@ -348,26 +355,32 @@ def _overlap(got: dict[int, list[str]], reference: dict[int, list[str]]) -> floa
 
 
 def _keyword_recall(store: Any, scope: Scope, texts: list[str], budget: int, k: int = 10,
-                    depth: int = 48) -> tuple[float, int]:
+                    depth: int = 48) -> tuple[float, int, float]:
     """Mean recall@k of the keyword lane (``store.keyword_search``, ``depth`` hits as the engine
-    asks) with ``keyword_postings_budget`` ``budget`` against the same search with no pruning
-    (budget 0), over the queries with any exact hit; and how many queries were pruned."""
+    asks) with ``keyword_postings_budget`` ``budget`` against FTS5 scoring every match (budget 0,
+    no in-process scoring), over the queries with any exact hit; how many queries were pruned;
+    and the same recall of the default lane (scored in process above ``keyword_index_min_matches``)."""
     query = MemoryQuery(scope=scope)
-    kept = store.keyword_postings_budget
+    kept = store.keyword_postings_budget, store.keyword_index_min_matches
     recalls: list[float] = []
+    in_process: list[float] = []
     was_pruned = 0
     try:
         for text in texts:
-            store.keyword_postings_budget = budget
+            store.keyword_postings_budget, store.keyword_index_min_matches = 0, kept[1]
+            default = store.keyword_search(query, text, depth)
+            store.keyword_postings_budget, store.keyword_index_min_matches = budget, 0
             hits = store.keyword_search(query, text, depth)
             was_pruned += bool(getattr(hits, "pruned_terms", 0))
             store.keyword_postings_budget = 0
             exact = [h.record.id for h in store.keyword_search(query, text, depth)][:k]
             if exact:
                 recalls.append(len({h.record.id for h in hits[:k]} & set(exact)) / len(exact))
+                in_process.append(len({h.record.id for h in default[:k]} & set(exact)) / len(exact))
     finally:
-        store.keyword_postings_budget = kept
-    return (statistics.fmean(recalls) if recalls else 1.0), was_pruned
+        store.keyword_postings_budget, store.keyword_index_min_matches = kept
+    return ((statistics.fmean(recalls) if recalls else 1.0), was_pruned,
+            (statistics.fmean(in_process) if in_process else 1.0))
 
 
 def _conversations(path: Path) -> list[Any]:
@@ -461,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact-queries", type=int, default=20, help="pre-turn: queries also run on the exact scan")
     parser.add_argument("--keep", default=None, help="pre-turn: keep the filled SQLite files in this directory")
     parser.add_argument("--configs", nargs="+",
-                        default=["ann", "ann, pruned", "ann, 8-bit codes", "ann, keyword pool off", "exact"],
+                        default=["ann", "ann, FTS5 scoring", "ann, pruned", "ann, 8-bit codes", "ann, keyword pool off",
+                                 "exact"],
                         help="pre-turn: which of the five configurations to run")
     parser.add_argument("--keyword-budget", type=int, default=4000,
                         help="pre-turn: SQLiteStore.keyword_postings_budget of the 'ann, pruned' configuration "

@@ -46,7 +46,7 @@ COMMANDS: dict[str, Benchmark] = {
                                needs="MongoDB and Redis (scripts/services.sh start)"),
     "scale-index": Benchmark(("benchmarks/scale.py", "index", "--sizes", "100000", "1000000")),
     "scale-pre-turn": Benchmark(("benchmarks/scale.py", "pre-turn", "--sizes", "100000", "1000000", "--queries", "100",
-                                 "--configs", "ann", "ann, pruned", "exact")),
+                                 "--configs", "ann", "ann, FTS5 scoring", "ann, pruned", "exact")),
     "scale-recall": Benchmark(("benchmarks/scale.py", "recall", "--locomo", "{locomo}", "--embedder", "onnx",
                                "--cache-dir", "{cache}", "--scan-fractions", "0.3", "0.4", "0.5")),
     "overhead": Benchmark(("benchmarks/overhead.py", "--data", "{locomo}", "--embedder", "fake:384")),
