@@ -47,7 +47,7 @@ from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
 __all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query",
-           "speaker_of", "stated_span", "without_dates"]
+           "speaker_of", "stated_span", "without_dates", "year_earlier"]
 
 _DAY = 86_400_000
 
@@ -99,6 +99,7 @@ _RANGE = regex.compile(rf"\b(?:between|from) (?P<a>{_DATE_FRAG}) (?:and|to|until
                        regex.I)
 _NTH_WEEK = regex.compile(rf"\b(?:in |during )?(?:the )?(?P<nth>first|second|third|fourth|last) week of "
                           rf"(?P<month>{_MONTH_RE})(?:,? (?P<year>(?:19|20)\d\d))?\b", regex.I)
+_FRAG_YEAR = regex.compile(r"\b(?:19|20)\d\d\b")
 _FRAG_PARTS = regex.compile(rf"(?P<month>{_MONTH_RE})|(?P<year>(?:19|20)\d\d)|(?P<day>\d{{1,2}})", regex.I)
 _MONTH_ONLY = regex.compile(rf"\b(?:in|during) (?P<month>{_MONTH_RE})\b(?!,? (?:19|20)\d\d|\.? \d)", regex.I)
 _SIDE = regex.compile(r"\b(?P<side>before|after|since|prior to|until)\s+(?P<rest>[^?.!,;]+)", regex.I)
@@ -137,6 +138,7 @@ class TimeIntent:
     phrases: tuple[str, ...] = field(default=())
     dates: tuple[str, ...] = field(default=())  # the calendar phrases read ("March 2023", "in June")
     subjects: tuple[str, ...] = field(default=())  # the people a "when" question names, lower-cased
+    yearless: bool = False  # the window is a span said without its year, placed in the latest past one
 
     @property
     def empty(self) -> bool:
@@ -207,11 +209,11 @@ def _past_year(month: int, day: int, now: int) -> int:
     return today.year if (month, day) <= (today.month, today.day) else today.year - 1
 
 
-def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
+def _range(text: str, now: int) -> tuple[tuple[int, int], str, bool] | None:
     """A span the query names by its two ends or as a week of a month: "between August 11 and
     August 15 2023" (both days included), "the second week of November 2023" (days 8 to 14,
     "the last week of": the month's last seven days). A missing year is the end's, else the
-    latest one not after ``now``."""
+    latest one not after ``now`` (the third value is then True: no year was said)."""
     m = _RANGE.search(text)
     if m:
         (d1, m1, y1), (d2, m2, y2) = _fragment(m.group("a")), _fragment(m.group("b"))
@@ -224,7 +226,7 @@ def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
             return None
         if last < start:
             return None
-        return (_ms(start), _ms(last + dt.timedelta(days=1))), m.group(0)
+        return (_ms(start), _ms(last + dt.timedelta(days=1))), m.group(0), _FRAG_YEAR.search(m.group(0)) is None
     m = _NTH_WEEK.search(text)
     if m:
         month = _month_number(m.group("month"))
@@ -233,8 +235,21 @@ def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
         nth = m.group("nth").lower()
         first = days - 6 if nth == "last" else 1 + 7 * ["first", "second", "third", "fourth"].index(nth)
         start = dt.date(year, month, first)
-        return (_ms(start), _ms(start + dt.timedelta(days=7))), m.group(0)
+        return (_ms(start), _ms(start + dt.timedelta(days=7))), m.group(0), not m.group("year")
     return None
+
+
+def year_earlier(window: tuple[int, int]) -> tuple[int, int]:
+    """``window`` one calendar year earlier (29 February becomes the 28th)."""
+    def back(ms: int) -> int:
+        day = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+        try:
+            earlier = day.replace(year=day.year - 1)
+        except ValueError:  # 29 February
+            earlier = day.replace(year=day.year - 1, day=28)
+        return int(earlier.timestamp() * 1000)
+
+    return back(window[0]), back(window[1])
 
 
 def parse_time_query(text: str, now: int) -> TimeIntent:
@@ -249,8 +264,9 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
     rest = text
     spanned = _range(text, now)
     sided = None if spanned is not None else _SIDE.search(text)
+    yearless = False
     if spanned is not None:
-        window, phrase = spanned
+        window, phrase, yearless = spanned
         phrases.append(phrase)
         dates.append(phrase)
     elif sided:
@@ -295,7 +311,7 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
         order = "last"
     return TimeIntent(asks_when=asks_when, window=window, month=month, side=side if anchor else None,
                       anchor=anchor, order=order, phrases=tuple(phrases), dates=tuple(dates),
-                      subjects=_subjects(text) if asks_when else ())
+                      subjects=_subjects(text) if asks_when else (), yearless=yearless)
 
 
 def _subjects(text: str) -> tuple[str, ...]:
