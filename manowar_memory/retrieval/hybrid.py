@@ -25,7 +25,7 @@
      ``date_lane_pad_days`` after it that say they are about it ("yesterday", "last Friday")
      (the store's optional :class:`~manowar_memory.stores.base.TimeRangeRows` read), ranked by cosine with the
      query vector (word overlap without one), fused at ``date_lane_weight``: a turn of that
-     day that shares no word with the question still reaches the time stage A span said
+     day that shares no word with the question still reaches the time stage. A span said
      without its year ("the second week of November") that holds no row is looked for up to
      ``YEARLESS_LOOKBACK`` years earlier, and the time stage weighs the year found.
 
