@@ -100,3 +100,16 @@ def test_a_turn_recorded_after_the_day_that_says_it_is_about_it_is_read_too() ->
         hits = engine.search_layers(QUERY, scope, ["vectors"], limit=10).lanes["vectors"]["hits"]
         expected = [ids["kayak"], later[0]] if pad_days else [ids["kayak"]]
         assert sorted(i for i, _ in hits["dated"]) == sorted(expected), pad_days
+
+
+def test_a_span_said_without_its_year_is_the_latest_one_that_holds_memories() -> None:
+    # "the third week of May" is first placed in the latest past May; this scope's rows are of 2023
+    engine, scope, ids = engine_with()
+    result = engine.search_layers("What did Melanie do in the third week of May?", scope, ["vectors"], limit=10)
+    hits = result.lanes["vectors"]["hits"]
+    assert {i for i, _ in hits["dated"]} == {ids["kayak"], ids["helmet"]}  # 15 to 21 May 2023
+    found = {c.id: c for c in result.layers["vectors"]}
+    assert found[ids["kayak"]].trace.get("time_window") == 1.5
+    # a year said is kept: May 2024 holds nothing, so the lane finds nothing
+    result = engine.search_layers("What did Melanie do in the third week of May 2024?", scope, ["vectors"], limit=10)
+    assert "dated" not in result.lanes["vectors"]["hits"]

@@ -14,6 +14,7 @@ from manowar_memory.ranking.temporal import (
     candidate_time,
     mentions_time,
     parse_time_query,
+    speaker_of,
     without_dates,
 )
 from manowar_memory.retrieval.pipeline import RankOptions, ranking_stages
@@ -273,3 +274,47 @@ def test_a_span_between_two_days_lifts_what_happened_inside_it() -> None:
                                                                       "August 15 2023?", NOW),
                                   when_boost=0.5, window_boost=0.5, order_boost=0.3)
     assert note is None and [c.text for c in out] == [inside.text, outside.text]
+
+
+def test_a_when_question_naming_someone_lifts_what_that_person_said() -> None:
+    # the congratulation shares the question's words; the answer is the subject's own report
+    def pool() -> list[Candidate]:
+        return [cand("(3 June 2022) Joanna: Congrats on winning the tournament last week, Nate!", "2022-06-03", 1.0),
+                cand("(3 June 2022) Nate: I just won another regional tournament last week!", "2022-06-03", 0.8)]
+
+    intent = parse_time_query("When did Nate win his third tournament?", NOW)
+    assert intent.subjects == ("nate",)
+    out, _ = apply_time_intent(pool(), intent, when_boost=0.5, window_boost=0.5, order_boost=0.3, speaker_boost=0.5)
+    assert [c.text.split(")")[1][:6] for c in out] == [" Nate:", " Joann"]
+    assert out[0].trace["time_speaker"] == pytest.approx(1.5) and "time_speaker" not in out[1].trace
+    # off by default in the function, and never for a question that does not ask when
+    out, _ = apply_time_intent(pool(), intent, when_boost=0.5, window_boost=0.5, order_boost=0.3)
+    assert out[0].text.startswith("(3 June 2022) Joanna:")
+    assert parse_time_query("What did Nate win?", NOW).subjects == ()
+
+
+def test_the_speaker_comes_from_metadata_or_the_transcript_line() -> None:
+    assert speaker_of(cand("(8 May 2023) Nate: hi", "2023-05-08")) == "Nate"
+    assert speaker_of(cand("[2023-05-08 14:00] Ana Lee: hi", "2023-05-08")) == "Ana Lee"
+    assert speaker_of(cand("I won the tournament", "2023-05-08", speaker="Nate")) == "Nate"
+    assert speaker_of(cand("I won the tournament", "2023-05-08")) is None
+    assert parse_time_query("When did Melanie's friend adopt a child?", NOW).subjects == ("melanie",)
+
+
+def test_the_time_stage_applies_the_configured_speaker_boost() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", config=MemoryConfig(retrieval=RetrievalConfig(
+        when_speaker_boost=1.0, decay_half_life_days=1e6, recency_alpha=0.0, temporal_alpha=0.0)))
+    scope = Scope(agent_wallet="a", user_address="u")
+    engine.ingest(scope, [
+        {"content": "(3 June 2022) Joanna: Congrats on the tournament win, Nate, the tournament win last week!",
+         "created_at": ms("2022-06-03")},
+        {"content": "(3 June 2022) Nate: I won another tournament last week!", "created_at": ms("2022-06-03") + 1000},
+    ])
+    found, _ = engine.search("When did Nate win the tournament?", scope, layers=("vectors",), k=2)
+    assert found[0].text.startswith("(3 June 2022) Nate:") and found[0].trace["time_speaker"] == pytest.approx(2.0)
+    off = MemoryEngine(store="sqlite:///:memory:", config=MemoryConfig(retrieval=RetrievalConfig(
+        when_speaker_boost=0.0, decay_half_life_days=1e6, recency_alpha=0.0, temporal_alpha=0.0)))
+    off.ingest(scope, [{"content": "(3 June 2022) Nate: I won another tournament last week!",
+                        "created_at": ms("2022-06-03")}])
+    found, _ = off.search("When did Nate win the tournament?", scope, layers=("vectors",), k=1)
+    assert "time_speaker" not in found[0].trace

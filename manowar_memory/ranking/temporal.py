@@ -4,7 +4,11 @@
 
 * **asks when**: "When did ...", "what date / year / month", "how long ago", "how long has",
   "since when". Memories that state a time ("yesterday", "two weeks ago", "on 12 May",
-  "since 2016", "last Fri") are the ones that can answer, so they are boosted.
+  "since 2016", "last Fri") are the ones that can answer, so they are boosted. When the
+  question names someone ("When did Nate win his third tourney?"), the memories that person
+  said are boosted too (``TimeIntent.subjects``, :func:`speaker_of`): people tell their own
+  events ("I won another tournament last week") while the others' replies ("Congrats on
+  winning!") share the words but rarely the time.
 * **a window**: "yesterday", "last week", "in June 2023", "in 2022", "on 12 May 2023",
   "two months ago", "last summer", "in June" (any year's June when no year is said), a span by
   its ends ("between August 11 and August 15 2023", "from December 2022 to February 2023") or a
@@ -23,7 +27,7 @@ A memory's time (:func:`candidate_span`) is its event date (``metadata.eventDate
 from the turn when the fact was extracted), else ``metadata.occurredAt``, else a relative time
 its text states ("last month") resolved against when it was recorded, else that day. :func:`apply_time_intent` is the ranking stage's work; every factor it
 applies is written to the candidate's ``trace`` (``time_when``, ``time_window``,
-``time_order``, ``time_anchor``).
+``time_order``, ``time_anchor``, ``time_speaker``).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
 __all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query",
-           "stated_span", "without_dates"]
+           "speaker_of", "stated_span", "without_dates", "year_earlier"]
 
 _DAY = 86_400_000
 
@@ -95,6 +99,7 @@ _RANGE = regex.compile(rf"\b(?:between|from) (?P<a>{_DATE_FRAG}) (?:and|to|until
                        regex.I)
 _NTH_WEEK = regex.compile(rf"\b(?:in |during )?(?:the )?(?P<nth>first|second|third|fourth|last) week of "
                           rf"(?P<month>{_MONTH_RE})(?:,? (?P<year>(?:19|20)\d\d))?\b", regex.I)
+_FRAG_YEAR = regex.compile(r"\b(?:19|20)\d\d\b")
 _FRAG_PARTS = regex.compile(rf"(?P<month>{_MONTH_RE})|(?P<year>(?:19|20)\d\d)|(?P<day>\d{{1,2}})", regex.I)
 _MONTH_ONLY = regex.compile(rf"\b(?:in|during) (?P<month>{_MONTH_RE})\b(?!,? (?:19|20)\d\d|\.? \d)", regex.I)
 _SIDE = regex.compile(r"\b(?P<side>before|after|since|prior to|until)\s+(?P<rest>[^?.!,;]+)", regex.I)
@@ -110,6 +115,12 @@ _STOP = frozenset(
     "she he they i we you it her his their our my your them him me us that this these those what which who "
     "when where why how there here then than as so if not no yes just also very really".split())
 _WORD = regex.compile(r"\p{L}[\p{L}'-]+")
+# a name in a question: a capitalised word that does not open it ("When did Nate ...", "Melanie's")
+_NAME = regex.compile(r"(?<=\S\s+)\p{Lu}\p{Ll}[\p{L}-]*")
+_NOT_NAMES = frozenset("i i'm i've i'd i'll when what which where who whom whose why how did does do was were is are has "
+                       "have had will can could would should the a an in on at of for and or but".split())
+# who said a transcript line: "(8 May 2023) Nate: ...", "[2023-05-08 14:00] Nate: ...", "Nate: ..."
+_SPEAKER = regex.compile(r"^\s*(?:[\(\[][^\)\]]{4,40}[\)\]]\s*)?(?P<name>\p{Lu}[\p{L}'. -]{0,40}?):\s")
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,8 @@ class TimeIntent:
     order: str | None = None  # "first" or "last"
     phrases: tuple[str, ...] = field(default=())
     dates: tuple[str, ...] = field(default=())  # the calendar phrases read ("March 2023", "in June")
+    subjects: tuple[str, ...] = field(default=())  # the people a "when" question names, lower-cased
+    yearless: bool = False  # the window is a span said without its year, placed in the latest past one
 
     @property
     def empty(self) -> bool:
@@ -196,11 +209,11 @@ def _past_year(month: int, day: int, now: int) -> int:
     return today.year if (month, day) <= (today.month, today.day) else today.year - 1
 
 
-def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
+def _range(text: str, now: int) -> tuple[tuple[int, int], str, bool] | None:
     """A span the query names by its two ends or as a week of a month: "between August 11 and
     August 15 2023" (both days included), "the second week of November 2023" (days 8 to 14,
     "the last week of": the month's last seven days). A missing year is the end's, else the
-    latest one not after ``now``."""
+    latest one not after ``now`` (the third value is then True: no year was said)."""
     m = _RANGE.search(text)
     if m:
         (d1, m1, y1), (d2, m2, y2) = _fragment(m.group("a")), _fragment(m.group("b"))
@@ -213,7 +226,7 @@ def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
             return None
         if last < start:
             return None
-        return (_ms(start), _ms(last + dt.timedelta(days=1))), m.group(0)
+        return (_ms(start), _ms(last + dt.timedelta(days=1))), m.group(0), _FRAG_YEAR.search(m.group(0)) is None
     m = _NTH_WEEK.search(text)
     if m:
         month = _month_number(m.group("month"))
@@ -222,8 +235,21 @@ def _range(text: str, now: int) -> tuple[tuple[int, int], str] | None:
         nth = m.group("nth").lower()
         first = days - 6 if nth == "last" else 1 + 7 * ["first", "second", "third", "fourth"].index(nth)
         start = dt.date(year, month, first)
-        return (_ms(start), _ms(start + dt.timedelta(days=7))), m.group(0)
+        return (_ms(start), _ms(start + dt.timedelta(days=7))), m.group(0), not m.group("year")
     return None
+
+
+def year_earlier(window: tuple[int, int]) -> tuple[int, int]:
+    """``window`` one calendar year earlier (29 February becomes the 28th)."""
+    def back(ms: int) -> int:
+        day = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+        try:
+            earlier = day.replace(year=day.year - 1)
+        except ValueError:  # 29 February
+            earlier = day.replace(year=day.year - 1, day=28)
+        return int(earlier.timestamp() * 1000)
+
+    return back(window[0]), back(window[1])
 
 
 def parse_time_query(text: str, now: int) -> TimeIntent:
@@ -238,8 +264,9 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
     rest = text
     spanned = _range(text, now)
     sided = None if spanned is not None else _SIDE.search(text)
+    yearless = False
     if spanned is not None:
-        window, phrase = spanned
+        window, phrase, yearless = spanned
         phrases.append(phrase)
         dates.append(phrase)
     elif sided:
@@ -283,7 +310,37 @@ def parse_time_query(text: str, now: int) -> TimeIntent:
     elif window is None and month is None and _LAST.search(text) and not asks_when:
         order = "last"
     return TimeIntent(asks_when=asks_when, window=window, month=month, side=side if anchor else None,
-                      anchor=anchor, order=order, phrases=tuple(phrases), dates=tuple(dates))
+                      anchor=anchor, order=order, phrases=tuple(phrases), dates=tuple(dates),
+                      subjects=_subjects(text) if asks_when else (), yearless=yearless)
+
+
+def _subjects(text: str) -> tuple[str, ...]:
+    """The names a question mentions (capitalised words past its first, possessives cut), lower-cased."""
+    names: dict[str, None] = {}
+    for m in _NAME.finditer(text):
+        name = regex.sub(r"['\u2019]s?$", "", m.group(0)).lower()
+        if name and name not in _NOT_NAMES:
+            names.setdefault(name, None)
+    return tuple(names)
+
+
+def speaker_of(cand: Candidate) -> str | None:
+    """Who said a candidate's memory: ``metadata.speaker``, else the name that opens its text as a
+    transcript line ("(8 May 2023) Nate: ..."); None when neither says."""
+    speaker = (cand.metadata or {}).get("speaker")
+    if isinstance(speaker, str) and speaker.strip():
+        return speaker.strip()
+    m = _SPEAKER.match(cand.text)
+    return m.group("name").strip() if m else None
+
+
+def _said_by(cand: Candidate, subjects: tuple[str, ...]) -> bool:
+    """Whether one of ``subjects`` said the candidate's memory (a speaker "Nate Smith" is "nate" too)."""
+    speaker = speaker_of(cand)
+    if speaker is None:
+        return False
+    said = speaker.lower()
+    return said in subjects or any(w in subjects for w in said.split())
 
 
 def without_dates(text: str, intent: TimeIntent) -> str:
@@ -386,9 +443,12 @@ def _anchor_time(candidates: Sequence[Candidate], words: tuple[str, ...]) -> tup
 
 def apply_time_intent(
     candidates: list[Candidate], intent: TimeIntent, *, when_boost: float, window_boost: float,
-    order_boost: float, restrict: bool = False, pool: int | None = None,
+    order_boost: float, restrict: bool = False, pool: int | None = None, speaker_boost: float = 0.0,
 ) -> tuple[list[Candidate], str | None]:
     """Boost (or, with ``restrict``, keep only) the candidates that fit ``intent``, and re-sort.
+
+    ``speaker_boost``: a "when" question that names someone multiplies the memories that person
+    said (:func:`speaker_of`) by 1 + this.
 
     ``pool``: how many leading candidates the order and anchor rules weigh (the relevant
     ones); the rest keep their factors at 1 for those rules. Returns the candidates and a
@@ -403,6 +463,11 @@ def apply_time_intent(
             if mentions_time(cand.text) or (cand.metadata or {}).get("eventDate"):
                 factors[id(cand)] *= 1.0 + when_boost
                 cand.trace["time_when"] = 1.0 + when_boost
+    if intent.asks_when and intent.subjects and speaker_boost:
+        for cand in candidates:
+            if _said_by(cand, intent.subjects):
+                factors[id(cand)] *= 1.0 + speaker_boost
+                cand.trace["time_speaker"] = 1.0 + speaker_boost
     if intent.window is not None or intent.month is not None:
         inside = [c for c in candidates if _in_window(candidate_span(c), intent)]
         if not inside:

@@ -25,7 +25,9 @@
      ``date_lane_pad_days`` after it that say they are about it ("yesterday", "last Friday")
      (the store's optional :class:`~manowar_memory.stores.base.TimeRangeRows` read), ranked by cosine with the
      query vector (word overlap without one), fused at ``date_lane_weight``: a turn of that
-     day that shares no word with the question still reaches the time stage.
+     day that shares no word with the question still reaches the time stage. A span said
+     without its year ("the second week of November") that holds no row is looked for up to
+     ``YEARLESS_LOOKBACK`` years earlier, and the time stage weighs the year found.
 
    Trust is enforced on the raw lanes, before fusion (fusion turns ranks into scores, so a
    filtered-out item must never get the chance to be rank 1). When the vector lane fails or
@@ -47,14 +49,14 @@ import concurrent.futures
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .._util import DAY_MS, now_ms, query_terms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
-from ..ranking.temporal import TimeIntent, parse_time_query, stated_span, without_dates
+from ..ranking.temporal import TimeIntent, parse_time_query, stated_span, without_dates, year_earlier
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
@@ -69,6 +71,8 @@ __all__ = ["DateLane", "EntityLane", "HybridResult", "KeywordLane", "LaneHits", 
            "hybrid_search", "record_to_candidate", "run_lanes"]
 
 LANES = ("keyword", "vector", "entity")
+#: How many years back the dated lane looks for a span said without its year when the latest one holds no rows.
+YEARLESS_LOOKBACK = 10
 
 
 @dataclass
@@ -366,17 +370,31 @@ class DateLane:
         if not callable(read):
             run.ctx.degrade(f"{run.layer}: dated lane left out (the store has no memories_created_between)")
             return []
-        config = run.ctx.config
-        start, end = self.window
+        intent = run.ctx.time
         with _timed(run.timings, "dated"):
             try:
-                rows: list[MemoryRecord] = read(run.query, start, end + config.date_lane_pad_days * DAY_MS,
-                                                config.date_lane_rows)
+                rows: list[MemoryRecord] = self._read(read)
+                # a span said without its year ("the second week of November") is the latest past one
+                # that holds memories of the scope: a record of an earlier year is asked about in its own
+                if intent is not None and intent.yearless and not rows:
+                    for _ in range(YEARLESS_LOOKBACK):
+                        self.window = year_earlier(self.window)
+                        rows = self._read(read)
+                        if rows:  # the time stage weighs this year's window too
+                            run.ctx.time = replace(intent, window=self.window)
+                            break
             except Exception as exc:  # noqa: BLE001 - the dated lane is best-effort
                 run.ctx.degrade(f"{run.layer}: dated lane failed ({type(exc).__name__}: {exc}); left out")
                 return []
+            end = self.window[1]
             hits = self._ranked([rec for rec in rows if rec.created_at < end or self._refers_back(rec)], vector)
         return run.trusted(hits)[: run.limit]
+
+    def _read(self, read: Callable[..., list[MemoryRecord]]) -> list[MemoryRecord]:
+        """The scope's rows recorded in the window or up to ``date_lane_pad_days`` after it."""
+        run, config = self.run, self.run.ctx.config
+        start, end = self.window
+        return read(run.query, start, end + config.date_lane_pad_days * DAY_MS, config.date_lane_rows)
 
     def _refers_back(self, rec: MemoryRecord) -> bool:
         """Whether a row recorded after the window states a relative time inside it ("on the

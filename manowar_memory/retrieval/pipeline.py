@@ -218,7 +218,8 @@ class TimeStage:
             return candidates
         c = ctx.config
         kwargs = {"when_boost": c.when_boost, "window_boost": c.time_window_boost, "order_boost": c.time_order_boost,
-                  "restrict": c.time_window_restrict, "pool": ctx.limit * 2}
+                  "restrict": c.time_window_restrict, "pool": ctx.limit * 2,
+                  "speaker_boost": c.when_speaker_boost}
         if ctx.pool is None:
             out, note = apply_time_intent(candidates, intent, **kwargs)  # type: ignore[arg-type]
         else:  # reranker and fused scores: each part on its own, the reranked pool first
