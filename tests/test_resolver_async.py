@@ -269,3 +269,19 @@ async def test_a_custom_async_resolver_is_awaited(engine: MemoryEngine) -> None:
     old = await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
     new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + DAY)
     assert new.superseded == [old.id] and _row(engine, old.id).metadata["resolver"] == "always"
+
+
+async def test_the_async_path_on_each_store(engine_on_each_store: MemoryEngine) -> None:
+    engine = engine_on_each_store
+    model = AsyncModel(_answer("UPDATE"), _answer("UPDATE", reason="again"))
+    engine.resolver = LLMResolver(achat=model, name="editor")
+    vim = await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
+    (helix,) = await engine.aingest(MAYA, [{"key": "editor", "content": "The user edits code in Helix.",
+                                            "source": "fact", "created_at": T0 + DAY}])
+    zed = await engine.aremember(MAYA, "The user edits code in Zed.", created_at=T0 + 2 * DAY)
+    assert zed.superseded == [helix] and model.threads == [threading.get_ident()] * 2
+    rows = {r.content: r for r in engine.store.list_memories(
+        MemoryQuery(scope=MAYA, sources=("fact",), active_only=False))}
+    assert rows["The user edits code in Vim."].metadata["supersededBy"] == helix
+    assert rows["The user edits code in Helix."].metadata["supersededReason"] == "llm: again"
+    assert rows["The user edits code in Zed."].status == "active" and vim.id != zed.id
