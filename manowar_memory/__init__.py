@@ -61,7 +61,7 @@ from .records import (
     Transcript,
 )
 from .rerankers.base import Reranker, RerankResult
-from .resolver import FactResolver, LLMResolver, ResolverDecision
+from .resolver import AsyncFactResolver, FactResolver, LLMResolver, ResolverDecision
 from .retrieval.pipeline import RankContext, RankingStage, StageInsert
 from .scope import Scope
 from .scoped import RESERVED_METADATA_KEYS, ScopedMemory, SearchHits, pack_context
@@ -74,6 +74,7 @@ __all__ = [
     "LAYERS",
     "RESERVED_METADATA_KEYS",
     "Archive",
+    "AsyncFactResolver",
     "BaseEmbedder",
     "BoundTool",
     "Cache",

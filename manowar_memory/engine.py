@@ -20,7 +20,7 @@ from ._engine.results import SearchOptions as SearchOptions
 from ._engine.results import SearchOutcome as SearchOutcome
 from ._engine.turns import EngineTurns
 from ._engine.writes import EngineWrites
-from ._twins import async_twin
+from ._twins import async_twin, steps_twin
 from .notes import DEFAULT_AGENT, ProjectNotes
 from .results import ForgetReport as ForgetReport
 from .results import PostTurnResult as PostTurnResult
@@ -97,14 +97,17 @@ class MemoryEngine(EngineTurns, EngineRecall, EngineItems, EngineMaintenance):
         self.close()
 
     # ------------------------------------------------------------------ async twins
-    # Same arguments and results as the method they wrap, run in a worker thread (_twins.async_twin).
+    # Same arguments and results as the method they wrap, run in a worker thread (_twins.async_twin);
+    # aremember and aingest await an async fact resolver on the event loop (_twins.steps_twin).
     aforget = async_twin(EngineMaintenance.forget)
 
     """Async twin of :meth:`forget`: the same arguments and result, run in a worker thread."""
 
-    aremember = async_twin(EngineWrites.remember)
+    aremember = steps_twin(EngineWrites._remember_steps, name="remember")
 
-    """Async twin of :meth:`remember`: the same arguments and result, run in a worker thread."""
+    """Async twin of :meth:`remember`: the same arguments and result; the store work runs in worker
+    threads and an async fact resolver (:class:`~manowar_memory.resolver.AsyncFactResolver`, such as
+    ``LLMResolver(achat=...)``) is awaited on the event loop."""
 
     apost_turn = async_twin(EngineTurns.post_turn)
 
@@ -122,9 +125,10 @@ class MemoryEngine(EngineTurns, EngineRecall, EngineItems, EngineMaintenance):
 
     """Async twin of :meth:`search`: the same arguments and result, run in a worker thread."""
 
-    aingest = async_twin(EngineWrites.ingest)
+    aingest = steps_twin(EngineWrites._ingest_steps, name="ingest", then=lambda report: report.ids)
 
-    """Async twin of :meth:`ingest`: the same arguments and result, run in a worker thread."""
+    """Async twin of :meth:`ingest`: the same arguments and result; the store work and the embedder
+    run in worker threads and an async fact resolver is awaited on the event loop."""
 
     aget_item = async_twin(EngineItems.get_item)
 

@@ -20,6 +20,12 @@ the new facts are ``N1``, ``N2``...) and applies one decision per new fact:
   superseded by ``F<k>`` with ``resolution: "none"``), ``F<k>`` is reinforced, and the
   duplicate is reported.
 
+Async: ``LLMResolver(achat=...)`` (or with both ``chat`` and ``achat``) takes a coroutine chat
+function, and the engine's ``aremember`` and ``aingest`` await it on the event loop (the store
+work runs in worker threads between the calls; see :class:`AsyncFactResolver`). The prompt, the
+answer's checks (:func:`parse_decisions`) and what is done with the decisions are the same on both
+paths.
+
 Nothing is guessed: a model error, an answer that is not the JSON asked for, an unknown id or
 a confidence under ``min_confidence`` leaves the fact added, and the problem is reported in
 the notes. The slot rules run after the model's decisions in every case, on the facts still
@@ -28,13 +34,15 @@ current, so a contradiction the rules know is never lost to a model that missed 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import regex
 
+from ._twins import Steps, run_steps
 from ._util import collapse_ws, truncate
 from .errors import ResolverError
 from .extraction import ChatFunction, model_json
@@ -45,14 +53,17 @@ from .scope import Scope
 from .stores.base import INACTIVE_STATUSES, MemoryQuery, Store
 
 __all__ = [
-    "RESOLVER_EVENTS", "FactResolver", "LLMResolver", "ResolverDecision", "nearest_facts", "parse_decisions",
-    "resolve_updates",
+    "RESOLVER_EVENTS", "AsyncChatFunction", "AsyncFactResolver", "Decisions", "FactResolver", "LLMResolver",
+    "ResolverCall", "ResolverDecision", "nearest_facts", "parse_decisions", "resolve_steps", "resolve_updates",
 ]
 
 log = logging.getLogger("manowar_memory")
 
 #: What a resolver may decide for a new fact.
 RESOLVER_EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
+
+AsyncChatFunction = Callable[[list[dict[str, str]]], Awaitable[str]]
+"""``await achat(messages) -> str``: the coroutine form of :data:`~manowar_memory.extraction.ChatFunction`."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,49 @@ class FactResolver(Protocol):
         ``new`` and ``existing``), and notes on the rest of its answer that could not be used.
         Raises :class:`~manowar_memory.errors.ResolverError` when there is no usable answer."""
         ...
+
+
+Decisions = tuple[list[ResolverDecision], list[str]]
+"""What :meth:`FactResolver.decide` returns: the decisions, and notes on what could not be used."""
+
+
+@runtime_checkable
+class AsyncFactResolver(FactResolver, Protocol):
+    """A :class:`FactResolver` that can also be awaited: the engine's async writes (``aremember``,
+    ``aingest``) await :meth:`adecide` on the event loop; its sync writes (and fact extraction,
+    which runs in a background thread) call :meth:`decide`."""
+
+    async def adecide(self, new: Sequence[FactRef], existing: Sequence[FactRef]) -> Decisions:
+        """:meth:`FactResolver.decide`, awaited: the same answer and the same errors."""
+        ...
+
+
+@dataclass(frozen=True)
+class ResolverCall:
+    """One question :func:`resolve_steps` asks: ``resolver`` to decide ``new`` against
+    ``existing``. Answered with the decisions, or with the :class:`ResolverError` raised (which
+    is reported, never guessed at)."""
+
+    resolver: FactResolver
+    new: tuple[FactRef, ...]
+    existing: tuple[FactRef, ...]
+
+    def run(self) -> Decisions | ResolverError:
+        """Ask the resolver in this thread (:meth:`FactResolver.decide`)."""
+        try:
+            return self.resolver.decide(self.new, self.existing)
+        except ResolverError as exc:
+            return exc
+
+    async def arun(self) -> Decisions | ResolverError:
+        """Ask the resolver on the event loop: :meth:`AsyncFactResolver.adecide` when it has one,
+        else :meth:`FactResolver.decide` in a worker thread."""
+        try:
+            if isinstance(self.resolver, AsyncFactResolver):
+                return await self.resolver.adecide(self.new, self.existing)
+            return await asyncio.to_thread(self.resolver.decide, self.new, self.existing)
+        except ResolverError as exc:
+            return exc
 
 
 _SYSTEM_PROMPT = (
@@ -154,7 +208,13 @@ def parse_decisions(
 
 class LLMResolver:
     """Resolves new facts against the nearest stored ones with any chat model:
-    ``chat(messages) -> str`` (OpenAI-style message dicts), as :class:`LLMExtractor` takes.
+    ``chat(messages) -> str`` (OpenAI-style message dicts), as :class:`LLMExtractor` takes, and/or
+    ``achat``, its coroutine form (``await achat(messages) -> str``).
+
+    With ``achat`` the engine's ``aremember`` and ``aingest`` await the model on the event loop;
+    with ``chat`` alone they run it in a worker thread. The sync path (``remember``, fact
+    extraction) uses ``chat``; given only ``achat``, it runs the coroutine to its end in its own
+    event loop (from inside a running loop it cannot, and that is reported as a failed call).
 
     ``candidates``: nearest stored facts shown per new fact; ``min_confidence``: an UPDATE,
     DELETE or NONE below it is not applied (the fact is added and the doubt reported);
@@ -162,13 +222,17 @@ class LLMResolver:
     in the prompt.
     """
 
-    def __init__(self, chat: ChatFunction, *, name: str = "llm", candidates: int = 5, min_confidence: float = 0.7,
-                 max_new: int = 10, max_chars: int = 300) -> None:
+    def __init__(self, chat: ChatFunction | None = None, *, achat: AsyncChatFunction | None = None,
+                 name: str = "llm", candidates: int = 5, min_confidence: float = 0.7, max_new: int = 10,
+                 max_chars: int = 300) -> None:
+        if chat is None and achat is None:
+            raise ResolverError("LLMResolver needs a chat function: chat(messages) -> str, achat (async), or both")
         if candidates < 1 or max_new < 1:
             raise ResolverError(f"candidates and max_new must be at least 1, got {candidates} and {max_new}")
         if not 0 <= min_confidence <= 1:
             raise ResolverError(f"min_confidence must be between 0 and 1, got {min_confidence}")
         self.chat = chat
+        self.achat = achat
         self.name = name
         self.candidates = candidates
         self.min_confidence = min_confidence
@@ -184,21 +248,62 @@ class LLMResolver:
                 "Decide one event for every new fact, as JSON.")
         return [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
-    def decide(self, new: Sequence[FactRef], existing: Sequence[FactRef]) -> tuple[list[ResolverDecision], list[str]]:
+    def decide(self, new: Sequence[FactRef], existing: Sequence[FactRef]) -> Decisions:
         """Ask the model; decisions with row ids, and notes on what was not usable. Raises
         :class:`ResolverError` when the call fails or the answer is not the JSON asked for."""
+        messages = self.prompt([f.text for f in new], [f.text for f in existing])
+        try:
+            if self.chat is not None:
+                raw: object = self.chat(messages)
+            else:
+                raw = asyncio.run(self._ask_async(messages)) if not _loop_running() else _no_sync_chat()
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._decisions(raw, new, existing)
+
+    async def adecide(self, new: Sequence[FactRef], existing: Sequence[FactRef]) -> Decisions:
+        """:meth:`decide`, awaited: ``achat`` on the event loop, or ``chat`` in a worker thread."""
+        messages = self.prompt([f.text for f in new], [f.text for f in existing])
+        try:
+            if self.achat is not None:
+                raw: object = await self._ask_async(messages)
+            else:
+                assert self.chat is not None  # the constructor requires one of them
+                raw = await asyncio.to_thread(self.chat, messages)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._decisions(raw, new, existing)
+
+    async def _ask_async(self, messages: list[dict[str, str]]) -> object:
+        assert self.achat is not None
+        return await self.achat(messages)
+
+    def _failed(self, exc: Exception) -> ResolverError:
+        return ResolverError(f"{self.name} resolver call failed: {type(exc).__name__}: {exc}")
+
+    def _decisions(self, raw: object, new: Sequence[FactRef], existing: Sequence[FactRef]) -> Decisions:
+        """The model's answer checked (:func:`parse_decisions`), with row ids and named notes."""
         new_ids = [f"N{i}" for i in range(1, len(new) + 1)]
         old_ids = [f"F{i}" for i in range(1, len(existing) + 1)]
-        try:
-            raw = self.chat(self.prompt([f.text for f in new], [f.text for f in existing]))
-        except Exception as exc:
-            raise ResolverError(f"{self.name} resolver call failed: {type(exc).__name__}: {exc}") from exc
         decisions, notes = parse_decisions(raw, new_ids, old_ids, min_confidence=self.min_confidence)
         rows = {**dict(zip(new_ids, (f.id for f in new))), **dict(zip(old_ids, (f.id for f in existing)))}
         notes = [_named(n, new, existing) for n in notes]
         out = [ResolverDecision(rows[d.fact], d.event, rows[d.target] if d.target else None, d.reason, d.confidence)
                for d in decisions]
         return out, notes
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _no_sync_chat() -> object:
+    raise RuntimeError("this resolver has only an async chat, and a sync write inside a running event loop cannot "
+                       "wait for it: use the engine's aremember/aingest, or give LLMResolver a chat function too")
 
 
 _LOCAL_ID = regex.compile(r"\b([NF])([1-9][0-9]*)\b")
@@ -266,15 +371,24 @@ def resolve_updates(store: Store, scope: Scope, records: Sequence[MemoryRecord],
     answers that cannot be used are reported in ``UpdateReport.uncertain``, never guessed at.
     Turns whose every extracted fact is now superseded are marked outdated
     (:func:`~manowar_memory.lifecycle.mark_outdated_sources`)."""
+    return run_steps(resolve_steps(store, scope, records, now, resolver=resolver))
+
+
+def resolve_steps(store: Store, scope: Scope, records: Sequence[MemoryRecord], now: int, *,
+                  resolver: FactResolver | None = None) -> Steps[UpdateReport]:
+    """:func:`resolve_updates` as steps: it yields a :class:`ResolverCall` for each call to the
+    model and is sent its answer, so one body serves the sync path
+    (:func:`~manowar_memory._twins.run_steps`) and the async one
+    (:func:`~manowar_memory._twins.arun_steps`, which awaits an :class:`AsyncFactResolver`)."""
     facts = [r for r in records if r.source == "fact"]
-    report = _resolve(store, scope, facts, now, resolver)
+    report = yield from _resolve(store, scope, facts, now, resolver)
     if report.superseded:  # the turns that said only what is now superseded read as earlier
         mark_outdated_sources(store, scope, report.superseded, now)
     return report
 
 
 def _resolve(store: Store, scope: Scope, facts: list[MemoryRecord], now: int,
-             resolver: FactResolver | None) -> UpdateReport:
+             resolver: FactResolver | None) -> Steps[UpdateReport]:
     if resolver is None or not facts:
         return apply_updates(store, scope, facts, now)
     report = UpdateReport()
@@ -290,15 +404,15 @@ def _resolve(store: Store, scope: Scope, facts: list[MemoryRecord], now: int,
         if not near:  # nothing stored that these facts could update or repeat: no call
             continue
         decisions: list[ResolverDecision] = []
-        try:
-            decisions, problems = resolver.decide(
-                [FactRef(r.id, r.content, r.created_at) for r in chunk],
-                [FactRef(r.id, r.content, r.created_at) for r in near.values()])
+        answer = yield ResolverCall(resolver, tuple(FactRef(r.id, r.content, r.created_at) for r in chunk),
+                                    tuple(FactRef(r.id, r.content, r.created_at) for r in near.values()))
+        if isinstance(answer, ResolverError):
+            log.warning("fact resolver failed: %s", answer)
+            report.uncertain.append(f"{resolver.name} resolver: {answer}; the facts were added as the slot rules decide")
+        else:
+            decisions, problems = answer
             report.uncertain += [f"{resolver.name} resolver: {p}: the fact was added as the slot rules decide"
                                  for p in problems]
-        except ResolverError as exc:
-            log.warning("fact resolver failed: %s", exc)
-            report.uncertain.append(f"{resolver.name} resolver: {exc}; the facts were added as the slot rules decide")
         plan = _Plan()
         _apply(plan, report, decisions, {r.id: r for r in chunk}, near, now, resolver.name, store)
         if plan.changes:

@@ -6,13 +6,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .._twins import Steps, run_steps
 from .._util import as_str, content_hash, now_ms
 from ..errors import EmbeddingError, InvalidInputError, PartialIngestError
 from ..expiry import EXPIRES_AT, is_expired, resolve_expiry
 from ..extraction import fact_time_metadata
 from ..lifecycle import SOURCE_MEMORY_ID
 from ..records import FACT_TYPES, MemoryRecord, Message
-from ..resolver import resolve_updates
+from ..resolver import resolve_steps, resolve_updates
 from ..results import RememberResult
 from ..scope import Scope, ScopeLike
 from ..validation import check_optional_text, check_timestamp
@@ -51,6 +52,26 @@ class EngineWrites(EngineBase):
         :mod:`manowar_memory.expiry`); without either, ``config.ttl_by_kind`` may give one.
         Remembering a fact again with a ttl, or after it expired, sets its expiry anew.
         """
+        return run_steps(self._remember_steps(
+            scope, content, fact_type=fact_type, confidence=confidence, importance=importance, retention=retention,
+            metadata=metadata, created_at=created_at, ttl=ttl, expires_at=expires_at))
+
+    def _remember_steps(
+        self,
+        scope: ScopeLike,
+        content: str,
+        *,
+        fact_type: str | None = None,
+        confidence: float | None = None,
+        importance: float | None = None,
+        retention: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_at: int | None = None,
+        ttl: Any = None,
+        expires_at: Any = None,
+    ) -> Steps[RememberResult]:
+        """:meth:`remember` as steps (see :mod:`manowar_memory._twins`): one body for ``remember``
+        and ``aremember``."""
         scope = Scope.coerce(scope)
         text = as_str(content)
         if text is None:
@@ -95,7 +116,7 @@ class EngineWrites(EngineBase):
             self._renew(scope, stored, expiry)
             return RememberResult(id=stored.id, fact_type=str(stored.metadata.get("factType", kind)),
                                   fact_hash=fact_hash, deduplicated=True)
-        updates = resolve_updates(self.store, scope, [stored], now_ms(), resolver=self.resolver)
+        updates = yield from resolve_steps(self.store, scope, [stored], now_ms(), resolver=self.resolver)
         self.invalidate(scope)
         if stored.id in updates.duplicates:  # the resolver found it already known: that fact was reinforced
             return RememberResult(id=updates.duplicates[stored.id], fact_type=kind, fact_hash=fact_hash,
@@ -176,6 +197,21 @@ class EngineWrites(EngineBase):
         """:meth:`ingest`, returning how many rows were stored and which keys were already
         stored by an earlier run (the caller's keys; items keyed by content count in
         ``inserted`` only)."""
+        return run_steps(self._ingest_steps(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe,
+                                            ttl=ttl, expires_at=expires_at))
+
+    def _ingest_steps(
+        self,
+        scope: ScopeLike,
+        items: Iterable[str | IngestItem | Mapping[str, Any]],
+        *,
+        batch_size: int = 128,
+        progress: bool = False,
+        dedupe: bool = True,
+        ttl: Any = None,
+        expires_at: Any = None,
+    ) -> Steps[IngestReport]:
+        """:meth:`ingest_report` as steps: one body for ``ingest``, ``ingest_report`` and ``aingest``."""
         scope = Scope.coerce(scope)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError(f"batch_size must be a positive integer (items embedded per call), got {batch_size!r}")
@@ -228,9 +264,11 @@ class EngineWrites(EngineBase):
                     inserted += len(without)
                 ids.extend(str(i) for i in batch_ids)
                 # an ingested fact replaces what it contradicts, as remember's do (one read per batch)
-                notes += resolve_updates(self.store, scope, [records[j].model_copy(update={"id": batch_ids[j]})
-                                                             for j in todo if records[j].source == "fact"],
-                                         now_ms(), resolver=self.resolver).uncertain
+                updates = yield from resolve_steps(
+                    self.store, scope, [records[j].model_copy(update={"id": batch_ids[j]})
+                                        for j in todo if records[j].source == "fact"],
+                    now_ms(), resolver=self.resolver)
+                notes += updates.uncertain
                 if todo:
                     self.invalidate(scope)
                 if bar is not None:

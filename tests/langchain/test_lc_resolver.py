@@ -3,10 +3,14 @@ turns the model into the core's chat function; the decisions and their checks ar
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from langchain_manowar import create_llm_resolver
@@ -66,3 +70,62 @@ def test_a_model_that_runs_out_of_answers_is_reported_not_guessed() -> None:
     new = engine.remember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
     assert new.superseded == [] and any("resolver call failed" in n for n in new.notes)
     engine.close()
+
+
+class TwoWayModel(BaseChatModel):
+    """A fake chat model with a native async path: ``ainvoke`` awaits ``asyncio.sleep`` on the
+    event loop, ``invoke`` answers in the calling thread; each call is recorded."""
+
+    answer: str
+    sync_calls: list[int] = Field(default_factory=list)
+    async_calls: list[int] = Field(default_factory=list)
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "two-way"
+
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        self.seen.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.answer))])
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def,override]
+        self.sync_calls.append(threading.get_ident())
+        return self._result(messages)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def,override]
+        await asyncio.sleep(0)
+        self.async_calls.append(threading.get_ident())
+        return self._result(messages)
+
+
+async def test_aremember_awaits_ainvoke_and_records_the_provenance() -> None:
+    model = TwoWayModel(answer=_answer("UPDATE", "F1"))
+    resolver = create_llm_resolver(model)
+    assert resolver.chat is not None and resolver.achat is not None
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=resolver)
+    try:
+        old = await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
+        new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+        assert new.superseded == [old.id]
+        assert model.async_calls == [threading.get_ident()] and model.sync_calls == []  # ainvoke, on the loop
+        assert [type(m).__name__ for m in model.seen[0]] == ["SystemMessage", "HumanMessage"]
+        row = engine.store.get_memory(old.id, MemoryQuery(scope=MAYA, active_only=False))
+        assert row is not None and row.metadata["resolver"] == "langchain:TwoWayModel"
+        assert row.metadata["supersededBy"] == new.id and row.metadata["resolution"] == "update"
+        engine.remember(MAYA, "The user edits code in Emacs.", created_at=T0 + 2)  # the sync path: invoke
+        assert len(model.sync_calls) == 1 and len(model.async_calls) == 1
+    finally:
+        engine.close()
+
+
+async def test_an_unsure_answer_on_the_async_path_is_reported() -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=_answer("UPDATE", "F1", confidence=0.3))]))
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake",
+                          resolver=create_llm_resolver(model, name="lc", min_confidence=0.8))
+    try:
+        await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
+        new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+        assert new.superseded == [] and any(n.startswith("lc resolver:") and "unsure" in n for n in new.notes)
+    finally:
+        engine.close()

@@ -4,7 +4,9 @@ chat function."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,3 +108,65 @@ def test_the_same_llm_extracts_facts(engine: MemoryEngine) -> None:
     assert engine.flush().facts_indexed == 1
     (row,) = engine.store.list_memories(MemoryQuery(scope=MAYA, sources=("fact",)))
     assert row.content == "The user edits code in Helix." and row.metadata["extractor"] == "llamaindex:scripted-1"
+
+
+class AsyncScriptedLLM(ScriptedLLM):
+    """A scripted LLM with an ``achat`` of its own (it awaits ``asyncio.sleep``); records the
+    thread each sync and async call ran on."""
+
+    sync_threads: list[int] = Field(default_factory=list)
+    async_threads: list[int] = Field(default_factory=list)
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.sync_threads.append(threading.get_ident())
+        return super().complete(prompt, formatted, **kwargs)
+
+    async def achat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+        await asyncio.sleep(0)
+        self.async_threads.append(threading.get_ident())
+        self.asked.append(str(messages[-1].content))
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=self.answers.pop(0)))
+
+
+class ThreadRecordingLLM(ScriptedLLM):
+    """A CustomLLM without an achat of its own; records the thread of each call."""
+
+    threads: list[int] = Field(default_factory=list)
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.threads.append(threading.get_ident())
+        return super().complete(prompt, formatted, **kwargs)
+
+
+async def test_aremember_awaits_the_llms_achat(engine: MemoryEngine) -> None:
+    llm = AsyncScriptedLLM(answers=[_decision("UPDATE", "F1")])
+    engine.resolver = resolver = create_llm_resolver(llm)
+    assert isinstance(resolver, LLMResolver) and resolver.achat is not None
+    old = await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [old.id]
+    assert llm.async_threads == [threading.get_ident()] and llm.sync_threads == []  # achat, on the loop
+    assert "F1: The user edits code in Vim." in llm.asked[0]
+    row = engine.store.get_memory(old.id, MemoryQuery(scope=MAYA, active_only=False))
+    assert row is not None and row.metadata["resolver"] == "llamaindex:scripted-1"
+    assert row.metadata["supersededReason"] == "llm: new editor" and row.metadata["supersededBy"] == new.id
+
+
+async def test_a_custom_llm_without_achat_runs_chat_off_the_loop(engine: MemoryEngine) -> None:
+    """CustomLLM's inherited achat calls chat on the loop; the adapter runs chat in a worker thread instead."""
+    llm = ThreadRecordingLLM(answers=[_decision("UPDATE", "F1")])
+    engine.resolver = resolver = create_llm_resolver(llm)
+    assert resolver.achat is None and create_llm_resolver(MockLLM()).achat is None
+    old = await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [old.id]
+    assert len(llm.threads) == 1 and llm.threads[0] != threading.get_ident()
+
+
+async def test_an_unsure_llm_on_the_async_path_is_reported(engine: MemoryEngine) -> None:
+    unsure = json.dumps({"decisions": [{"fact": "N1", "event": "UPDATE", "target": "F1", "reason": "maybe",
+                                        "confidence": 0.2}]})
+    engine.resolver = create_llm_resolver(AsyncScriptedLLM(answers=[unsure]), name="li")
+    await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
+    new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
+    assert new.superseded == [] and any(n.startswith("li resolver:") and "unsure" in n for n in new.notes)

@@ -22,7 +22,8 @@ def _model_name(model: BaseChatModel) -> str:
 
 
 class ChatModelFunction:
-    """A LangChain chat model as the ``chat(messages) -> str`` function :class:`LLMExtractor` takes.
+    """A LangChain chat model as the ``chat(messages) -> str`` function :class:`LLMExtractor` takes
+    (and, with :meth:`acall`, the ``achat`` coroutine function :class:`LLMResolver` also takes).
 
     OpenAI-style ``{"role", "content"}`` dicts become System/Human/AI messages; the
     answer's text is returned. Extra ``invoke`` keyword arguments (``temperature=0``...)
@@ -45,8 +46,15 @@ class ChatModelFunction:
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
         """Ask the model; the text of its answer."""
-        answer = self.model.invoke(self.to_messages(messages), **self.invoke_kwargs)
-        return answer.text if isinstance(answer, BaseMessage) else str(answer)
+        return _text(self.model.invoke(self.to_messages(messages), **self.invoke_kwargs))
+
+    async def acall(self, messages: list[dict[str, str]]) -> str:
+        """Ask the model with ``ainvoke`` (awaited on the event loop); the text of its answer."""
+        return _text(await self.model.ainvoke(self.to_messages(messages), **self.invoke_kwargs))
+
+
+def _text(answer: object) -> str:
+    return answer.text if isinstance(answer, BaseMessage) else str(answer)
 
 
 def create_llm_extractor(
@@ -82,10 +90,12 @@ def create_llm_resolver(
     the nearest stored facts of its scope (ADD, UPDATE, DELETE or NONE).
 
     Pass it as ``MemoryEngine(resolver=create_llm_resolver(ChatOpenAI(model="gpt-5-mini")))``.
-    Superseded rows name it (``resolver``) as ``langchain:<model>``. All the rules are the
-    core's: this only adapts the model to the ``chat(messages) -> str`` function.
+    Superseded rows name it (``resolver``) as ``langchain:<model>``. The sync writes call the
+    model with ``invoke``; the engine's ``aremember`` and ``aingest`` await ``ainvoke`` on the
+    event loop. All the rules are the core's: this only adapts the model to the chat functions.
     """
+    chat = ChatModelFunction(model, **invoke_kwargs)
     return LLMResolver(
-        ChatModelFunction(model, **invoke_kwargs), name=name or f"langchain:{_model_name(model)}",
+        chat, achat=chat.acall, name=name or f"langchain:{_model_name(model)}",
         candidates=candidates, min_confidence=min_confidence, max_new=max_new,
     )

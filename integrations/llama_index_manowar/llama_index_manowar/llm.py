@@ -1,7 +1,8 @@
 """Any LlamaIndex ``LLM`` as the engine's chat function, for fact extraction and fact resolution.
 
 * :class:`LlamaIndexChatFunction`: an ``LLM`` as the ``chat(messages) -> str`` function the
-  engine's :class:`~manowar_memory.LLMExtractor` and :class:`~manowar_memory.LLMResolver` take.
+  engine's :class:`~manowar_memory.LLMExtractor` and :class:`~manowar_memory.LLMResolver` take
+  (and, with ``acall``, the resolver's ``achat``, on ``llm.achat``).
 * :func:`create_llm_extractor`: ``MemoryEngine(extractor=create_llm_extractor(llm))``.
 * :func:`create_llm_resolver`: ``MemoryEngine(resolver=create_llm_resolver(llm))``.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.llms import LLM
+from llama_index.core.llms import LLM, CustomLLM
 
 from manowar_memory.errors import ConfigurationError
 from manowar_memory.extraction import LLMExtractor
@@ -55,6 +56,18 @@ class LlamaIndexChatFunction:
         response = self.llm.chat(self.to_messages(messages), **self.chat_kwargs)
         return response.message.content or ""
 
+    async def acall(self, messages: list[dict[str, str]]) -> str:
+        """Ask the LLM with ``achat`` (awaited on the event loop); the text of its answer."""
+        response = await self.llm.achat(self.to_messages(messages), **self.chat_kwargs)
+        return response.message.content or ""
+
+    @property
+    def has_async(self) -> bool:
+        """Whether the LLM has an async ``achat`` of its own: a ``CustomLLM``'s inherited one
+        calls the sync ``chat`` on the event loop, which would block it."""
+        owner = next((k for k in type(self.llm).__mro__ if "achat" in vars(k)), None)  # who defines it
+        return owner is not CustomLLM
+
 
 def create_llm_extractor(
     llm: LLM, *, name: str | None = None, max_per_turn: int = 5, min_confidence: float = 0.6, max_chars: int = 240,
@@ -72,6 +85,11 @@ def create_llm_resolver(
 ) -> LLMResolver:
     """An :class:`~manowar_memory.LLMResolver` that asks ``llm`` what each new fact does to the
     nearest stored facts of its scope (ADD, UPDATE, DELETE or NONE); superseded rows name it
-    as ``resolver: llamaindex:<model>``."""
-    return LLMResolver(LlamaIndexChatFunction(llm, **chat_kwargs), name=name or f"llamaindex:{_model_name(llm)}",
+    as ``resolver: llamaindex:<model>``. The sync writes call ``llm.chat``; the engine's
+    ``aremember`` and ``aingest`` await ``llm.achat`` on the event loop, unless the LLM is a
+    ``CustomLLM`` without an ``achat`` of its own (whose inherited one would run ``chat`` on the
+    loop): ``chat`` then runs in a worker thread."""
+    chat = LlamaIndexChatFunction(llm, **chat_kwargs)
+    return LLMResolver(chat, achat=chat.acall if chat.has_async else None,
+                       name=name or f"llamaindex:{_model_name(llm)}",
                        candidates=candidates, min_confidence=min_confidence, max_new=max_new)
