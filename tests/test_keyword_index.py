@@ -61,6 +61,7 @@ def pair(tmp_path: Path) -> tuple[SQLiteStore, SQLiteStore]:
     path = tmp_path / "kw.db"
     fts = SQLiteStore(path, keyword_index_min_matches=0)
     indexed = SQLiteStore(path, keyword_index_min_matches=1)
+    indexed.keyword_index_min_rows = 0  # every table counts as large
     yield fts, indexed
     fts.close()
     indexed.close()
@@ -115,6 +116,10 @@ def test_a_scope_is_scored_in_process_once_its_matches_reach_the_threshold(tmp_p
     store = SQLiteStore(tmp_path / "t.db", keyword_index_min_matches=100)
     try:
         _fill(store, random.Random(3), 200, scopes=(ALICE,))
+        assert store.keyword_index_min_rows > 200
+        store.keyword_search(MemoryQuery(scope=ALICE), "kayak lake trip morning", 10)
+        assert not store._keyword_indexes  # a small table is always scored by FTS5
+        store.keyword_index_min_rows = 100
         statements: list[str] = []
         with store._conn() as conn:
             conn.set_trace_callback(statements.append)

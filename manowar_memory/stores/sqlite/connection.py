@@ -113,6 +113,11 @@ class SQLiteConnection:
     #: the same results. 0 turns it off. The index lives in memory only (rebuilt after a restart).
     keyword_index_min_matches: int = 2000
 
+    #: Rows the whole full-text table must hold before the keyword lane considers scoring a scope
+    #: in process (:attr:`keyword_index_min_matches`): under it no scope is large enough to gain,
+    #: and the lane skips reading its terms' document counts (one statement per scope a query).
+    keyword_index_min_rows: int = 20_000
+
     #: Bytes of a database file each connection maps into memory (``PRAGMA mmap_size``; 0, the
     #: default, reads pages with read calls). One connection's random row reads get cheaper
     #: mapped (keyword lane over 1M rows: 22 to 17 ms CPU), but each thread's connection maps

@@ -247,10 +247,12 @@ class SQLiteRows(SQLiteConnection):
             scopes = self._fts_scopes(conn, query)
             if not scopes:
                 return KeywordHits()
-            counts = self._term_counts(conn, [sid for sid, _ in scopes], phrases)
-            indexed = self._keyword_indexes_for(conn, scopes, phrases, counts)
+            table = self._fts_table_size(conn)
+            large = self.keyword_index_min_matches > 0 and self.keyword_index_min_rows <= table[0]
+            counts = self._term_counts(conn, [sid for sid, _ in scopes], phrases, large)
+            indexed = self._keyword_indexes_for(conn, scopes, phrases, counts) if large else {}
             arms, pruned = self._keyword_arms([sid for sid, _ in scopes if sid not in indexed], phrases, counts)
-            matches = self._indexed_matches(conn, indexed, phrases)
+            matches = self._indexed_matches(indexed, phrases, table)
             picked = self._keyword_rows(conn, arms, matches, where, params, limit)
         return KeywordHits((Hit(record, score) for record, score in picked), pruned_terms=pruned)
 
@@ -265,11 +267,19 @@ class SQLiteRows(SQLiteConnection):
             f"SELECT id, key FROM fts_scopes WHERE key IN ({','.join('?' * len(by_key))}) ORDER BY id", list(by_key))]
 
 
+    @staticmethod
+    def _fts_table_size(conn: sqlite3.Connection) -> tuple[int, int]:
+        """``(rows, tokens)`` of the whole memory full-text table (its averages record)."""
+        blob = conn.execute("SELECT block FROM memory_fts_data WHERE id = 1").fetchone()
+        return _keywords.averages(blob[0] if blob else None)
+
+
     def _term_counts(self, conn: sqlite3.Connection, scope_ids: Sequence[int],
-                     phrases: list[tuple[str, ...]]) -> dict[int, dict[str, int]]:
+                     phrases: list[tuple[str, ...]], large: bool) -> dict[int, dict[str, int]]:
         """Each scope's document count of each word of ``phrases`` (scoped terms), for the scopes
-        not scored in process, when the pruning budget or the in-process index needs them."""
-        if self.keyword_postings_budget <= 0 and self.keyword_index_min_matches <= 0:
+        not scored in process, when the pruning budget or (for a ``large`` table) the in-process
+        index needs them."""
+        if self.keyword_postings_budget <= 0 and not large:
             return {}
         out: dict[int, dict[str, int]] = {}
         for sid in scope_ids:
@@ -348,14 +358,14 @@ class SQLiteRows(SQLiteConnection):
             index.rev = current
 
 
-    def _indexed_matches(self, conn: sqlite3.Connection, indexed: dict[int, ScopeKeywordIndex],
-                         phrases: list[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray] | None:
+    def _indexed_matches(self, indexed: dict[int, ScopeKeywordIndex], phrases: list[tuple[str, ...]],
+                         table: tuple[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
         """Every match of the scopes scored in process, as ``(rowids, scores)`` best first (ties
-        by rowid), scored as FTS5 would over the whole table's averages; None when none is."""
+        by rowid), scored as FTS5 would over the whole ``table``'s ``(rows, tokens)``; None when
+        none is."""
         if not indexed:
             return None
-        blob = conn.execute("SELECT block FROM memory_fts_data WHERE id = 1").fetchone()
-        rows, tokens = _keywords.averages(blob[0] if blob else None)
+        rows, tokens = table
         with self._keyword_lock:  # a sync from another thread must not change an index mid-read
             parts = [index.matches(phrases, rows, tokens, self.context_weight) for index in indexed.values()]
         if len(parts) == 1:
