@@ -37,6 +37,7 @@ untouched, so the reader's view is built only for the few items that need it.
 from __future__ import annotations
 
 import html
+import re
 import threading
 import unicodedata
 from urllib.parse import unquote
@@ -54,6 +55,7 @@ CONTROL_REPLACEMENT = "[[CONTROL_SANITIZED]]"
 
 # Characters that begin something worth a closer look once folded or decoded.
 _ASCII_TRIGGERS = "<[&%\\"
+_ASCII_TRIGGER = re.compile("[" + re.escape(_ASCII_TRIGGERS) + "]")  # one scan for any of them
 # Unicode blocks whose bracket- and bar-like characters are found by name (scanned once).
 _SYMBOL_BLOCKS = ((0x2000, 0x2BFF), (0x2E00, 0x2E7F), (0x3000, 0x303F), (0xFE10, 0xFE6F), (0xFF00, 0xFFEF),
                   (0x1D200, 0x1D24F))
@@ -288,7 +290,7 @@ def neutralize(text: str) -> str:
     if not text:
         return text
     if text.isascii():
-        if not any(t in text for t in _ASCII_TRIGGERS):
+        if _ASCII_TRIGGER.search(text) is None:
             return text
     elif not _get_tables().triggers(text):
         return text
