@@ -101,3 +101,13 @@ def test_prune_phrases_drops_the_commonest_terms_first_and_keeps_the_order() -> 
 
 def test_phrase_words_are_the_distinct_scoped_terms() -> None:
     assert _fts.phrase_words(4, [("don", "t"), ("t",), ("lake",)]) == ["4xdon", "4xt", "4xlake"]
+
+
+_STEMS: dict[str, str] = {}  # shared across examples, as an index keeps it across rows
+
+
+@given(st.text(max_size=200))
+def test_stemming_through_a_cache_gives_the_words_the_index_triggers_store(text: str) -> None:
+    """The in-process keyword index stems folded words through a cache; it must give exactly
+    the words the full-text triggers store (:func:`_fts.words`)."""
+    assert _fts.stemmed(_fts.folded(text), _STEMS) == _fts.words(text)

@@ -27,8 +27,8 @@ import Stemmer
 
 from .._util import ROLE_WORDS, STOPWORDS, tokens
 
-__all__ = ["FILLER", "TERMS_FUNCTION", "phrase_words", "prune_phrases", "query_phrases", "scoped_match", "scoped_terms",
-           "words"]
+__all__ = ["FILLER", "TERMS_FUNCTION", "folded", "phrase_words", "prune_phrases", "query_phrases", "scoped_match", "scoped_terms",
+           "stemmed", "words"]
 
 #: Name of the SQL function (``scope_id, text -> scoped terms``) the store registers on every
 #: connection; the memory table's triggers call it.
@@ -51,15 +51,31 @@ def _stem(items: list[str]) -> list[str]:
     return [w if len(w) < 3 else (s or w) for w, s in zip(items, stemmer.stemWords(items), strict=True)]
 
 
-def words(text: str) -> list[str]:
-    """The text's words, folded (lower case, no diacritics) and stemmed, in order."""
+def folded(text: str) -> list[str]:
+    """The text's words, folded (lower case, no diacritics), not stemmed, in order."""
     if not text:
         return []
     if text.isascii():  # the common case: the same words, found three times faster
-        found = _ASCII_WORD.findall(text.lower())
-    else:
-        found = _WORD.findall(_MARK.sub("", unicodedata.normalize("NFKD", text)).lower())
+        return _ASCII_WORD.findall(text.lower())
+    return _WORD.findall(_MARK.sub("", unicodedata.normalize("NFKD", text)).lower())
+
+
+def words(text: str) -> list[str]:
+    """The text's words, folded (lower case, no diacritics) and stemmed, in order."""
+    found = folded(text)
     return _stem(found) if found else []
+
+
+def stemmed(found: list[str], stems: dict[str, str]) -> list[str]:
+    """:func:`_stem` of folded words through ``stems``, a cache (word to stem) the caller keeps:
+    reading many rows, most words have been stemmed before."""
+    out: list[str] = []
+    for w in found:
+        s = stems.get(w)
+        if s is None:
+            s = stems[w] = _stem([w])[0]
+        out.append(s)
+    return out
 
 
 def scoped_terms(scope_id: int | None, text: str | None) -> str:

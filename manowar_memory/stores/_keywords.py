@@ -18,6 +18,7 @@ several words is not held (:meth:`ScopeKeywordIndex.holds`), and the store asks 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
@@ -92,9 +93,7 @@ class _Postings:
 
 def _counts(words: Sequence[str]) -> dict[str, int]:
     """Each term of a column's words (and each word-clitic pair) with its count."""
-    out: dict[str, int] = {}
-    for w in words:
-        out[w] = out.get(w, 0) + 1
+    out: dict[str, int] = Counter(words)
     for first, second in pairwise(words):
         if second in CLITICS:
             pair = f"{first} {second}"
@@ -117,6 +116,11 @@ class ScopeKeywordIndex:
         self._size = 0
         self._position: dict[int, int] = {}
         self._terms: dict[str, _Postings] = {}
+        self._stems: dict[str, str] = {}  # folded word -> stem, for every word read so far
+
+    def _words(self, text: str | None) -> list[str]:
+        """:func:`~manowar_memory.stores._fts.words` of ``text``, stems cached."""
+        return _fts.stemmed(_fts.folded(text), self._stems) if text else []
 
     def __len__(self) -> int:
         """Rows held."""
@@ -135,14 +139,22 @@ class ScopeKeywordIndex:
         for rowid, content, context in rows:
             pos = base + len(rowids)
             rowids.append(rowid)
-            c_words, x_words = _fts.words(content or ""), _fts.words(context or "")
+            c_words, x_words = self._words(content), self._words(context)
             lengths.append(len(c_words) + len(x_words))
-            c_counts, x_counts = _counts(c_words), _counts(x_words)
-            for term in c_counts.keys() | x_counts.keys():
-                terms.setdefault(term, []).append(len(flat_pos))
-                flat_pos.append(pos)
-                flat_content.append(c_counts.get(term, 0))
-                flat_context.append(x_counts.get(term, 0))
+            c_counts = _counts(c_words)
+            if x_words:
+                x_counts = _counts(x_words)
+                for term in c_counts.keys() | x_counts.keys():
+                    terms.setdefault(term, []).append(len(flat_pos))
+                    flat_pos.append(pos)
+                    flat_content.append(c_counts.get(term, 0))
+                    flat_context.append(x_counts.get(term, 0))
+            else:  # no context, the common case
+                for term, n in c_counts.items():
+                    terms.setdefault(term, []).append(len(flat_pos))
+                    flat_pos.append(pos)
+                    flat_content.append(n)
+                    flat_context.append(0)
         self._grow(len(rowids))
         end = base + len(rowids)
         self._rowids[base:end] = rowids
@@ -171,7 +183,7 @@ class ScopeKeywordIndex:
         self._grow(1)
         pos = self._size
         self._size += 1
-        c_words, x_words = _fts.words(content or ""), _fts.words(context or "")
+        c_words, x_words = self._words(content), self._words(context)
         self._rowids[pos] = rowid
         self._lengths[pos] = len(c_words) + len(x_words)
         self._live[pos] = True
