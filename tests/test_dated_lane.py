@@ -113,3 +113,19 @@ def test_a_span_said_without_its_year_is_the_latest_one_that_holds_memories() ->
     # a year said is kept: May 2024 holds nothing, so the lane finds nothing
     result = engine.search_layers("What did Melanie do in the third week of May 2024?", scope, ["vectors"], limit=10)
     assert "dated" not in result.lanes["vectors"]["hits"]
+
+
+def test_a_fact_told_long_after_its_day_is_found_through_its_event_date() -> None:
+    """A fact recorded in 2026 about 12 June 2023 (``metadata.eventDate``, as extraction sets it
+    from "last Friday") is read by the dated lane for a question about that day (the store's
+    ``memories_dated_between``; the conformance suite runs it on both stores)."""
+    engine, scope, ids = engine_with()
+    (fact,) = engine.ingest(scope, [{"content": "The user adopted a grey kitten.", "created_at": ms("2026-01-05"),
+                                     "metadata": {"eventDate": "2023-06-12"}}])
+    (other,) = engine.ingest(scope, [{"content": "The user sold the old piano.", "created_at": ms("2026-01-05"),
+                                      "metadata": {"eventDate": "2023-06-20"}}])
+    result = engine.search_layers("What did the user do on 12 June 2023?", scope, ["vectors"], limit=10)
+    dated = [i for i, _ in result.lanes["vectors"]["hits"]["dated"]]
+    assert fact in dated and other not in dated
+    found = {c.id: c for c in result.layers["vectors"]}
+    assert found[fact].trace.get("time_window") == 1.5  # its event date is inside the window

@@ -422,3 +422,31 @@ def test_list_count_and_get_run_on_their_scope_indexes(mongo_uri: str, mongo_db:
             assert {index for stage, index in stages if stage == "IXSCAN"} == {expected[name]}, (name, stages)
     finally:
         store.close()
+
+
+def test_the_read_by_event_date_runs_on_its_scope_index(mongo_uri: str, mongo_db: Any) -> None:
+    """``memories_dated_between`` sends a find whose winning plan scans the (agent, user,
+    metadata.eventDate) index, with many other users' rows of the same dates in the agent."""
+    commands = _Commands()
+    store = MongoStore(mongo_uri, database=mongo_db.name, vector_search="local", event_listeners=[commands])
+
+    def dated(rows: list[MemoryRecord]) -> list[MemoryRecord]:
+        return [r.model_copy(update={"metadata": {"eventDate": f"2023-06-{1 + i % 28:02d}"}}) for i, r in enumerate(rows)]
+
+    try:
+        store.add_memories(dated(_rows(ME, ROWS, 0)) + dated(_rows(None, ROWS, 1_000)))
+        for n in range(10):
+            store.add_memories(dated(_rows(f"user-{n}", ROWS, 10_000 + 100 * n)))
+        query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+        june_12 = 1_686_528_000_000
+        commands.sent.clear()
+        found = store.memories_dated_between(query, june_12, june_12 + 86_400_000, 50)
+        assert found and {r.metadata["eventDate"] for r in found} == {"2023-06-12"}
+        assert {r.user_address for r in found} <= {ME, None}
+        (sent,) = [c for c in commands.sent if c.get(next(iter(c))) == _mql.MEMORY]
+        command = {k: v for k, v in sent.items() if not k.startswith("$") and k not in ("lsid", "txnNumber")}
+        stages = _winning_stages(store.db.command("explain", command, verbosity="queryPlanner"))
+        assert ("COLLSCAN", None) not in stages, stages
+        assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql.EVENT_DATE_INDEX}, stages
+    finally:
+        store.close()

@@ -818,3 +818,18 @@ def test_lanes_serve_rows_read_before_from_the_row_cache_only_while_they_are_unc
     finally:
         with store._conn() as conn:
             conn.set_trace_callback(None)
+
+
+def test_the_read_by_event_date_searches_its_index_per_user_and_kind_of_date(store: SQLiteStore) -> None:
+    """``memories_dated_between`` reads ranges of the (agent, user, eventDate) index (m012): one per
+    user of the scope and kind of date, never a scan of the table."""
+    low, high, coarse = "2023-06-12", "2023-06-13", ["2023", "2023-06"]
+    arms, params = _sql.event_date_rowids("agent", "u", low, high, coarse)
+    with store._conn() as conn:
+        plan = [tuple(r)[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT id FROM memory WHERE rowid IN ({arms})",
+                                                   params)]
+    searches = [p for p in plan if "idx_memory_event_date" in p]
+    assert len(searches) == 4 and not any(p.startswith("SCAN memory") for p in plan), plan
+    assert all(p.startswith("SEARCH") and "(agent_wallet=? AND user_address=? AND <expr>" in p for p in searches)
+    only_agent, _ = _sql.event_date_rowids("agent", None, low, high, [])
+    assert only_agent.count("SELECT") == 1 and "user_address IS NULL" in only_agent

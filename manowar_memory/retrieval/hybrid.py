@@ -340,8 +340,9 @@ class EntityLane:
 
 
 class DateLane:
-    """The scope's rows recorded inside the query's time window, and those recorded up to
-    ``date_lane_pad_days`` after it whose stated relative time falls inside it, ranked by
+    """The scope's rows recorded inside the query's time window, those recorded up to
+    ``date_lane_pad_days`` after it whose stated relative time falls inside it, and those whose
+    event date (``metadata.eventDate``) is inside it, ranked by
     similarity to the query: cosine with the query vector (``(1 + cos) / 2``, plus a fifth of the word overlap
     as a tie-breaker), word overlap alone for rows without a vector of the query's model.
 
@@ -386,15 +387,24 @@ class DateLane:
             except Exception as exc:  # noqa: BLE001 - the dated lane is best-effort
                 run.ctx.degrade(f"{run.layer}: dated lane failed ({type(exc).__name__}: {exc}); left out")
                 return []
-            end = self.window[1]
-            hits = self._ranked([rec for rec in rows if rec.created_at < end or self._refers_back(rec)], vector)
+            hits = self._ranked(rows, vector)
         return run.trusted(hits)[: run.limit]
 
     def _read(self, read: Callable[..., list[MemoryRecord]]) -> list[MemoryRecord]:
-        """The scope's rows recorded in the window or up to ``date_lane_pad_days`` after it."""
+        """The scope's rows recorded in the window, and those recorded up to ``date_lane_pad_days``
+        after it that say they are about it (:meth:`_refers_back`); then the rows whose event date
+        is in the window, whenever they were recorded (the store's optional
+        :class:`~manowar_memory.stores.base.EventDateRows` read: "I moved to Berlin last month",
+        told months later)."""
         run, config = self.run, self.run.ctx.config
         start, end = self.window
-        return read(run.query, start, end + config.date_lane_pad_days * DAY_MS, config.date_lane_rows)
+        recorded = read(run.query, start, end + config.date_lane_pad_days * DAY_MS, config.date_lane_rows)
+        rows = [rec for rec in recorded if rec.created_at < end or self._refers_back(rec)]
+        by_event = getattr(run.store, "memories_dated_between", None)  # optional: EventDateRows
+        if callable(by_event):
+            seen = {rec.id for rec in rows}
+            rows += [rec for rec in by_event(run.query, start, end, config.date_lane_rows) if rec.id not in seen]
+        return rows
 
     def _refers_back(self, rec: MemoryRecord) -> bool:
         """Whether a row recorded after the window states a relative time inside it ("on the

@@ -41,6 +41,7 @@ __all__ = [
     "ARCHIVES",
     "ATLAS_MAX_CANDIDATES",
     "DEFAULT_PREFILTER_FIELDS",
+    "EVENT_DATE_INDEX",
     "INACTIVE_STATUSES",
     "INDEXES",
     "JOBS",
@@ -67,6 +68,7 @@ __all__ = [
     "atlas_prefilter",
     "atlas_vector_pipeline",
     "date_to_ms",
+    "event_date_filter",
     "filter_clauses",
     "keyword_pipelines",
     "live_session_filter",
@@ -121,6 +123,8 @@ VECTOR_AGENT_ID_INDEX = "idx_vector_agent_id"
 #: ``list_memories`` and ``count_memories``: one (agent, user) range per user of the scope,
 #: newest first, so listing one user's rows never reads another user's.
 SCOPE_LIST_INDEX = "idx_vector_wallet_user_created"
+#: ``(agentWallet, userAddress, metadata.eventDate)``: the dated lane's read by event date.
+EVENT_DATE_INDEX = "idx_vector_wallet_user_event_date"
 
 # Store-maintained fields of memory rows (never part of a record):
 # * ACTIVE_FACT_FIELD: the row's metadata.factHash while it is an active fact (source "fact",
@@ -217,6 +221,7 @@ INDEXES: dict[str, list[IndexSpec]] = {
         IndexSpec("idx_vector_wallet_sync", [("agentWallet", 1), (SYNC_FIELD, 1)]),
         IndexSpec("idx_vector_wallet_user_sync", [("agentWallet", 1), ("userAddress", 1), (SYNC_FIELD, 1)]),
         IndexSpec(SCOPE_LIST_INDEX, [("agentWallet", 1), ("userAddress", 1), ("createdAt", -1), ("_id", -1)]),
+        IndexSpec(EVENT_DATE_INDEX, [("agentWallet", 1), ("userAddress", 1), ("metadata.eventDate", 1)]),
     ],
     TRANSCRIPTS: [
         IndexSpec("idx_transcript_session_id", [("sessionId", 1)]),
@@ -403,6 +408,14 @@ def scope_list_hint(query: MemoryQuery) -> str | None:
     if query.filters or (not query.durable and query.scope.thread_id is not None):
         return None
     return SCOPE_LIST_INDEX
+
+
+def event_date_filter(query: MemoryQuery, low: str, high: str, coarse: Sequence[str]) -> dict[str, Any]:
+    """The rows of ``query``'s scope whose ``metadata.eventDate`` is at least ``low`` and under
+    ``high``, or one of ``coarse`` (:func:`~manowar_memory.stores.base.event_date_keys`)."""
+    dated: dict[str, Any] = {"$or": [{"metadata.eventDate": {"$gte": low, "$lt": high}},
+                                     {"metadata.eventDate": {"$in": list(coarse)}}]}
+    return {"$and": [scope_filter(query), dated]}
 
 
 def missing_scope_fields_filter() -> dict[str, Any]:

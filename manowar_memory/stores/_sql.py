@@ -18,12 +18,14 @@ from ._fts import TERMS_FUNCTION
 from .base import INACTIVE_STATUSES
 
 __all__ = [
+    "EVENT_DATE_SQL",
     "FTS_ROWID_SHIFT",
     "FTS_VOCAB",
     "MEMORY_COLUMNS",
     "Statement",
     "count_stale_sessions",
     "count_transcripts_older_than",
+    "event_date_rowids",
     "expiry_column",
     "filter_where",
     "fts_rowid",
@@ -217,6 +219,33 @@ def keyword_pool(arms: Sequence[tuple[int, str]], pool: int, context_weight: flo
     sql = (f"SELECT f.fts_rowid & {mask} AS memory_rowid, f.score FROM ({union}) f "
            "ORDER BY f.score DESC, memory_rowid LIMIT ?")
     return sql, [*arm_params, pool]
+
+
+#: SQL of a memory row's event date (``metadata.eventDate``), as the (agent, user, eventDate)
+#: index (migration m012) holds it.
+EVENT_DATE_SQL = "json_extract(metadata, '$.eventDate')"
+
+
+def event_date_rowids(agent_wallet: str, user_address: str | None, low: str, high: str,
+                      coarse: Sequence[str]) -> Statement:
+    """The rowids of the agent's rows, of the user and of no user (no user alone for
+    ``user_address`` None), whose ``metadata.eventDate`` is at least ``low`` and under ``high``
+    or one of ``coarse`` (:func:`~manowar_memory.stores.base.event_date_keys`): each a range of the
+    (agent, user, eventDate) index. The caller applies the scope filter to the rows."""
+    ev = EVENT_DATE_SQL
+    arms: list[str] = []
+    params: list[Any] = []
+    for user in ([user_address, None] if user_address is not None else [None]):
+        user_sql = "user_address IS NULL" if user is None else "user_address = ?"
+        user_params = [] if user is None else [user]
+        arms.append(f"SELECT rowid FROM memory INDEXED BY idx_memory_event_date WHERE agent_wallet = ? AND {user_sql} "
+                    f"AND {ev} >= ? AND {ev} < ?")
+        params += [agent_wallet, *user_params, low, high]
+        if coarse:
+            arms.append(f"SELECT rowid FROM memory INDEXED BY idx_memory_event_date WHERE agent_wallet = ? "
+                        f"AND {user_sql} AND {ev} IN ({','.join('?' * len(coarse))})")
+            params += [agent_wallet, *user_params, *coarse]
+    return " UNION ALL ".join(arms), params
 
 
 def row_revisions(rowids: Sequence[int], where: str | None = None, params: Sequence[Any] = ()) -> Statement:

@@ -7,6 +7,7 @@ SQL or MQL, so scope and filters are enforced inside the store query.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -23,6 +24,7 @@ __all__ = [
     "UPDATABLE_MEMORY_FIELDS",
     "ArtifactStore",
     "CacheFenceStore",
+    "EventDateRows",
     "Hit",
     "KeywordHits",
     "MaintenanceStore",
@@ -40,6 +42,7 @@ __all__ = [
     "VectorSearchInfo",
     "by_agent",
     "check_memory_changes",
+    "event_date_keys",
     "insert_gave_up",
     "is_unique_fact",
     "missing_role_methods",
@@ -298,6 +301,37 @@ class TimeRangeRows(Protocol):
         """At most ``limit`` rows matching ``query`` (scope, filters, status, expiry, sources)
         with ``start <= created_at < end`` (epoch ms), oldest first, with their embeddings."""
         ...
+
+
+@runtime_checkable
+class EventDateRows(Protocol):
+    """An optional capability of a store (not part of :class:`Store`): the rows of a scope whose
+    event date (``metadata.eventDate``, ISO: ``2023-06-12``, ``2023-06`` or ``2023``, what fact
+    extraction sets from "last Friday", "in June") falls in a time range, however long after it
+    they were recorded: the dated lane reads them beside :class:`TimeRangeRows`. The SQLite
+    and MongoDB stores serve it from an (agent, user, eventDate) index."""
+
+    def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
+        """At most ``limit`` rows matching ``query`` whose event date overlaps ``[start, end)``
+        (epoch ms; a month or year date overlaps when any of its days does,
+        :func:`event_date_keys`), by event date then creation, with their embeddings."""
+        ...
+
+
+def event_date_keys(start: int, end: int) -> tuple[str, str, list[str]]:
+    """What an ``eventDate`` overlapping ``[start, end)`` (epoch ms, UTC days) can be: at least the
+    first string and under the second (a day of the range, ISO, with or without a time), or one
+    of the listed months and years the range touches (``2023-06``, ``2023``). Pure: both stores
+    build their reads from it."""
+    first = dt.datetime.fromtimestamp(start / 1000, tz=dt.UTC).date()
+    last = dt.datetime.fromtimestamp((end - 1) / 1000, tz=dt.UTC).date()
+    coarse: dict[str, None] = {}
+    month = dt.date(first.year, first.month, 1)
+    while month <= last:
+        coarse.setdefault(f"{month.year:04d}", None)
+        coarse[f"{month.year:04d}-{month.month:02d}"] = None
+        month = dt.date(month.year + month.month // 12, month.month % 12 + 1, 1)
+    return first.isoformat(), (last + dt.timedelta(days=1)).isoformat(), list(coarse)
 
 
 class TurnRows(NamedTuple):

@@ -34,8 +34,8 @@ class MigratingStore(Protocol):
 _INDEX_NOT_FOUND = 27
 
 
-#: indexes created by the migrations after the baseline (m004, m005)
-_LATER_INDEXES = {_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX}
+#: indexes created by the migrations after the baseline (m004, m005, m006)
+_LATER_INDEXES = {_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX, _mql.EVENT_DATE_INDEX}
 
 
 def _index(coll: str, name: str) -> _mql.IndexSpec:
@@ -85,6 +85,12 @@ def _m005_scope_list_index(store: MigratingStore) -> None:
     store.create_indexes(MEMORY, [_index(MEMORY, _mql.SCOPE_LIST_INDEX)])
 
 
+def _m006_event_date_index(store: MigratingStore) -> None:
+    """``(agentWallet, userAddress, metadata.eventDate)`` for ``memories_dated_between``: facts
+    say when they happened, often long before they are recorded."""
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql.EVENT_DATE_INDEX)])
+
+
 #: The schema migrations of a MongoDB database, in order (recorded in ``_manowar_migrations``
 #: by name; never renamed or reordered, new ones go at the end). A fresh database runs them all
 #: and ends in the state of one upgraded from any earlier version: the indexes of
@@ -95,4 +101,5 @@ MIGRATIONS: list[tuple[str, Callable[[MigratingStore], None]]] = [
     ("m003_memory_scope_nulls", _m003_memory_scope_nulls),
     ("m004_vector_id_per_agent", _m004_vector_id_per_agent),
     ("m005_scope_list_index", _m005_scope_list_index),
+    ("m006_event_date_index", _m006_event_date_index),
 ]

@@ -23,7 +23,7 @@ from .._mql import (
     SYNC_FIELD,
 )
 from .._vectors import VectorIndex
-from ..base import Hit, MemoryQuery, VectorSearchInfo
+from ..base import Hit, MemoryQuery, VectorSearchInfo, event_date_keys
 from .connection import (
     _FLOAT32_DTYPE,
     _VECTOR_HEADER,
@@ -237,6 +237,17 @@ class MongoRows(MongoConnection):
         with self._errors("read"):
             cursor = self.memory.find(flt, hint=self._scope_hint(query)).sort(
                 [("createdAt", 1), ("_id", 1)]).limit(int(limit))
+            return [doc_to_memory(d) for d in cursor]
+
+    def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
+        """:meth:`~manowar_memory.stores.base.EventDateRows.memories_dated_between`: served by the
+        (agentWallet, userAddress, metadata.eventDate) index (``EVENT_DATE_INDEX``)."""
+        if limit <= 0 or end <= start:
+            return []
+        flt = _mql.event_date_filter(query, *event_date_keys(start, end))
+        with self._errors("read"):
+            cursor = self.memory.find(flt).sort(
+                [("metadata.eventDate", 1), ("createdAt", 1), ("_id", 1)]).limit(int(limit))
             return [doc_to_memory(d) for d in cursor]
 
     def iter_memories(

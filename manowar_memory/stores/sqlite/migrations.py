@@ -299,6 +299,15 @@ def _m011_inactive_expired(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m012_event_date_index(conn: sqlite3.Connection) -> None:
+    """An (agent, user, eventDate) index, for the dated lane's read by event date
+    (``memories_dated_between``): facts say when they happened, often long before they are
+    recorded."""
+    conn.executescript(
+        f"CREATE INDEX IF NOT EXISTS idx_memory_event_date ON memory (agent_wallet, user_address, {_sql.EVENT_DATE_SQL});"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_unique_active_fact", _m002_unique_active_fact),
@@ -311,6 +320,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m009_transcripts_scoped_terms", _m009_transcripts_scoped_terms),
     ("m010_thread_turns", _m010_thread_turns),
     ("m011_inactive_expired", _m011_inactive_expired),
+    ("m012_event_date_index", _m012_event_date_index),
 ]
 
 

@@ -19,6 +19,7 @@ from ..base import (
     MemoryQuery,
     VectorSearchInfo,
     check_memory_changes,
+    event_date_keys,
     is_unique_fact,
     require_unique_fact,
 )
@@ -199,6 +200,23 @@ class SQLiteRows(SQLiteConnection):
                "ORDER BY created_at, rowid LIMIT ?")
         with self._conn() as conn:
             rows = conn.execute(sql, [*params, int(start), int(end), int(limit)]).fetchall()
+        return [self._row_to_record(r, with_embedding=True) for r in rows]
+
+
+    def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
+        """:meth:`~manowar_memory.stores.base.EventDateRows.memories_dated_between`: ranges of the
+        (agent, user, eventDate) index (migration m012), one per user of the scope and kind of
+        date (:func:`~manowar_memory.stores._sql.event_date_rowids`); the scope filter then
+        decides which rows qualify."""
+        if limit <= 0 or end <= start:
+            return []
+        s = query.scope
+        arms, arm_params = _sql.event_date_rowids(s.agent_wallet, s.user_address, *event_date_keys(start, end))
+        where, params = self._memory_where(query)
+        sql = (f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE rowid IN ({arms}) AND {where} "
+               f"ORDER BY {_sql.EVENT_DATE_SQL}, created_at, rowid LIMIT ?")
+        with self._conn() as conn:
+            rows = conn.execute(sql, [*arm_params, *params, int(limit)]).fetchall()
         return [self._row_to_record(r, with_embedding=True) for r in rows]
 
 

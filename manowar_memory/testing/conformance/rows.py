@@ -8,7 +8,7 @@ from typing import Any
 
 from ..._util import DAY_MS
 from ...errors import ConflictError, StoreError
-from ...stores.base import Store, TimeRangeRows
+from ...stores.base import EventDateRows, Store, TimeRangeRows
 
 try:
     import pytest
@@ -385,6 +385,37 @@ class MemoryRowsConformance(_RoleConformance):
         assert store.memories_created_between(_q(), T0, T0 + 10 * DAY_MS, 0) == []
         assert store.memories_created_between(_q(OTHER_AGENT), T0, T0 + 10 * DAY_MS, 10)[0].content == (
             "day row other agent")
+
+    def test_memories_dated_between(self, store: Store) -> None:
+        if not isinstance(store, EventDateRows):
+            pytest.skip("optional capability EventDateRows not implemented")
+        june_12 = 1_686_528_000_000  # 2023-06-12T00:00Z
+        later = T0 + 100 * DAY_MS  # recorded long after the events they tell
+        rows = [("told later about the 12th", "2023-06-12", AGENT, None, None), ("a June fact", "2023-06", AGENT, None, None),
+                ("a 2023 fact", "2023", AGENT, None, None), ("the 12th at dusk", "2023-06-12T18:30", AGENT, None, None),
+                ("the 13th", "2023-06-13", AGENT, None, None), ("a July fact", "2023-07", AGENT, None, None),
+                ("a 2022 fact", "2022", AGENT, None, None), ("gone", "2023-06-12", AGENT, None, "deleted"),
+                ("other agent", "2023-06-12", OTHER_AGENT, None, None), ("user u2", "2023-06-12", AGENT, "u2", None),
+                ("user u1", "2023-06-12", AGENT, "u1", None)]
+        store.add_memories([
+            make_record(text, created_at=later + i, agent=agent, user=user,
+                        metadata={"eventDate": date, **({"status": status} if status else {})})
+            for i, (text, date, agent, user, status) in enumerate(rows)
+        ] + [make_record("recorded on the 12th, no event date", created_at=june_12 + 1000)])
+        got = store.memories_dated_between(_q(), june_12, june_12 + DAY_MS, 10)
+        assert [r.content for r in got] == ["a 2023 fact", "a June fact", "told later about the 12th",
+                                            "the 12th at dusk"]  # by event date; coarse dates overlap the day
+        assert got[0].embedding is not None and got[0].embedding_model == MODEL
+        assert [r.content for r in store.memories_dated_between(_q(user="u1"), june_12, june_12 + DAY_MS, 10)] == [
+            "a 2023 fact", "a June fact", "told later about the 12th", "user u1", "the 12th at dusk"]
+        two_days = store.memories_dated_between(_q(), june_12, june_12 + 2 * DAY_MS, 10)
+        assert "the 13th" in [r.content for r in two_days] and "a July fact" not in [r.content for r in two_days]
+        assert [r.content for r in store.memories_dated_between(_q(), june_12, june_12 + DAY_MS, 2)] == [
+            "a 2023 fact", "a June fact"]
+        assert store.memories_dated_between(_q(), june_12 + DAY_MS, june_12, 10) == []
+        assert store.memories_dated_between(_q(), june_12, june_12 + DAY_MS, 0) == []
+        assert [r.content for r in store.memories_dated_between(_q(OTHER_AGENT), june_12, june_12 + DAY_MS, 10)] == [
+            "other agent"]
 
     # ------------------------------------------------------------------ keyword lane
     def test_keyword_search(self, store: Store) -> None:
