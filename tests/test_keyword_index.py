@@ -62,6 +62,7 @@ def pair(tmp_path: Path) -> tuple[SQLiteStore, SQLiteStore]:
     fts = SQLiteStore(path, keyword_index_min_matches=0)
     indexed = SQLiteStore(path, keyword_index_min_matches=1)
     indexed.keyword_index_min_rows = 0  # every table counts as large
+    indexed.keyword_index_in_background = False  # built inside the query that finds the scope large
     yield fts, indexed
     fts.close()
     indexed.close()
@@ -114,6 +115,7 @@ def test_a_scope_is_scored_in_process_once_its_matches_reach_the_threshold(tmp_p
     """Under ``keyword_index_min_matches`` (100) FTS5 scores the scope; from there on the index does,
     and no statement calls ``bm25()`` for it any more."""
     store = SQLiteStore(tmp_path / "t.db", keyword_index_min_matches=100)
+    store.keyword_index_in_background = False
     try:
         _fill(store, random.Random(3), 200, scopes=(ALICE,))
         assert store.keyword_index_min_rows > 200
@@ -198,3 +200,29 @@ def test_searches_beside_writes_in_other_threads_leave_the_index_exact(pair: tup
         w.join()
     assert not errors
     _same(fts, indexed, query, texts)
+
+
+def test_a_file_store_builds_the_index_in_the_background_and_answers_meanwhile(tmp_path: Path) -> None:
+    """The query that finds a scope large is answered by FTS5 while a thread builds the index;
+    once :meth:`wait_for_keyword_indexes` returns, the index answers, with the same results."""
+    path = tmp_path / "bg.db"
+    store = SQLiteStore(path, keyword_index_min_matches=100)
+    fts = SQLiteStore(path, keyword_index_min_matches=0)
+    try:
+        assert store.keyword_index_in_background
+        store.keyword_index_min_rows = 100
+        _fill(store, random.Random(17), 300, scopes=(ALICE,))
+        query, text = MemoryQuery(scope=ALICE), "kayak lake trip morning"
+        first = [(h.record.id, h.score) for h in store.keyword_search(query, text, 10)]
+        assert first == [(h.record.id, h.score) for h in fts.keyword_search(query, text, 10)]
+        assert store.wait_for_keyword_indexes(timeout=60)
+        assert len(store._keyword_indexes) == 1 and not store._keyword_builds
+        _fill(fts, random.Random(18), 20, start=300, scopes=(ALICE,))  # written after the build: synced
+        statements: list[str] = []
+        with store._conn() as conn:
+            conn.set_trace_callback(statements.append)
+        _same(fts, store, query, [text, "garden paint", "don't run"])
+        assert not any("bm25(" in sql for sql in statements)
+    finally:
+        store.close()
+        fts.close()

@@ -118,6 +118,13 @@ class SQLiteConnection:
     #: and the lane skips reading its terms' document counts (one statement per scope a query).
     keyword_index_min_rows: int = 20_000
 
+    #: Build a scope's in-process keyword index on a background thread (file stores): the query
+    #: that finds the scope large, and those after it until the index is ready, are scored by
+    #: FTS5 as before, instead of waiting for the scope's rows to be read (seconds at a million
+    #: rows). False builds it inside that query. In-memory stores always build inline (their one
+    #: connection is shared). :meth:`wait_for_keyword_indexes` waits for builds under way.
+    keyword_index_in_background: bool = True
+
     #: Bytes of a database file each connection maps into memory (``PRAGMA mmap_size``; 0, the
     #: default, reads pages with read calls). One connection's random row reads get cheaper
     #: mapped (keyword lane over 1M rows: 22 to 17 ms CPU), but each thread's connection maps
@@ -170,6 +177,7 @@ class SQLiteConnection:
         self._index_lock = threading.Lock()
         self._row_cache = RowCache()  # rows the lanes read, by rowid and revision
         self._keyword_indexes: dict[int, ScopeKeywordIndex] = {}  # in-process BM25, by full-text scope
+        self._keyword_builds: dict[int, threading.Thread] = {}  # scopes whose index is being built
         self._keyword_lock = threading.Lock()
         self._closed = False
         with self._conn() as conn:
@@ -262,6 +270,10 @@ class SQLiteConnection:
     def close(self) -> None:
         """Close every connection this store opened."""
         self._closed = True
+        with self._keyword_lock:
+            builds = list(self._keyword_builds.values())
+        for thread in builds:  # they stop at their next check of _closed
+            thread.join()
         with self._index_lock:
             for index in self._indexes.values():
                 index.persist(index.rev)  # the ANN indexes, beside the file, for the next open

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -27,6 +30,8 @@ from .connection import _MEMORY_COLUMNS, SQLiteConnection, _agent_clause, _quali
 from .migrations import _ACTIVE_FACT_WHERE, _INACTIVE_SQL
 
 __all__ = ["SQLiteRows"]
+
+log = logging.getLogger("manowar_memory")
 
 
 class SQLiteRows(SQLiteConnection):
@@ -323,10 +328,53 @@ class SQLiteRows(SQLiteConnection):
             for sid, (agent, user) in scopes:
                 index = self._keyword_indexes.get(sid)
                 if index is None and sum(counts.get(sid, {}).values()) >= threshold:
-                    index = self._keyword_indexes[sid] = self._build_keyword_index(conn, sid, agent, user)
+                    if self.keyword_index_in_background and not self._memory:
+                        self._start_keyword_build(sid, agent, user)  # FTS5 scores the scope meanwhile
+                    else:
+                        index = self._keyword_indexes[sid] = self._build_keyword_index(conn, sid, agent, user)
                 if index is not None:
                     out[sid] = index
             return out
+
+
+    def _start_keyword_build(self, sid: int, agent: str, user: str | None) -> None:
+        """Build scope ``sid``'s index on a thread of its own (its own connection), unless one is
+        already under way; the index joins the others when built. Caller holds the keyword lock."""
+        if sid in self._keyword_builds:
+            return
+
+        def build() -> None:
+            try:
+                with self._conn() as conn:
+                    index = self._build_keyword_index(conn, sid, agent, user)
+                with self._keyword_lock:
+                    if not self._closed:
+                        self._keyword_indexes[sid] = index  # synced from its revision by the next search
+            except Exception as exc:  # noqa: BLE001 - the scope stays on FTS5; a later search tries again
+                log.warning("keyword index build of scope %s failed (%s: %s); FTS5 scores it", sid,
+                            type(exc).__name__, exc)
+            finally:
+                with self._keyword_lock:
+                    self._keyword_builds.pop(sid, None)
+
+        thread = threading.Thread(target=build, name=f"manowar-keyword-index-{sid}", daemon=True)
+        self._keyword_builds[sid] = thread
+        thread.start()
+
+
+    def wait_for_keyword_indexes(self, timeout: float | None = None) -> bool:
+        """Wait until the in-process keyword indexes being built (:attr:`keyword_index_in_background`)
+        are ready; False if ``timeout`` seconds passed first. For warm-ups and benchmarks."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._keyword_lock:
+                builds = list(self._keyword_builds.values())
+            if not builds:
+                return True
+            for thread in builds:
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    return False
 
 
     def _build_keyword_index(self, conn: sqlite3.Connection, sid: int, agent: str, user: str | None) -> ScopeKeywordIndex:
@@ -335,8 +383,18 @@ class SQLiteRows(SQLiteConnection):
         index.rev = self._memory_rev(conn)  # rows changed after this are replayed by the next sync
         sql = ("SELECT rowid, content, context FROM memory WHERE agent_wallet = ? AND "
                + ("user_address IS NULL" if user is None else "user_address = ?"))
-        index.load(conn.execute(sql, [agent] if user is None else [agent, user]))
+        rows = conn.execute(sql, [agent] if user is None else [agent, user])
+        index.load(self._until_closed(rows))
         return index
+
+
+    def _until_closed(self, rows: Iterable[tuple[int, str | None, str | None]]) -> Iterator[tuple[int, str | None, str | None]]:
+        """``rows``, stopping with :class:`StoreError` once the store is closed (a background
+        build must not read a connection :meth:`close` is closing)."""
+        for i, row in enumerate(rows):
+            if i % 4096 == 0 and self._closed:
+                raise StoreError("the store was closed during a keyword index build")
+            yield row
 
 
     @staticmethod
