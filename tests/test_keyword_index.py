@@ -14,7 +14,7 @@ import pytest
 from manowar_memory import MemoryRecord, Scope, SQLiteStore, StoreError
 from manowar_memory.stores import _fts, _keywords
 from manowar_memory.stores._keywords import ScopeKeywordIndex
-from manowar_memory.stores.base import MemoryQuery
+from manowar_memory.stores.base import KeywordHits, MemoryQuery
 
 AGENT = "agent"
 ALICE = Scope(agent_wallet=AGENT, user_address="alice")
@@ -226,3 +226,16 @@ def test_a_file_store_builds_the_index_in_the_background_and_answers_meanwhile(t
     finally:
         store.close()
         fts.close()
+
+
+def test_turning_the_index_off_brings_back_fts5_and_its_pruning(pair: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """With the index held but ``keyword_index_min_matches`` set to 0, the lane is FTS5 again,
+    pruning budget included: a held index must not hide the terms' counts from it."""
+    fts, indexed = pair
+    _fill(fts, random.Random(21), 400, scopes=(ALICE,))
+    query = MemoryQuery(scope=ALICE)
+    _same(fts, indexed, query, ["kayak lake trip"])
+    assert indexed._keyword_indexes
+    indexed.keyword_index_min_matches, indexed.keyword_postings_budget = 0, 50
+    hits = indexed.keyword_search(query, "kayak lake trip", 10)
+    assert isinstance(hits, KeywordHits) and hits.pruned_terms > 0

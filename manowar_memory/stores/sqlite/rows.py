@@ -306,7 +306,7 @@ class SQLiteRows(SQLiteConnection):
             return {}
         out: dict[int, dict[str, int]] = {}
         for sid in scope_ids:
-            if sid in self._keyword_indexes:
+            if large and sid in self._keyword_indexes:  # scored in process: no FTS5 arm to prune
                 continue
             sql, term_params = _sql.term_doc_counts(_fts.phrase_words(sid, phrases))
             out[sid] = {str(t): int(n) for t, n in conn.execute(sql, term_params)}
