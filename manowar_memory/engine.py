@@ -103,7 +103,7 @@ class MemoryEngine(EngineTurns, EngineRecall, EngineItems, EngineMaintenance):
 
     """Async twin of :meth:`forget`: the same arguments and result, run in a worker thread."""
 
-    aremember = steps_twin(EngineWrites._remember_steps, name="remember")
+    aremember = steps_twin(EngineWrites.remember_steps, name="remember")
 
     """Async twin of :meth:`remember`: the same arguments and result; the store work runs in worker
     threads and an async fact resolver (:class:`~manowar_memory.resolver.AsyncFactResolver`, such as
@@ -125,7 +125,7 @@ class MemoryEngine(EngineTurns, EngineRecall, EngineItems, EngineMaintenance):
 
     """Async twin of :meth:`search`: the same arguments and result, run in a worker thread."""
 
-    aingest = steps_twin(EngineWrites._ingest_steps, name="ingest", then=lambda report: report.ids)
+    aingest = steps_twin(EngineWrites.ingest_steps, name="ingest", then=lambda report: report.ids)
 
     """Async twin of :meth:`ingest`: the same arguments and result; the store work and the embedder
     run in worker threads and an async fact resolver is awaited on the event loop."""

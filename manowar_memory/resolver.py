@@ -21,8 +21,9 @@ the new facts are ``N1``, ``N2``...) and applies one decision per new fact:
   duplicate is reported.
 
 Async: ``LLMResolver(achat=...)`` (or with both ``chat`` and ``achat``) takes a coroutine chat
-function, and the engine's ``aremember`` and ``aingest`` await it on the event loop (the store
-work runs in worker threads between the calls; see :class:`AsyncFactResolver`). The prompt, the
+function, and the async writes (``aremember`` and ``aingest`` of the engine and the scoped
+surface, the scoped ``aadd`` and ``aupsert``, a tool's ``acall``) await it on the event loop (the
+store work runs in worker threads between the calls; see :class:`AsyncFactResolver`). The prompt, the
 answer's checks (:func:`parse_decisions`) and what is done with the decisions are the same on both
 paths.
 
@@ -105,9 +106,9 @@ Decisions = tuple[list[ResolverDecision], list[str]]
 
 @runtime_checkable
 class AsyncFactResolver(FactResolver, Protocol):
-    """A :class:`FactResolver` that can also be awaited: the engine's async writes (``aremember``,
-    ``aingest``) await :meth:`adecide` on the event loop; its sync writes (and fact extraction,
-    which runs in a background thread) call :meth:`decide`."""
+    """A :class:`FactResolver` that can also be awaited: the async writes (``aremember``,
+    ``aingest`` and the scoped surface's and tools' twins) await :meth:`adecide` on the event loop;
+    the sync writes (and fact extraction, which runs in a background thread) call :meth:`decide`."""
 
     async def adecide(self, new: Sequence[FactRef], existing: Sequence[FactRef]) -> Decisions:
         """:meth:`FactResolver.decide`, awaited: the same answer and the same errors."""
@@ -211,10 +212,11 @@ class LLMResolver:
     ``chat(messages) -> str`` (OpenAI-style message dicts), as :class:`LLMExtractor` takes, and/or
     ``achat``, its coroutine form (``await achat(messages) -> str``).
 
-    With ``achat`` the engine's ``aremember`` and ``aingest`` await the model on the event loop;
-    with ``chat`` alone they run it in a worker thread. The sync path (``remember``, fact
-    extraction) uses ``chat``; given only ``achat``, it runs the coroutine to its end in its own
-    event loop (from inside a running loop it cannot, and that is reported as a failed call).
+    With ``achat`` the async writes (``aremember``, ``aingest`` and their scoped and tool forms)
+    await the model on the event loop; with ``chat`` alone they run it in a worker thread. The
+    sync path (``remember``, fact extraction) uses ``chat``; given only ``achat``, it runs the
+    coroutine to its end in its own event loop (from inside a running loop it cannot, and that is
+    reported as a failed call).
 
     ``candidates``: nearest stored facts shown per new fact; ``min_confidence``: an UPDATE,
     DELETE or NONE below it is not applied (the fact is added and the doubt reported);

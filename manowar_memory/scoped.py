@@ -42,7 +42,7 @@ from ._scoped.core import pack_context as pack_context
 from ._scoped.core import shortfall as shortfall
 from ._scoped.jobs import ScopedJobs
 from ._scoped.threads import ScopedThreads
-from ._twins import async_twin
+from ._twins import Steps, async_twin, run_steps, steps_twin
 from .candidates import Candidate
 from .errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
 from .notes import ProjectNotes
@@ -237,6 +237,13 @@ class ScopedMemory(ScopedThreads, ScopedJobs):
         each. The row this scope owns under that key is replaced; a shared row under the same key
         is shadowed by a new own copy, never changed. ``ttl``/``expires_at`` (an item's own
         first) make rows expire (see :meth:`MemoryEngine.ingest`). Returns the keys in order."""
+        return run_steps(self._upsert_steps(items, source=source, key_filters=key_filters, ttl=ttl,
+                                            expires_at=expires_at))
+
+    def _upsert_steps(self, items: Iterable[Mapping[str, Any]], *, source: str = "knowledge",
+                      key_filters: Mapping[str, Any] | None = None, ttl: Any = None,
+                      expires_at: Any = None) -> Steps[builtins.list[str]]:
+        """:meth:`upsert` as steps (:mod:`manowar_memory._twins`): one body for ``upsert`` and ``aupsert``."""
         batch: builtins.list[tuple[str, dict[str, Any]]] = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
@@ -254,7 +261,7 @@ class ScopedMemory(ScopedThreads, ScopedJobs):
             rows.append({"content": item.get("content"), "source": source, "metadata": meta,
                          "context": item.get("context"), "ttl": item.get("ttl"), "expires_at": item.get("expires_at")})
         if rows:
-            self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at)
+            yield from self._engine.ingest_steps(self._scope, rows, ttl=ttl, expires_at=expires_at)
         return [key for key, _ in batch]
 
     def ingest(self, items: Iterable[Mapping[str, Any]], *, ttl: Any = None,
@@ -262,12 +269,20 @@ class ScopedMemory(ScopedThreads, ScopedJobs):
         """Write rows keyed by an idempotency key: ``{"key", "content", "metadata"?, "context"?,
         "source"?, "ttl"?, "expires_at"?}`` each. A key this scope already stored is left as it is
         (see :meth:`MemoryEngine.ingest`); returns the row ids, :meth:`ingest_id` of each key."""
+        return run_steps(self._ingest_steps(items, ttl=ttl, expires_at=expires_at))
+
+    def _ingest_steps(self, items: Iterable[Mapping[str, Any]], *, ttl: Any = None,
+                      expires_at: Any = None) -> Steps[builtins.list[str]]:
+        """:meth:`ingest` as steps (:mod:`manowar_memory._twins`): one body for ``ingest`` and ``aingest``."""
         rows = []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise InvalidInputError(f"item {i} must be a mapping with 'key' and 'content'")
             rows.append({**item, "metadata": self._write_meta(item.get("metadata"), what=f"items[{i}].metadata")})
-        return self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at) if rows else []
+        if not rows:
+            return []
+        report = yield from self._engine.ingest_steps(self._scope, rows, ttl=ttl, expires_at=expires_at)
+        return report.ids
 
     def ingest_id(self, key: str) -> str:
         """The row id of the keyed row ``key`` of this scope (written by :meth:`ingest`)."""
@@ -286,9 +301,20 @@ class ScopedMemory(ScopedThreads, ScopedJobs):
                  expires_at: Any = None) -> RememberResult:
         """Store a durable fact in the graph layer (deduplicated within the scope); ``ttl``
         (seconds or a timedelta) or ``expires_at`` make it expire (see :meth:`MemoryEngine.remember`)."""
-        return self._engine.remember(self._scope, content, fact_type=fact_type, confidence=confidence,
-                                     importance=importance, retention=retention, metadata=self._write_meta(metadata),
-                                     ttl=ttl, expires_at=expires_at)
+        return run_steps(self.remember_steps(content, fact_type=fact_type, confidence=confidence,
+                                             importance=importance, retention=retention, metadata=metadata, ttl=ttl,
+                                             expires_at=expires_at))
+
+    def remember_steps(self, content: str, *, fact_type: str | None = None, confidence: float | None = None,
+                       importance: float | None = None, retention: str | None = None,
+                       metadata: Mapping[str, Any] | None = None, ttl: Any = None,
+                       expires_at: Any = None) -> Steps[RememberResult]:
+        """:meth:`remember` as a step generator (:mod:`manowar_memory._twins`): it yields each call
+        to the fact resolver and returns the :class:`RememberResult`. One body for ``remember``,
+        ``aremember`` and a caller written once for both paths (the ``memory_remember`` tool)."""
+        return (yield from self._engine.remember_steps(
+            self._scope, content, fact_type=fact_type, confidence=confidence, importance=importance,
+            retention=retention, metadata=self._write_meta(metadata), ttl=ttl, expires_at=expires_at))
 
     def check_can_record(self) -> Scope:
         """The scope a turn of this surface would be recorded in, or :class:`ScopeError` now when
@@ -363,7 +389,10 @@ class ScopedMemory(ScopedThreads, ScopedJobs):
         return f"ScopedMemory(scope={self._scope.as_dict()!r}, trust={self._trust!r})"
 
     # ------------------------------------------------------------------ async twins
-    # Same arguments and results as the method they wrap, run in a worker thread (_twins.async_twin).
+    # Same arguments and results as the method they wrap, run in a worker thread (_twins.async_twin);
+    # the writes that may ask the fact resolver (aremember, aingest, aupsert, and aadd beside add in
+    # _scoped/core.py) are their step bodies run by _twins.steps_twin: the store work in worker
+    # threads, an async resolver awaited on the event loop.
     aforget = async_twin(forget)
 
     """Async twin of :meth:`forget`: the same arguments and result, run in a worker thread."""
@@ -396,25 +425,30 @@ class ScopedMemory(ScopedThreads, ScopedJobs):
 
     """Async twin of :meth:`get_keys`: the same arguments and result, run in a worker thread."""
 
-    aupsert = async_twin(upsert)
+    aupsert = steps_twin(_upsert_steps, name="upsert")
 
-    """Async twin of :meth:`upsert`: the same arguments and result, run in a worker thread."""
+    """Async twin of :meth:`upsert`: the same arguments and result; the store work runs in worker
+    threads and an async fact resolver (a ``source="fact"`` write) is awaited on the event loop."""
+
+    aingest = steps_twin(_ingest_steps, name="ingest")
+
+    """Async twin of :meth:`ingest`: the same arguments and result; the store work runs in worker
+    threads and an async fact resolver (items of ``source="fact"``) is awaited on the event loop."""
 
     adelete_keys = async_twin(delete_keys)
 
     """Async twin of :meth:`delete_keys`: the same arguments and result, run in a worker thread."""
 
-    aremember = async_twin(remember)
+    aremember = steps_twin(remember_steps, name="remember")
 
-    """Async twin of :meth:`remember`: the same arguments and result, run in a worker thread."""
-
-    aadd = async_twin(ScopedCore.add)
-
-    """Async twin of :meth:`add`: the same arguments and result, run in a worker thread."""
+    """Async twin of :meth:`remember`: the same arguments and result; the store work runs in worker
+    threads and an async fact resolver (:class:`~manowar_memory.resolver.AsyncFactResolver`, such as
+    ``LLMResolver(achat=...)``) is awaited on the event loop."""
 
     apost_turn = async_twin(ScopedCore.post_turn)
 
-    """Async twin of :meth:`post_turn`: the same arguments and result, run in a worker thread."""
+    """Async twin of :meth:`post_turn`: the same arguments and result, run in a worker thread (the
+    fact resolver runs in the background extraction, not in the call)."""
 
     aupdate = async_twin(update)
 

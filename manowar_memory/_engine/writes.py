@@ -52,11 +52,11 @@ class EngineWrites(EngineBase):
         :mod:`manowar_memory.expiry`); without either, ``config.ttl_by_kind`` may give one.
         Remembering a fact again with a ttl, or after it expired, sets its expiry anew.
         """
-        return run_steps(self._remember_steps(
+        return run_steps(self.remember_steps(
             scope, content, fact_type=fact_type, confidence=confidence, importance=importance, retention=retention,
             metadata=metadata, created_at=created_at, ttl=ttl, expires_at=expires_at))
 
-    def _remember_steps(
+    def remember_steps(
         self,
         scope: ScopeLike,
         content: str,
@@ -70,8 +70,9 @@ class EngineWrites(EngineBase):
         ttl: Any = None,
         expires_at: Any = None,
     ) -> Steps[RememberResult]:
-        """:meth:`remember` as steps (see :mod:`manowar_memory._twins`): one body for ``remember``
-        and ``aremember``."""
+        """:meth:`remember` as a step generator (:mod:`manowar_memory._twins`): it yields each call
+        to the fact resolver, is sent the answer and returns the :class:`RememberResult`. One body
+        for ``remember``, ``aremember`` and the scoped surface's writes; call those instead."""
         scope = Scope.coerce(scope)
         text = as_str(content)
         if text is None:
@@ -197,10 +198,10 @@ class EngineWrites(EngineBase):
         """:meth:`ingest`, returning how many rows were stored and which keys were already
         stored by an earlier run (the caller's keys; items keyed by content count in
         ``inserted`` only)."""
-        return run_steps(self._ingest_steps(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe,
+        return run_steps(self.ingest_steps(scope, items, batch_size=batch_size, progress=progress, dedupe=dedupe,
                                             ttl=ttl, expires_at=expires_at))
 
-    def _ingest_steps(
+    def ingest_steps(
         self,
         scope: ScopeLike,
         items: Iterable[str | IngestItem | Mapping[str, Any]],
@@ -211,7 +212,8 @@ class EngineWrites(EngineBase):
         ttl: Any = None,
         expires_at: Any = None,
     ) -> Steps[IngestReport]:
-        """:meth:`ingest_report` as steps: one body for ``ingest``, ``ingest_report`` and ``aingest``."""
+        """:meth:`ingest_report` as a step generator (:mod:`manowar_memory._twins`): one body for
+        ``ingest``, ``ingest_report``, ``aingest`` and the scoped surface's writes; call those instead."""
         scope = Scope.coerce(scope)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError(f"batch_size must be a positive integer (items embedded per call), got {batch_size!r}")

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .. import validation
+from .._engine.results import IngestReport
+from .._twins import Steps, run_steps, steps_twin
 from ..candidates import Candidate
 from ..config import MemoryConfig
 from ..errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
@@ -217,6 +219,15 @@ class EngineCore(Protocol):
                  expires_at: Any = ...) -> RememberResult: ...
     def ingest(self, scope: ScopeLike, items: Iterable[Mapping[str, Any]], *, batch_size: int = ...,
                progress: bool = ..., dedupe: bool = ..., ttl: Any = ..., expires_at: Any = ...) -> list[str]: ...
+    # the step forms of remember and ingest_report (manowar_memory._twins): the surface's writes
+    # are written once on them, so its async twins await an async fact resolver on the event loop
+    def remember_steps(self, scope: ScopeLike, content: str, *, fact_type: str | None = ...,
+                        confidence: float | None = ..., importance: float | None = ..., retention: str | None = ...,
+                        metadata: Mapping[str, Any] | None = ..., created_at: int | None = ..., ttl: Any = ...,
+                        expires_at: Any = ...) -> Steps[RememberResult]: ...
+    def ingest_steps(self, scope: ScopeLike, items: Iterable[Mapping[str, Any]], *, batch_size: int = ...,
+                      progress: bool = ..., dedupe: bool = ..., ttl: Any = ...,
+                      expires_at: Any = ...) -> Steps[IngestReport]: ...
     def ingest_id(self, scope: ScopeLike, key: str) -> str: ...
     def get_item(self, scope: ScopeLike, memory_id: str, *,
                  filters: Mapping[str, Any] | None = ...) -> MemoryRecord: ...
@@ -356,6 +367,11 @@ class ScopedCore:
             source: str = "knowledge", ttl: Any = None, expires_at: Any = None) -> builtins.list[str]:
         """Add unkeyed rows (vectors layer); returns the new row ids. ``ttl`` (seconds or a
         timedelta) or ``expires_at`` make them expire (see :meth:`MemoryEngine.ingest`)."""
+        return run_steps(self._add_steps(texts, metadatas=metadatas, source=source, ttl=ttl, expires_at=expires_at))
+
+    def _add_steps(self, texts: Sequence[str], *, metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+                   source: str = "knowledge", ttl: Any = None, expires_at: Any = None) -> Steps[builtins.list[str]]:
+        """:meth:`add` as steps (:mod:`manowar_memory._twins`): one body for ``add`` and ``aadd``."""
         if isinstance(texts, str):
             raise InvalidInputError("texts must be a list of strings, not one string")
         texts = list(texts)
@@ -364,7 +380,15 @@ class ScopedCore:
             raise InvalidInputError(f"got {len(texts)} texts but {len(metas)} metadatas")
         rows = [{"content": t, "source": source, "metadata": self._write_meta(m, what=f"metadatas[{i}]")}
                 for i, (t, m) in enumerate(zip(texts, metas, strict=True))]
-        return self._engine.ingest(self._scope, rows, ttl=ttl, expires_at=expires_at) if rows else []
+        if not rows:
+            return []
+        report = yield from self._engine.ingest_steps(self._scope, rows, ttl=ttl, expires_at=expires_at)
+        return report.ids
+
+    aadd = steps_twin(_add_steps, name="add")
+
+    """Async twin of :meth:`add`: the same arguments and result; the store work runs in worker
+    threads and an async fact resolver (a ``source="fact"`` write) is awaited on the event loop."""
 
     def post_turn(self, messages: Sequence[Mapping[str, Any] | Message], tool_calls: Sequence[Mapping[str, Any]] | None = None,
                   *, metadata: Mapping[str, Any] | None = None, extract_facts: bool = True,

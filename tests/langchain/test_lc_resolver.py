@@ -4,8 +4,10 @@ turns the model into the core's chat function; the decisions and their checks ar
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
@@ -13,7 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from langchain_manowar import create_llm_resolver
+from langchain_manowar import create_llm_resolver, create_manowar_tools
 from manowar_memory import LLMResolver, MemoryEngine, Scope
 from manowar_memory.stores.base import MemoryQuery
 
@@ -129,3 +131,64 @@ async def test_an_unsure_answer_on_the_async_path_is_reported() -> None:
         assert new.superseded == [] and any(n.startswith("lc resolver:") and "unsure" in n for n in new.notes)
     finally:
         engine.close()
+
+
+class SearchingModel(TwoWayModel):
+    """A TwoWayModel whose ``ainvoke`` first awaits ``before`` (a coroutine function), when set."""
+
+    before: Any = None
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[no-untyped-def,override]
+        if self.before is not None:
+            await self.before()
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+async def test_the_async_memory_tool_awaits_ainvoke() -> None:
+    """The agent's memory_remember tool, called with ainvoke: the resolver's model is awaited with
+    its own ainvoke on this loop (not invoke in a worker thread), and its UPDATE lands."""
+    model = TwoWayModel(answer=_answer("UPDATE", "F1"))
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=create_llm_resolver(model))
+    try:
+        old = engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)  # nothing stored before: no call
+        (tool,) = create_manowar_tools(engine, MAYA, include=["memory_remember"], trust="external")
+        out = json.loads(await tool.ainvoke({"content": "The user edits code in VS Code."}))
+        assert out["superseded"] == [old.id]
+        assert model.async_calls == [threading.get_ident()] and model.sync_calls == []  # ainvoke, on the loop
+        row = engine.store.get_memory(old.id, MemoryQuery(scope=MAYA, active_only=False))
+        assert row is not None and row.metadata["supersededBy"] == out["id"]
+        assert row.metadata["resolution"] == "update" and row.metadata["resolver"] == "langchain:TwoWayModel"
+        new = engine.store.get_memory(out["id"], MemoryQuery(scope=MAYA))
+        assert new is not None and new.metadata["trust"] == "external"
+        tool.invoke({"content": "The user edits code in Emacs."})  # the sync tool: invoke
+        assert len(model.sync_calls) == 1 and len(model.async_calls) == 1
+    finally:
+        engine.close()
+
+
+def test_the_async_memory_tool_holds_no_worker_thread_while_the_model_answers() -> None:
+    """With a one-thread default executor, the model answers only after a search that needs that
+    thread: the tool call must have given the thread back while awaiting ainvoke."""
+
+    async def main() -> tuple[list[str], list[str], str]:
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+        model = SearchingModel(answer=_answer("UPDATE", "F1"))
+        engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=create_llm_resolver(model))
+        searched: list[str] = []
+
+        async def search() -> None:
+            hits = await engine.scoped(MAYA).asearch("editor")
+            searched.append(f"searched ({len(hits)} hits)")
+
+        model.before = search
+        try:
+            old = engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+            (tool,) = create_manowar_tools(engine, MAYA, include=["memory_remember"])
+            out = await asyncio.wait_for(  # a guard against a hang, not a timing check
+                tool.ainvoke({"content": "The user edits code in VS Code."}), timeout=60)
+            return searched, json.loads(out)["superseded"], old.id
+        finally:
+            engine.close()
+
+    searched, superseded, old_id = asyncio.run(main())
+    assert len(searched) == 1 and superseded == [old_id]

@@ -5,6 +5,7 @@ chat function."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from llama_index.core.llms import CompletionResponse, CompletionResponseGen, Cus
 from llama_index.core.llms.mock import MockLLM
 from pydantic import Field
 
-from llama_index_manowar import LlamaIndexChatFunction, create_llm_extractor, create_llm_resolver
+from llama_index_manowar import LlamaIndexChatFunction, ManowarToolSpec, create_llm_extractor, create_llm_resolver
 from manowar_memory import LLMExtractor, LLMResolver, MemoryEngine, Scope
 from manowar_memory.errors import ConfigurationError
 from manowar_memory.stores.base import MemoryQuery
@@ -170,3 +171,65 @@ async def test_an_unsure_llm_on_the_async_path_is_reported(engine: MemoryEngine)
     await engine.aremember(MAYA, "The user edits code in Vim.", created_at=T0)
     new = await engine.aremember(MAYA, "The user edits code in VS Code.", created_at=T0 + 1)
     assert new.superseded == [] and any(n.startswith("li resolver:") and "unsure" in n for n in new.notes)
+
+
+class SearchingLLM(AsyncScriptedLLM):
+    """An AsyncScriptedLLM whose ``achat`` first awaits ``before`` (a coroutine function), when set."""
+
+    before: Any = None
+
+    async def achat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+        if self.before is not None:
+            await self.before()
+        return await super().achat(messages, **kwargs)
+
+
+def _remember_tool(engine: MemoryEngine, **kwargs: Any) -> Any:
+    (tool,) = ManowarToolSpec(engine=engine, scope=MAYA, **kwargs).to_tool_list(spec_functions=["memory_remember"])
+    return tool
+
+
+async def test_the_async_memory_tool_awaits_achat(engine: MemoryEngine) -> None:
+    """An agent's memory_remember tool, called with acall: the resolver's LLM is awaited with its
+    own achat on this loop (not chat in a worker thread), and its UPDATE lands."""
+    llm = AsyncScriptedLLM(answers=[_decision("UPDATE", "F1"), _decision("UPDATE", "F1")])
+    engine.resolver = create_llm_resolver(llm)
+    old = engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)  # nothing stored before: no call
+    tool = _remember_tool(engine, trust="external")
+    output = await tool.acall(content="The user edits code in VS Code.")
+    assert not output.is_error and output.raw_output["superseded"] == [old.id]
+    assert llm.async_threads == [threading.get_ident()] and llm.sync_threads == []  # achat, on the loop
+    row = engine.store.get_memory(old.id, MemoryQuery(scope=MAYA, active_only=False))
+    assert row is not None and row.metadata["supersededBy"] == output.raw_output["id"]
+    assert row.metadata["resolution"] == "update" and row.metadata["resolver"] == "llamaindex:scripted-1"
+    new = engine.store.get_memory(output.raw_output["id"], MemoryQuery(scope=MAYA))
+    assert new is not None and new.metadata["trust"] == "external"
+    tool.call(content="The user edits code in Emacs.")  # the sync tool: chat (complete)
+    assert len(llm.sync_threads) == 1 and len(llm.async_threads) == 1
+
+
+def test_the_async_memory_tool_holds_no_worker_thread_while_the_llm_answers() -> None:
+    """With a one-thread default executor, the LLM answers only after a search that needs that
+    thread: the tool call must have given the thread back while awaiting achat."""
+
+    async def main() -> tuple[list[str], list[str], str]:
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+        llm = SearchingLLM(answers=[_decision("UPDATE", "F1")])
+        engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", resolver=create_llm_resolver(llm))
+        searched: list[str] = []
+
+        async def search() -> None:
+            hits = await engine.scoped(MAYA).asearch("editor")
+            searched.append(f"searched ({len(hits)} hits)")
+
+        llm.before = search
+        try:
+            old = engine.remember(MAYA, "The user edits code in Vim.", created_at=T0)
+            output = await asyncio.wait_for(  # a guard against a hang, not a timing check
+                _remember_tool(engine).acall(content="The user edits code in VS Code."), timeout=60)
+            return searched, output.raw_output.get("superseded", output.content), old.id
+        finally:
+            engine.close()
+
+    searched, superseded, old_id = asyncio.run(main())
+    assert len(searched) == 1 and superseded == [old_id]

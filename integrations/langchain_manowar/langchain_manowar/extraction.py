@@ -91,8 +91,8 @@ def create_llm_resolver(
 
     Pass it as ``MemoryEngine(resolver=create_llm_resolver(ChatOpenAI(model="gpt-5-mini")))``.
     Superseded rows name it (``resolver``) as ``langchain:<model>``. The sync writes call the
-    model with ``invoke``; the engine's ``aremember`` and ``aingest`` await ``ainvoke`` on the
-    event loop. All the rules are the core's: this only adapts the model to the chat functions.
+    model with ``invoke``; the async ones (``aremember`` and ``aingest`` of the engine and the
+    scoped surface, the memory tools' ``ainvoke``) await ``ainvoke`` on the event loop. All the rules are the core's: this only adapts the model to the chat functions.
     """
     chat = ChatModelFunction(model, **invoke_kwargs)
     return LLMResolver(

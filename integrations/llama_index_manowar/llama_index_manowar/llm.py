@@ -85,8 +85,9 @@ def create_llm_resolver(
 ) -> LLMResolver:
     """An :class:`~manowar_memory.LLMResolver` that asks ``llm`` what each new fact does to the
     nearest stored facts of its scope (ADD, UPDATE, DELETE or NONE); superseded rows name it
-    as ``resolver: llamaindex:<model>``. The sync writes call ``llm.chat``; the engine's
-    ``aremember`` and ``aingest`` await ``llm.achat`` on the event loop, unless the LLM is a
+    as ``resolver: llamaindex:<model>``. The sync writes call ``llm.chat``; the async ones
+    (``aremember`` and ``aingest`` of the engine and the scoped surface, the memory tools'
+    ``acall``) await ``llm.achat`` on the event loop, unless the LLM is a
     ``CustomLLM`` without an ``achat`` of its own (whose inherited one would run ``chat`` on the
     loop): ``chat`` then runs in a worker thread."""
     chat = LlamaIndexChatFunction(llm, **chat_kwargs)
