@@ -119,7 +119,7 @@ def test_a_fact_told_long_after_its_day_is_found_through_its_event_date() -> Non
     """A fact recorded in 2026 about 12 June 2023 (``metadata.eventDate``, as extraction sets it
     from "last Friday") is read by the dated lane for a question about that day (the store's
     ``memories_dated_between``; the conformance suite runs it on both stores)."""
-    engine, scope, ids = engine_with()
+    engine, scope, _ = engine_with()
     (fact,) = engine.ingest(scope, [{"content": "The user adopted a grey kitten.", "created_at": ms("2026-01-05"),
                                      "metadata": {"eventDate": "2023-06-12"}}])
     (other,) = engine.ingest(scope, [{"content": "The user sold the old piano.", "created_at": ms("2026-01-05"),
