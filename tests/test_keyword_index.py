@@ -239,3 +239,27 @@ def test_turning_the_index_off_brings_back_fts5_and_its_pruning(pair: tuple[SQLi
     indexed.keyword_index_min_matches, indexed.keyword_postings_budget = 0, 50
     hits = indexed.keyword_search(query, "kayak lake trip", 10)
     assert isinstance(hits, KeywordHits) and hits.pruned_terms > 0
+
+
+def test_loading_in_batches_gives_the_index_one_load_gives() -> None:
+    rng = random.Random(23)
+    rows = [(i + 1, _text(rng, rng.randint(3, 12)), _text(rng, 3) if i % 4 == 0 else None) for i in range(500)]
+    whole, batched = ScopeKeywordIndex(1), ScopeKeywordIndex(1)
+    whole.load(rows)
+    batched.load(rows[:170])
+    batched.load(rows[170:])
+    for text in _queries(rng, 20):
+        phrases = _fts.query_phrases(text)
+        if not ScopeKeywordIndex.holds(phrases):
+            continue
+        a, b = whole.matches(phrases, 500, 4000, 0.5), batched.matches(phrases, 500, 4000, 0.5)
+        assert a[0].tolist() == b[0].tolist() and np.allclose(a[1], b[1], rtol=1e-12)
+
+
+def test_a_count_past_the_postings_width_is_held_at_its_maximum() -> None:
+    index = ScopeKeywordIndex(1)
+    index.load([(1, "zebra " * 70_000, None), (2, "zebra lion", None)])
+    rowids, scores = index.matches([("zebra",)], 2, 70_002, 0.5)
+    lengths = np.array([70_000.0, 2.0])
+    want = _keywords.bm25(np.array([65_535.0, 1.0]), lengths, 2, 2, 70_002 / 2)
+    assert rowids.tolist() == [1, 2] and np.allclose(scores, want, rtol=1e-12)

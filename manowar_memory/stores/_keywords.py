@@ -18,6 +18,7 @@ several words is not held (:meth:`ScopeKeywordIndex.holds`), and the store asks 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
@@ -30,6 +31,10 @@ __all__ = ["CLITICS", "K1", "B", "ScopeKeywordIndex", "averages", "bm25"]
 
 #: FTS5's ``bm25()`` constants.
 K1, B = 1.2, 0.75
+
+#: A term's count in one column of one row is held up to this (uint16); a row holding one word more
+#: often than that scores as if it held it this often (FTS5 counts on).
+_MAX_COUNT = 65_535
 
 #: Second words of the two-word phrases the index holds (the parts after an apostrophe).
 CLITICS = frozenset(("s", "t", "d", "m", "ll", "re", "ve"))
@@ -128,11 +133,11 @@ class ScopeKeywordIndex:
 
     def load(self, rows: Iterable[tuple[int, str | None, str | None]]) -> None:
         """Add many ``(rowid, content, context)`` rows none of which is held yet, grouping their
-        postings by term at once (the build of a large scope)."""
-        terms: dict[str, list[int]] = {}
-        flat_pos: list[int] = []
-        flat_content: list[int] = []
-        flat_context: list[int] = []
+        postings by term at once (the build of a large scope). The postings are gathered in flat
+        typed arrays (a few bytes each, not Python objects) and grouped with one sort."""
+        ids: dict[str, int] = {}
+        flat_term, flat_pos = array("i"), array("i")
+        flat_content, flat_context = array("H"), array("H")
         rowids: list[int] = []
         lengths: list[int] = []
         base = self._size
@@ -142,19 +147,15 @@ class ScopeKeywordIndex:
             c_words, x_words = self._words(content), self._words(context)
             lengths.append(len(c_words) + len(x_words))
             c_counts = _counts(c_words)
-            if x_words:
-                x_counts = _counts(x_words)
-                for term in c_counts.keys() | x_counts.keys():
-                    terms.setdefault(term, []).append(len(flat_pos))
-                    flat_pos.append(pos)
-                    flat_content.append(c_counts.get(term, 0))
-                    flat_context.append(x_counts.get(term, 0))
-            else:  # no context, the common case
-                for term, n in c_counts.items():
-                    terms.setdefault(term, []).append(len(flat_pos))
-                    flat_pos.append(pos)
-                    flat_content.append(n)
-                    flat_context.append(0)
+            x_counts = _counts(x_words) if x_words else {}
+            for term in (c_counts.keys() | x_counts.keys()) if x_counts else c_counts:
+                tid = ids.get(term)
+                if tid is None:
+                    tid = ids[term] = len(ids)
+                flat_term.append(tid)
+                flat_pos.append(pos)
+                flat_content.append(min(c_counts.get(term, 0), _MAX_COUNT))
+                flat_context.append(min(x_counts.get(term, 0), _MAX_COUNT))
         self._grow(len(rowids))
         end = base + len(rowids)
         self._rowids[base:end] = rowids
@@ -162,12 +163,15 @@ class ScopeKeywordIndex:
         self._live[base:end] = True
         self._size = end
         self._position.update(zip(rowids, range(base, end), strict=True))
-        all_pos = np.asarray(flat_pos, dtype=np.int32)
-        all_content = np.asarray(flat_content, dtype=np.uint16)
-        all_context = np.asarray(flat_context, dtype=np.uint16)
-        for term, entries in terms.items():
-            at = np.asarray(entries, dtype=np.int64)
-            new = (all_pos[at], all_content[at], all_context[at])
+        term_ids = np.frombuffer(flat_term, dtype=np.intc)
+        order = np.argsort(term_ids, kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(term_ids, minlength=len(ids)))))
+        all_pos = np.frombuffer(flat_pos, dtype=np.intc)[order].astype(np.int32)
+        all_content = np.frombuffer(flat_content, dtype=np.uint16)[order]
+        all_context = np.frombuffer(flat_context, dtype=np.uint16)[order]
+        for term, tid in ids.items():
+            lo, hi = int(bounds[tid]), int(bounds[tid + 1])
+            new = (all_pos[lo:hi], all_content[lo:hi], all_context[lo:hi])
             held = self._terms.get(term)
             if held is None:
                 self._terms[term] = _Postings(*new)
@@ -194,7 +198,7 @@ class ScopeKeywordIndex:
             postings = self._terms.get(term)
             if postings is None:
                 postings = self._terms[term] = _Postings(*empty)
-            postings.tail.append((pos, c_counts.get(term, 0), x_counts.get(term, 0)))
+            postings.tail.append((pos, min(c_counts.get(term, 0), _MAX_COUNT), min(x_counts.get(term, 0), _MAX_COUNT)))
 
     def remove(self, rowid: int) -> None:
         """Stop holding row ``rowid`` (no-op when not held). Its postings stay, dead, until
