@@ -392,8 +392,10 @@ class SQLiteRows(SQLiteConnection):
         """``rows``, stopping with :class:`StoreError` once the store is closed (a background
         build must not read a connection :meth:`close` is closing)."""
         for i, row in enumerate(rows):
-            if i % 4096 == 0 and self._closed:
-                raise StoreError("the store was closed during a keyword index build")
+            if i % 64 == 0:
+                if self._closed:
+                    raise StoreError("the store was closed during a keyword index build")
+                time.sleep(0)  # let a waiting search take the interpreter (the build is pure Python)
             yield row
 
 
