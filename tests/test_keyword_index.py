@@ -160,7 +160,7 @@ def test_the_index_compacts_dead_postings_and_keeps_its_answers() -> None:
     assert len(index) == 1500
     rowids, _ = index.matches([("kayak",)], 3000, 9000, 0.5)
     assert sorted(rowids.tolist()) == list(range(1, 3000, 2))
-    index.upsert(7, "lake only", None)
+    index.replace([(7, "lake only", None)])
     rowids, _ = index.matches([("kayak",)], 3000, 9000, 0.5)
     assert 7 not in rowids.tolist() and len(rowids) == 1499
 
@@ -213,14 +213,16 @@ def test_a_file_store_builds_the_index_in_the_background_and_answers_meanwhile(t
         store.keyword_index_min_rows = 100
         _fill(store, random.Random(17), 300, scopes=(ALICE,))
         query, text = MemoryQuery(scope=ALICE), "kayak lake trip morning"
+        statements: list[str] = []
+        with store._conn() as conn:
+            conn.set_trace_callback(statements.append)
         first = [(h.record.id, h.score) for h in store.keyword_search(query, text, 10)]
+        assert any("bm25(" in sql for sql in statements)  # FTS5 answered: the build did not hold the query
         assert first == [(h.record.id, h.score) for h in fts.keyword_search(query, text, 10)]
         assert store.wait_for_keyword_indexes(timeout=60)
         assert len(store._keyword_indexes) == 1 and not store._keyword_builds
         _fill(fts, random.Random(18), 20, start=300, scopes=(ALICE,))  # written after the build: synced
-        statements: list[str] = []
-        with store._conn() as conn:
-            conn.set_trace_callback(statements.append)
+        statements.clear()
         _same(fts, store, query, [text, "garden paint", "don't run"])
         assert not any("bm25(" in sql for sql in statements)
     finally:

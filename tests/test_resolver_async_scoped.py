@@ -51,25 +51,21 @@ class AsyncOnly:
 
 # each route writes NEW as a fact through the surface (or a tool over it); what it returns is not compared
 Route = Callable[[ScopedMemory, str], Awaitable[Any]]
+def _routes(metadata: dict[str, Any], key: str) -> dict[str, Route]:
+    """The surface's async fact writes, each writing its text with ``metadata`` (keyed ``key``)."""
+    return {
+        "aremember": lambda m, text: m.aremember(text, metadata=metadata),
+        "aadd": lambda m, text: m.aadd([text], metadatas=[metadata], source="fact"),
+        "aingest": lambda m, text: m.aingest([{"key": key, "content": text, "source": "fact", "metadata": metadata}]),
+        "aupsert": lambda m, text: m.aupsert([{"key": key, "content": text, "metadata": metadata}], source="fact"),
+    }
+
+
 ROUTES: dict[str, Route] = {
-    "aremember": lambda m, text: m.aremember(text, metadata={"origin": "test"}),
-    "aadd": lambda m, text: m.aadd([text], metadatas=[{"origin": "test"}], source="fact"),
-    "aingest": lambda m, text: m.aingest([{"key": "editor", "content": text, "source": "fact",
-                                          "metadata": {"origin": "test"}}]),
-    "aupsert": lambda m, text: m.aupsert([{"key": "editor", "content": text, "metadata": {"origin": "test"}}],
-                                         source="fact"),
+    **_routes({"origin": "test"}, "editor"),
     "tool acall": lambda m, text: memory_tools(m, include=["memory_remember"])[0].acall(content=text),
 }
-
-
-RESERVED: dict[str, Route] = {
-    "aremember": lambda m, text: m.aremember(text, metadata={"trust": "system"}),
-    "aadd": lambda m, text: m.aadd([text], metadatas=[{"trust": "system"}], source="fact"),
-    "aingest": lambda m, text: m.aingest([{"key": "k", "content": text, "source": "fact",
-                                          "metadata": {"trust": "system"}}]),
-    "aupsert": lambda m, text: m.aupsert([{"key": "k", "content": text, "metadata": {"trust": "system"}}],
-                                         source="fact"),
-}
+RESERVED: dict[str, Route] = _routes({"trust": "system"}, "k")
 
 
 def _facts(engine: MemoryEngine) -> dict[str, MemoryRecord]:

@@ -77,21 +77,19 @@ def bm25(freq: np.ndarray, lengths: np.ndarray, df: int, rows: int, avgdl: float
 
 
 class _Postings:
-    """One term's rows (positions in the index) and its counts in each column; rows added since
-    the last query wait in lists and join the arrays when the term is next read."""
+    """One term's rows (positions in the index) and its counts in each column; postings added
+    since the term was last read wait as chunks and join the arrays when it is next read."""
 
     __slots__ = ("content", "context", "pos", "tail")
 
     def __init__(self, pos: np.ndarray, content: np.ndarray, context: np.ndarray) -> None:
         self.pos, self.content, self.context = pos, content, context
-        self.tail: list[tuple[int, int, int]] = []
+        self.tail: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.tail:
-            pos, content, context = zip(*self.tail, strict=True)
-            self.pos = np.concatenate((self.pos, np.asarray(pos, dtype=np.int32)))
-            self.content = np.concatenate((self.content, np.asarray(content, dtype=np.uint16)))
-            self.context = np.concatenate((self.context, np.asarray(context, dtype=np.uint16)))
+            chunks = [(self.pos, self.content, self.context), *self.tail]
+            self.pos, self.content, self.context = (np.concatenate([c[i] for c in chunks]) for i in range(3))
             self.tail = []
         return self.pos, self.content, self.context
 
@@ -108,7 +106,7 @@ def _counts(words: Sequence[str]) -> dict[str, int]:
 
 class ScopeKeywordIndex:
     """BM25 postings of one full-text scope's rows, kept in step with the table by the store
-    (:meth:`upsert`, :meth:`remove`) up to revision :attr:`rev`. Not thread-safe: the store
+    (:meth:`replace`, :meth:`remove`) up to revision :attr:`rev`. Not thread-safe: the store
     holds a lock around it."""
 
     def __init__(self, scope_id: int) -> None:
@@ -132,8 +130,8 @@ class ScopeKeywordIndex:
         return len(self._position)
 
     def load(self, rows: Iterable[tuple[int, str | None, str | None]]) -> None:
-        """Add many ``(rowid, content, context)`` rows none of which is held yet, grouping their
-        postings by term at once (the build of a large scope). The postings are gathered in flat
+        """Add ``(rowid, content, context)`` rows none of which is held yet (:meth:`replace`
+        takes held ones too), grouping their postings by term at once. The postings are gathered in flat
         typed arrays (a few bytes each, not Python objects) and grouped with one sort."""
         ids: dict[str, int] = {}
         flat_term, flat_pos = array("i"), array("i")
@@ -156,6 +154,8 @@ class ScopeKeywordIndex:
                 flat_pos.append(pos)
                 flat_content.append(min(c_counts.get(term, 0), _MAX_COUNT))
                 flat_context.append(min(x_counts.get(term, 0), _MAX_COUNT))
+        if not rowids:
+            return
         self._grow(len(rowids))
         end = base + len(rowids)
         self._rowids[base:end] = rowids
@@ -176,29 +176,14 @@ class ScopeKeywordIndex:
             if held is None:
                 self._terms[term] = _Postings(*new)
             else:
-                old = held.arrays()
-                held.pos, held.content, held.context = (np.concatenate((old[0], new[0])),
-                                                        np.concatenate((old[1], new[1])),
-                                                        np.concatenate((old[2], new[2])))
+                held.tail.append(new)  # joined when the term is next read
 
-    def upsert(self, rowid: int, content: str | None, context: str | None) -> None:
-        """Hold row ``rowid`` with this text (replacing what it held before)."""
-        self.remove(rowid)
-        self._grow(1)
-        pos = self._size
-        self._size += 1
-        c_words, x_words = self._words(content), self._words(context)
-        self._rowids[pos] = rowid
-        self._lengths[pos] = len(c_words) + len(x_words)
-        self._live[pos] = True
-        self._position[rowid] = pos
-        c_counts, x_counts = _counts(c_words), _counts(x_words)
-        empty = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.uint16)
-        for term in c_counts.keys() | x_counts.keys():
-            postings = self._terms.get(term)
-            if postings is None:
-                postings = self._terms[term] = _Postings(*empty)
-            postings.tail.append((pos, min(c_counts.get(term, 0), _MAX_COUNT), min(x_counts.get(term, 0), _MAX_COUNT)))
+    def replace(self, rows: Iterable[tuple[int, str | None, str | None]]) -> None:
+        """Hold these ``(rowid, content, context)`` rows as they are now, whether held before or not."""
+        batch = list(rows)
+        for rowid, _, _ in batch:
+            self.remove(rowid)
+        self.load(batch)
 
     def remove(self, rowid: int) -> None:
         """Stop holding row ``rowid`` (no-op when not held). Its postings stay, dead, until

@@ -413,16 +413,15 @@ class SQLiteConnection:
 
 
     @staticmethod
-    def _fts_scope_ids(conn: sqlite3.Connection, query: MemoryQuery) -> list[int]:
-        """The ``fts_scopes`` numbers a query reads: its user's, and the agent's rows of no user
-        (the agent's alone for a query of no user), in order; none that holds no row yet."""
+    def _fts_scopes(conn: sqlite3.Connection, query: MemoryQuery) -> list[tuple[int, tuple[str, str | None]]]:
+        """The ``fts_scopes`` numbers a query reads, each with its ``(agent_wallet, user_address)``:
+        its user's, and the agent's rows of no user (the agent's alone for a query of no user),
+        in order; none that holds no row yet."""
         s = query.scope
-        keys = [_sql.fts_scope_key(s.agent_wallet, s.user_address)]
-        if s.user_address is not None:
-            keys.append(_sql.fts_scope_key(s.agent_wallet, None))
-        return [r[0] for r in conn.execute(
-            f"SELECT id FROM fts_scopes WHERE key IN ({','.join('?' * len(keys))}) ORDER BY id", keys
-        )]
+        owners = [(s.agent_wallet, s.user_address)] + ([(s.agent_wallet, None)] if s.user_address is not None else [])
+        by_key = {_sql.fts_scope_key(agent, user): (agent, user) for agent, user in owners}
+        return [(int(r[0]), by_key[r[1]]) for r in conn.execute(
+            f"SELECT id, key FROM fts_scopes WHERE key IN ({','.join('?' * len(by_key))}) ORDER BY id", list(by_key))]
 
 
     def stats(self, agent_wallet: str | None = None) -> dict[str, Any]:

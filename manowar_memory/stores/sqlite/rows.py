@@ -280,16 +280,6 @@ class SQLiteRows(SQLiteConnection):
         return KeywordHits((Hit(record, score) for record, score in picked), pruned_terms=pruned)
 
 
-    def _fts_scopes(self, conn: sqlite3.Connection, query: MemoryQuery) -> list[tuple[int, tuple[str, str | None]]]:
-        """The ``fts_scopes`` numbers a query reads (:meth:`_fts_scope_ids`), each with its
-        ``(agent_wallet, user_address)``."""
-        s = query.scope
-        owners = [(s.agent_wallet, s.user_address)] + ([(s.agent_wallet, None)] if s.user_address is not None else [])
-        by_key = {_sql.fts_scope_key(agent, user): (agent, user) for agent, user in owners}
-        return [(int(r[0]), by_key[r[1]]) for r in conn.execute(
-            f"SELECT id, key FROM fts_scopes WHERE key IN ({','.join('?' * len(by_key))}) ORDER BY id", list(by_key))]
-
-
     @staticmethod
     def _fts_table_size(conn: sqlite3.Connection) -> tuple[int, int]:
         """``(rows, tokens)`` of the whole memory full-text table (its averages record)."""
@@ -418,20 +408,18 @@ class SQLiteRows(SQLiteConnection):
             for index in stale:
                 if rev > index.rev:
                     index.remove(row_id)
-        scope_ids: dict[str, int] = {}
-        for rowid, agent, user, content, context, rev in conn.execute(
-                "SELECT rowid, agent_wallet, user_address, content, context, rev FROM memory WHERE rev > ? AND rev <= ?",
-                (since, current)):
-            key = _sql.fts_scope_key(agent, user)
-            if key not in scope_ids:
-                found = conn.execute("SELECT id FROM fts_scopes WHERE key = ?", (key,)).fetchone()
-                scope_ids[key] = int(found[0]) if found else -1
+        written: dict[int, list[tuple[int, str | None, str | None]]] = {id(index): [] for index in stale}
+        for rowid, sid, content, context, rev in conn.execute(
+                f"SELECT m.rowid, {_sql.fts_scope_id('m')}, m.content, m.context, m.rev FROM memory m "
+                "WHERE m.rev > ? AND m.rev <= ?", (since, current)):
             for index in stale:
                 if rev > index.rev:
-                    if index.scope_id == scope_ids[key]:
-                        index.upsert(rowid, content, context)
+                    if index.scope_id == sid:
+                        written[id(index)].append((rowid, content, context))
                     else:
                         index.remove(rowid)
+        for index in stale:
+            index.replace(written[id(index)])
         for index in stale:
             index.rev = current
 

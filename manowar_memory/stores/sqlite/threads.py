@@ -151,7 +151,7 @@ class SQLiteThreads(SQLiteConnection):
                     [*params, limit],
                 ).fetchall()
             else:
-                scope_ids = self._fts_scope_ids(conn, query)
+                scope_ids = [sid for sid, _ in self._fts_scopes(conn, query)]
                 if not scope_ids:
                     return []
                 # one query: each scope's phrases are its own terms, so their counts are its own
