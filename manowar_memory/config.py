@@ -183,6 +183,15 @@ class RetrievalConfig(_Settings):
         description="Memories inside the query's time window ('last week', 'in June 2023'), or on the asked side "
         "of its event ('before she moved'), get 1 + this.",
     )
+    time_stated_boost: float = Field(
+        1.0, ge=0.0, le=2.0,
+        description="In a query window of at most date_lane_max_days ('in the second week of November', 'on 15 May "
+        "2023'), a memory inside it whose own words place it there (a relative time it states, such as 'last "
+        "Friday', resolved against when it was said, or its event date) gets a further 1 + this over the window "
+        "boost: a row merely recorded that week is near the time asked about, a row that says what happened then "
+        "tells it. Wider windows (a month, a year) hold too many such rows for the words to single one out. "
+        "0 turns it off.",
+    )
     time_order_boost: float = Field(
         0.3, ge=0.0, le=2.0,
         description="'The first time' / 'most recently': the oldest / newest of the top 2 × limit gets up to "

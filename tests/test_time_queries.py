@@ -15,6 +15,7 @@ from manowar_memory.ranking.temporal import (
     mentions_time,
     parse_time_query,
     speaker_of,
+    tells_time_inside,
     without_dates,
 )
 from manowar_memory.retrieval.pipeline import RankOptions, ranking_stages
@@ -318,3 +319,30 @@ def test_the_time_stage_applies_the_configured_speaker_boost() -> None:
                         "created_at": ms("2022-06-03")}])
     found, _ = off.search("When did Nate win the tournament?", scope, layers=("vectors",), k=1)
     assert "time_speaker" not in found[0].trace
+
+
+def test_a_memory_that_tells_its_time_inside_a_short_window_outranks_one_merely_recorded_there() -> None:
+    # both inside "the second week of November 2023" (8 to 14); only the second says what happened then
+    recorded = cand("(13 November 2023) Tim: This has been a busy stretch with exams.", "2023-11-13", score=1.0)
+    told = cand("(16 November 2023) Tim: I visited a castle in the UK last Friday!", "2023-11-16", score=0.8)
+    intent = parse_time_query("Which country was Tim visiting in the second week of November 2023?", NOW)
+    kwargs = {"when_boost": 0.5, "window_boost": 0.5, "order_boost": 0.3}
+    out, _ = apply_time_intent([recorded, told], intent, **kwargs)  # type: ignore[arg-type]
+    assert out[0] is recorded and "time_stated" not in told.trace  # off by default in the function
+    for c in (recorded, told):
+        c.score = 1.0 if c is recorded else 0.8
+    out, _ = apply_time_intent([recorded, told], intent, stated_boost=1.0, **kwargs)  # type: ignore[arg-type]
+    assert out[0] is told and told.trace["time_stated"] == pytest.approx(2.0) and "time_stated" not in recorded.trace
+    assert tells_time_inside(told, intent.window)  # type: ignore[arg-type]
+    assert not tells_time_inside(recorded, intent.window)  # type: ignore[arg-type]
+    # a window wider than stated_span_ms (a month) gives no such boost
+    month = parse_time_query("What did Tim do in November 2023?", NOW)
+    told.trace.clear()
+    apply_time_intent([told], month, stated_boost=1.0, **kwargs)  # type: ignore[arg-type]
+    assert "time_stated" not in told.trace
+
+
+def test_the_event_date_tells_the_time_too() -> None:
+    fact = cand("Tim visited a castle in the UK.", "2024-01-20", eventDate="2023-11-10")
+    assert tells_time_inside(fact, (ms("2023-11-08"), ms("2023-11-15")))
+    assert not tells_time_inside(fact, (ms("2023-11-11"), ms("2023-11-15")))

@@ -47,7 +47,8 @@ from ..candidates import Candidate
 from ..timeexpr import resolve_time
 
 __all__ = ["TimeIntent", "apply_time_intent", "candidate_span", "candidate_time", "mentions_time", "parse_time_query",
-           "speaker_of", "stated_span", "without_dates", "year_earlier"]
+           "speaker_of", "stated_span", "tells_time_inside", "without_dates",
+           "year_earlier"]
 
 _DAY = 86_400_000
 
@@ -400,6 +401,26 @@ def candidate_time(cand: Candidate) -> int | None:
     return span[0] if span is not None else None
 
 
+def tells_time_inside(cand: Candidate, window: tuple[int, int]) -> bool:
+    """Whether the candidate itself says it happened inside ``window`` (epoch ms, end exclusive):
+    its event date (``metadata.eventDate``) or a relative time its text states ("last Friday",
+    "on the 15th"), resolved against when it was recorded, falls in it. A memory merely recorded
+    in the window does not count: "this week has been busy", said that week, is near the time
+    asked about; "I went to the UK last Friday", said days later, tells what happened in it."""
+    meta: dict[str, Any] = cand.metadata or {}
+    if isinstance(meta.get("eventDate"), str) or isinstance(meta.get("occurredAt", meta.get("occurred_at")), (int, float)):
+        span = candidate_span(cand)
+    elif isinstance(cand.created_at, (int, float)) and cand.created_at > 0:
+        span = stated_span(cand.text, int(cand.created_at))
+    else:
+        span = None
+    return span is not None and span[0] < window[1] and window[0] < span[1]
+
+
+def _tells_time_inside(cand: Candidate, intent: TimeIntent) -> bool:
+    return intent.window is not None and tells_time_inside(cand, intent.window)
+
+
 def _in_window(span: tuple[int, int] | None, intent: TimeIntent) -> bool:
     if span is None:
         return False
@@ -444,11 +465,15 @@ def _anchor_time(candidates: Sequence[Candidate], words: tuple[str, ...]) -> tup
 def apply_time_intent(
     candidates: list[Candidate], intent: TimeIntent, *, when_boost: float, window_boost: float,
     order_boost: float, restrict: bool = False, pool: int | None = None, speaker_boost: float = 0.0,
+    stated_boost: float = 0.0, stated_span_ms: int = 14 * _DAY,
 ) -> tuple[list[Candidate], str | None]:
     """Boost (or, with ``restrict``, keep only) the candidates that fit ``intent``, and re-sort.
 
     ``speaker_boost``: a "when" question that names someone multiplies the memories that person
     said (:func:`speaker_of`) by 1 + this.
+
+    ``stated_boost``: in a window of at most ``stated_span_ms``, a memory inside it whose own
+    words or event date put it there (:func:`tells_time_inside`) gets a further 1 + this.
 
     ``pool``: how many leading candidates the order and anchor rules weigh (the relevant
     ones); the rest keep their factors at 1 for those rules. Returns the candidates and a
@@ -476,9 +501,13 @@ def apply_time_intent(
             keep = {id(c) for c in inside}
             candidates = [c for c in candidates if id(c) in keep]
         else:
+            told = stated_boost > 0 and intent.window is not None and intent.window[1] - intent.window[0] <= stated_span_ms
             for cand in inside:
                 factors[id(cand)] *= 1.0 + window_boost
                 cand.trace["time_window"] = 1.0 + window_boost
+                if told and _tells_time_inside(cand, intent):
+                    factors[id(cand)] *= 1.0 + stated_boost
+                    cand.trace["time_stated"] = 1.0 + stated_boost
     if intent.anchor:
         found = _anchor_time(head, intent.anchor)
         if found is None:

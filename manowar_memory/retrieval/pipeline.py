@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from .._util import DAY_MS
 from ..candidates import Candidate
 from ..config import RetrievalConfig
 from ..errors import ConfigurationError
@@ -219,7 +220,8 @@ class TimeStage:
         c = ctx.config
         kwargs = {"when_boost": c.when_boost, "window_boost": c.time_window_boost, "order_boost": c.time_order_boost,
                   "restrict": c.time_window_restrict, "pool": ctx.limit * 2,
-                  "speaker_boost": c.when_speaker_boost}
+                  "speaker_boost": c.when_speaker_boost, "stated_boost": c.time_stated_boost,
+                  "stated_span_ms": c.date_lane_max_days * DAY_MS}
         if ctx.pool is None:
             out, note = apply_time_intent(candidates, intent, **kwargs)  # type: ignore[arg-type]
         else:  # reranker and fused scores: each part on its own, the reranked pool first
