@@ -168,6 +168,20 @@ class RetrievalConfig(_Settings):
         description="A 'when' question multiplies the score of memories that state a time by 1 + this (LoCoMo dev, "
         "pre_turn temporal recall@10: 0.3 87.4, 0.5 87.8, 0.8 87.1; no other category moves).",
     )
+    when_neighbour_seeds: int = Field(
+        5, ge=0, le=50,
+        description="A 'when' question looks at this many of its best fused candidates: each that states no time "
+        "lends when_neighbour_share of its score to the when_neighbour_turns turns just before it in its thread "
+        "that state one ('I'll come over tomorrow' before 'I'll bring my recipes'; the turn after a match is "
+        "already found through its thread context). Needs the store's memories_created_between. 0 turns it off.",
+    )
+    when_neighbour_turns: int = Field(
+        2, ge=1, le=10, description="How many turns before a 'when' question's candidate may take its score."
+    )
+    when_neighbour_share: float = Field(
+        0.9, gt=0.0, le=1.0,
+        description="The share of its fused score a 'when' question's candidate lends to the turns before it.",
+    )
     when_speaker_boost: float = Field(
         0.5, ge=0.0, le=2.0,
         description="A 'when' question that names someone ('When did Nate win his third tourney?') multiplies the "

@@ -35,6 +35,8 @@
    degradations say so.
 2. **fusion** (:func:`fuse`): weighted RRF (:func:`~manowar_memory.retrieval.fusion.rrf`; a
    single lane passes its own scores through), one :class:`Candidate` per memory;
+   For a "when" question, the best fused candidates that state no time lend a share of their
+   score to the turns just before them in their thread that state one (:func:`when_neighbours`);
 3. **ranking stages** (:func:`~manowar_memory.retrieval.pipeline.ranking_stages`): decay,
    rerank, boosts, time, MMR, and any stage the user inserted.
 
@@ -56,7 +58,14 @@ import numpy as np
 from .._util import DAY_MS, now_ms, query_terms, term_overlap
 from ..candidates import Candidate
 from ..config import RetrievalConfig
-from ..ranking.temporal import TimeIntent, parse_time_query, stated_span, without_dates, year_earlier
+from ..ranking.temporal import (
+    TimeIntent,
+    mentions_time,
+    parse_time_query,
+    stated_span,
+    without_dates,
+    year_earlier,
+)
 from ..ranking.trust import neutralize_markers, trust_level
 from ..records import Layer, MemoryRecord
 from ..rerankers.base import Reranker
@@ -68,7 +77,7 @@ from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking
 from .wordforms import with_word_forms
 
 __all__ = ["DateLane", "EntityLane", "HybridResult", "KeywordLane", "LaneHits", "LaneReport", "RankOptions", "VectorLane", "fuse",
-           "hybrid_search", "record_to_candidate", "run_lanes"]
+           "hybrid_search", "record_to_candidate", "run_lanes", "when_neighbours"]
 
 LANES = ("keyword", "vector", "entity")
 #: How many years back the dated lane looks for a span said without its year when the latest one holds no rows.
@@ -198,6 +207,9 @@ def hybrid_search(
                          timings=timings, vector_future=vector_future)
         with _timed(timings, "fusion"):
             candidates = fuse(hits, layer, config)
+        if ctx.time is not None and ctx.time.asks_when and config.when_neighbour_seeds > 0:
+            with _timed(timings, "neighbours"):
+                candidates = when_neighbours(store, query, candidates, ctx, layer)
         candidates = run_stages(candidates, ctx, ranking_stages(config, options, inserts), timings)
     return HybridResult(candidates[:limit], ctx.report, ctx.degradations, timings)
 
@@ -433,6 +445,82 @@ class DateLane:
             hits.append(Hit(rec, words if cos is None else 0.8 * (1.0 + cos) / 2.0 + 0.2 * words))
         hits.sort(key=lambda h: h.score, reverse=True)  # stable: without a signal, oldest first
         return hits
+
+
+#: How far back in its thread :func:`when_neighbours` first looks for the turns before a hit (ms), then a day.
+NEIGHBOUR_SPANS = (3_600_000, DAY_MS)
+_NEIGHBOUR_PAGE = 64
+
+
+def when_neighbours(
+    store: Store, query: MemoryQuery, candidates: list[Candidate], ctx: RankContext, layer: Layer
+) -> list[Candidate]:
+    """The fused candidates of a "when" question, with the turns that tell the time of the best ones.
+
+    A reply often names the event and leaves its time to a turn next to it: "I'll come over
+    tomorrow" comes before "I'll bring my recipes", and "I've had them for 3 years" before "the
+    turtles are small". The turn after a match is already found through its thread context (it
+    is indexed with the turns it followed); the turn before is not. So each of the top
+    ``when_neighbour_seeds`` candidates that states no time lends ``when_neighbour_share`` of
+    its fused score to the ``when_neighbour_turns`` turns just before it in its thread that
+    state one (:func:`~manowar_memory.ranking.temporal.mentions_time` or an event date), as
+    new candidates or over their own lower score; the time stage then weighs them as usual.
+    Best-effort: a store without :class:`~manowar_memory.stores.base.TimeRangeRows` or a failed
+    read leaves them out and degrades the search."""
+    config = ctx.config
+    read = getattr(store, "memories_created_between", None)
+    if not callable(read):
+        ctx.degrade(f"{layer}: 'when' neighbours left out (the store has no memories_created_between)")
+        return candidates
+    by_id = {c.id: c for c in candidates}
+    levels: dict[str, str] = {}
+    added = 0
+    try:
+        for seed in candidates[: config.when_neighbour_seeds]:
+            rec = seed.record
+            if rec is None or not rec.thread_id or _tells_a_time(seed.text, seed.metadata):
+                continue
+            rows = _turns_before(read, query, rec, config.when_neighbour_turns)
+            for hit in _trusted([Hit(r, 0.0) for r in rows], config, ctx.report, levels):
+                row = hit.record
+                if row.id == seed.id or not _tells_a_time(row.content, row.metadata):
+                    continue
+                score = seed.score * config.when_neighbour_share
+                cand = by_id.get(row.id)
+                if cand is None:
+                    cand = by_id[row.id] = record_to_candidate(layer, row, score, default_trust=config.default_trust,
+                                                               trust=levels.get(row.id))
+                    candidates.append(cand)
+                    added += 1
+                elif cand.score >= score:
+                    continue
+                cand.score = score
+                cand.trace["when_neighbour"] = config.when_neighbour_share
+    except Exception as exc:  # noqa: BLE001 - best-effort, like the dated lane
+        ctx.degrade(f"{layer}: 'when' neighbours failed ({type(exc).__name__}: {exc}); left out")
+    if added:
+        ctx.report.extra["when_neighbours"] = added
+    return sorted(candidates, key=lambda c: c.score, reverse=True)
+
+
+def _tells_a_time(text: str, metadata: dict[str, object] | None) -> bool:
+    return mentions_time(text) or bool((metadata or {}).get("eventDate"))
+
+
+def _turns_before(read: Callable[..., list[MemoryRecord]], query: MemoryQuery, rec: MemoryRecord,
+                  count: int) -> list[MemoryRecord]:
+    """The ``count`` active rows of ``rec``'s thread written last before it (oldest first)."""
+    thread = replace(query, scope=replace(query.scope, thread_id=rec.thread_id), durable=False)
+    rows: list[MemoryRecord] = []
+    for span in NEIGHBOUR_SPANS:
+        start = rec.created_at - span
+        rows = read(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
+        while len(rows) == _NEIGHBOUR_PAGE and rows[-count].created_at > start:  # oldest first: page on
+            start = rows[-count].created_at
+            rows = read(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
+        if len(rows) >= count:
+            break
+    return [r for r in rows if r.thread_id == rec.thread_id and r.id != rec.id][-count:]
 
 
 @dataclass
