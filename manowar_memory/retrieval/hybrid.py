@@ -447,9 +447,10 @@ class DateLane:
         return hits
 
 
-#: How far back in its thread :func:`when_neighbours` first looks for the turns before a hit (ms), then a day.
-NEIGHBOUR_SPANS = (3_600_000, DAY_MS)
-_NEIGHBOUR_PAGE = 64
+#: How far back in its thread :func:`when_neighbours` looks for the turns before a hit (ms), widening until it
+#: finds them: the turns just before a reply are seconds or minutes away, and a narrow span reads few rows.
+NEIGHBOUR_SPANS = (15_000, 300_000, 3_600_000, DAY_MS)
+_NEIGHBOUR_PAGE = 32
 
 
 def when_neighbours(
