@@ -37,6 +37,7 @@ the wrapper early or open a fake one.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -419,10 +420,16 @@ def _tag(layer: str, observed_at: int | None, outdated: bool = False) -> str:
     `` superseded`` last on a turn whose every extracted fact was replaced by a newer one."""
     parts = [layer.upper()]
     if observed_at is not None:
-        parts.append(datetime.datetime.fromtimestamp(observed_at / 1000, tz=datetime.UTC).date().isoformat())
+        parts.append(_utc_day(observed_at // DAY_MS))
     if outdated:
         parts.append("superseded")
     return f"[{' '.join(parts)}]"
+
+
+@functools.lru_cache(maxsize=4096)
+def _utc_day(day: int) -> str:
+    """The UTC date (ISO) of a day counted from the epoch: packed items come back day after day."""
+    return (datetime.date(1970, 1, 1) + datetime.timedelta(days=day)).isoformat()
 
 
 def _line_tag(cand: Candidate, layer: str, dates: bool, label: Callable[[Candidate], str | None] | None) -> str:

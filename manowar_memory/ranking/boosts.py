@@ -118,6 +118,6 @@ def apply_boosts(
         end = start + 1
         while end < len(ranked) and ranked[start].score - ranked[end].score <= TIE_EPSILON:
             end += 1
-        out.extend(sorted(ranked[start:end], key=lambda c: -weights[id(c)]))
+        out.extend(sorted(ranked[start:end], key=lambda c: -weights[id(c)]) if end - start > 1 else ranked[start:end])
         start = end
     return out
