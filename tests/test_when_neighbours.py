@@ -3,6 +3,8 @@ candidate that states no time lends its score to the turns just before it in its
 
 from __future__ import annotations
 
+import pytest
+
 from manowar_memory import MemoryConfig, MemoryEngine, Scope, SQLiteStore
 from manowar_memory.config import RetrievalConfig
 
@@ -59,8 +61,15 @@ def test_a_match_that_states_its_time_lends_nothing() -> None:
     assert any(c.text.startswith("Yesterday") for c in found.layers["vectors"])
 
 
-def test_the_turns_before_are_the_nearest_ones_even_past_a_page() -> None:
-    engine = MemoryEngine(store="sqlite:///:memory:", embedder=None,
+class _RangeOnlyStore(SQLiteStore):
+    """A store with TimeRangeRows but without the optional EarlierRows capability."""
+
+    memories_created_before = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("store", [SQLiteStore, _RangeOnlyStore], ids=["earlier-rows", "range-reads"])
+def test_the_turns_before_are_the_nearest_ones_even_past_a_page(store: type[SQLiteStore]) -> None:
+    engine = MemoryEngine(store=store(":memory:"), embedder=None,
                           config=MemoryConfig(retrieval=RetrievalConfig(when_neighbour_turns=1)))
     filler = [{"content": f"line number {i} about nothing, said today", "thread_id": "s1", "created_at": T0 + 1000 * i}
               for i in range(100)]
@@ -74,9 +83,10 @@ def test_the_turns_before_are_the_nearest_ones_even_past_a_page() -> None:
 
 
 class _NoRangeStore(SQLiteStore):
-    """A store without the optional TimeRangeRows capability."""
+    """A store without the optional TimeRangeRows and EarlierRows capabilities."""
 
     memories_created_between = None  # type: ignore[assignment]
+    memories_created_before = None  # type: ignore[assignment]
 
 
 def test_a_store_without_the_range_read_leaves_them_out_and_says_so() -> None:

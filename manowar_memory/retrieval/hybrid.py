@@ -466,12 +466,16 @@ def when_neighbours(
     its fused score to the ``when_neighbour_turns`` turns just before it in its thread that
     state one (:func:`~manowar_memory.ranking.temporal.mentions_time` or an event date), as
     new candidates or over their own lower score; the time stage then weighs them as usual.
-    Best-effort: a store without :class:`~manowar_memory.stores.base.TimeRangeRows` or a failed
-    read leaves them out and degrades the search."""
+    The turns are read with the store's optional
+    :class:`~manowar_memory.stores.base.EarlierRows` (newest first, as many as needed), else
+    through :class:`~manowar_memory.stores.base.TimeRangeRows` over widening spans. Best-effort:
+    a store with neither, or a failed read, leaves them out and degrades the search."""
     config = ctx.config
-    read = getattr(store, "memories_created_between", None)
-    if not callable(read):
-        ctx.degrade(f"{layer}: 'when' neighbours left out (the store has no memories_created_between)")
+    earlier = getattr(store, "memories_created_before", None)  # optional: EarlierRows
+    between = getattr(store, "memories_created_between", None)  # optional: TimeRangeRows
+    if not callable(earlier) and not callable(between):
+        ctx.degrade(f"{layer}: 'when' neighbours left out (the store has neither memories_created_before "
+                    "nor memories_created_between)")
         return candidates
     by_id = {c.id: c for c in candidates}
     levels: dict[str, str] = {}
@@ -481,7 +485,8 @@ def when_neighbours(
             rec = seed.record
             if rec is None or not rec.thread_id or _tells_a_time(seed.text, seed.metadata):
                 continue
-            rows = _turns_before(read, query, rec, config.when_neighbour_turns)
+            rows = _turns_before(earlier if callable(earlier) else None, between, query, rec,
+                                 config.when_neighbour_turns)
             for hit in _trusted([Hit(r, 0.0) for r in rows], config, ctx.report, levels):
                 row = hit.record
                 if row.id == seed.id or not _tells_a_time(row.content, row.metadata):
@@ -508,19 +513,24 @@ def _tells_a_time(text: str, metadata: dict[str, object] | None) -> bool:
     return mentions_time(text) or bool((metadata or {}).get("eventDate"))
 
 
-def _turns_before(read: Callable[..., list[MemoryRecord]], query: MemoryQuery, rec: MemoryRecord,
-                  count: int) -> list[MemoryRecord]:
-    """The ``count`` active rows of ``rec``'s thread written last before it (oldest first)."""
+def _turns_before(earlier: Callable[..., list[MemoryRecord]] | None, between: Callable[..., list[MemoryRecord]] | None,
+                  query: MemoryQuery, rec: MemoryRecord, count: int) -> list[MemoryRecord]:
+    """The ``count`` active rows of ``rec``'s thread written last before it (oldest first):
+    one read of ``earlier`` (newest first) when the store has it, else reads of ``between``
+    (oldest first) over spans widening from :data:`NEIGHBOUR_SPANS`, paged to the end of each."""
     thread = replace(query, scope=replace(query.scope, thread_id=rec.thread_id), durable=False)
     rows: list[MemoryRecord] = []
-    for span in NEIGHBOUR_SPANS:
-        start = rec.created_at - span
-        rows = read(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
-        while len(rows) == _NEIGHBOUR_PAGE and rows[-count].created_at > start:  # oldest first: page on
-            start = rows[-count].created_at
-            rows = read(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
-        if len(rows) >= count:
-            break
+    if earlier is not None:
+        rows = earlier(thread, rec.created_at, count)[::-1]
+    elif between is not None:
+        for span in NEIGHBOUR_SPANS:
+            start = rec.created_at - span
+            rows = between(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
+            while len(rows) == _NEIGHBOUR_PAGE and rows[-count].created_at > start:  # oldest first: page on
+                start = rows[-count].created_at
+                rows = between(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
+            if len(rows) >= count:
+                break
     return [r for r in rows if r.thread_id == rec.thread_id and r.id != rec.id][-count:]
 
 

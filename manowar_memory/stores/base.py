@@ -24,6 +24,7 @@ __all__ = [
     "UPDATABLE_MEMORY_FIELDS",
     "ArtifactStore",
     "CacheFenceStore",
+    "EarlierRows",
     "EventDateRows",
     "Hit",
     "KeywordHits",
@@ -300,6 +301,20 @@ class TimeRangeRows(Protocol):
     def memories_created_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
         """At most ``limit`` rows matching ``query`` (scope, filters, status, expiry, sources)
         with ``start <= created_at < end`` (epoch ms), oldest first, with their embeddings."""
+        ...
+
+
+@runtime_checkable
+class EarlierRows(Protocol):
+    """An optional capability of a store (not part of :class:`Store`): the rows of a scope
+    recorded last before a time, newest first. A "when" question reads the turns just before a
+    reply in its thread with it (:func:`~manowar_memory.retrieval.hybrid.when_neighbours`); a
+    store without it is read through :class:`TimeRangeRows` instead. The SQLite and MongoDB
+    stores serve it from their (agent, user, createdAt) index."""
+
+    def memories_created_before(self, query: MemoryQuery, end: int, limit: int) -> list[MemoryRecord]:
+        """At most ``limit`` rows matching ``query`` (scope, filters, status, expiry, sources)
+        with ``created_at < end`` (epoch ms), newest first, with their embeddings."""
         ...
 
 

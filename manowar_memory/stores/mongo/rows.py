@@ -239,6 +239,17 @@ class MongoRows(MongoConnection):
                 [("createdAt", 1), ("_id", 1)]).limit(int(limit))
             return [doc_to_memory(d) for d in cursor]
 
+    def memories_created_before(self, query: MemoryQuery, end: int, limit: int) -> list[MemoryRecord]:
+        """:meth:`~manowar_memory.stores.base.EarlierRows.memories_created_before`: the
+        (agentWallet, userAddress, createdAt) index (``SCOPE_LIST_INDEX``) read backwards."""
+        if limit <= 0:
+            return []
+        flt = {"$and": [_mql.scope_filter(query), {"createdAt": {"$lt": int(end)}}]}
+        with self._errors("read"):
+            cursor = self.memory.find(flt, hint=self._scope_hint(query)).sort(
+                [("createdAt", -1), ("_id", -1)]).limit(int(limit))
+            return [doc_to_memory(d) for d in cursor]
+
     def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.EventDateRows.memories_dated_between`: served by the
         (agentWallet, userAddress, metadata.eventDate) index (``EVENT_DATE_INDEX``)."""

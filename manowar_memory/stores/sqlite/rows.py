@@ -208,6 +208,19 @@ class SQLiteRows(SQLiteConnection):
         return [self._row_to_record(r, with_embedding=True) for r in rows]
 
 
+    def memories_created_before(self, query: MemoryQuery, end: int, limit: int) -> list[MemoryRecord]:
+        """:meth:`~manowar_memory.stores.base.EarlierRows.memories_created_before`: the
+        (agent, user, created_at) index read backwards from ``end``."""
+        if limit <= 0:
+            return []
+        where, params = self._memory_where(query)
+        sql = (f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} AND created_at < ? "
+               "ORDER BY created_at DESC, rowid DESC LIMIT ?")
+        with self._conn() as conn:
+            rows = conn.execute(sql, [*params, int(end), int(limit)]).fetchall()
+        return [self._row_to_record(r, with_embedding=True) for r in rows]
+
+
     def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.EventDateRows.memories_dated_between`: ranges of the
         (agent, user, eventDate) index (migration m012), one per user of the scope and kind of

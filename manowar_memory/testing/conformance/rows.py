@@ -8,7 +8,7 @@ from typing import Any
 
 from ..._util import DAY_MS
 from ...errors import ConflictError, StoreError
-from ...stores.base import EventDateRows, Store, TimeRangeRows
+from ...stores.base import EarlierRows, EventDateRows, Store, TimeRangeRows
 
 try:
     import pytest
@@ -348,6 +348,9 @@ class MemoryRowsConformance(_RoleConformance):
         if isinstance(store, TimeRangeRows):  # optional capability
             ranged = store.memories_created_between(q, T0, T0 + DAY_MS, 100)
             assert self._names(ids, [r.id for r in ranged]) == expected, "memories_created_between"
+        if isinstance(store, EarlierRows):  # optional capability
+            earlier = store.memories_created_before(q, T0 + DAY_MS, 100)
+            assert self._names(ids, [r.id for r in earlier]) == expected, "memories_created_before"
 
     def test_iter_memories(self, store: Store) -> None:
         recs = [
@@ -385,6 +388,28 @@ class MemoryRowsConformance(_RoleConformance):
         assert store.memories_created_between(_q(), T0, T0 + 10 * DAY_MS, 0) == []
         assert store.memories_created_between(_q(OTHER_AGENT), T0, T0 + 10 * DAY_MS, 10)[0].content == (
             "day row other agent")
+
+    def test_memories_created_before(self, store: Store) -> None:
+        if not isinstance(store, EarlierRows):
+            pytest.skip("optional capability EarlierRows not implemented")
+        recs = [make_record(f"turn {i}", thread="t1", created_at=T0 + i * 1000, embedding=unit_vector(1.0, i, 0.0, 0.0))
+                for i in (3, 0, 2, 1, 4)]
+        recs.append(make_record("turn gone", thread="t1", created_at=T0 + 2500, metadata={"status": "deleted"}))
+        recs.append(make_record("other thread", thread="t2", created_at=T0 + 2500))
+        recs.append(make_record("other agent", thread="t1", created_at=T0 + 2500, agent=OTHER_AGENT))
+        store.add_memories(recs)
+        thread = _q(thread="t1", durable=False)
+        got = store.memories_created_before(thread, T0 + 3000, 3)
+        assert [r.content for r in got] == ["turn 2", "turn 1", "turn 0"]  # end exclusive, newest first
+        assert got[0].embedding == pytest.approx(unit_vector(1.0, 2.0, 0.0, 0.0), abs=1e-6)
+        assert got[0].embedding_model == MODEL
+        assert [r.content for r in store.memories_created_before(thread, T0 + 10_000, 10)] == [
+            "turn 4", "turn 3", "turn 2", "turn 1", "turn 0"]
+        assert "other thread" in [r.content for r in store.memories_created_before(_q(), T0 + 3000, 10)]
+        assert store.memories_created_before(thread, T0, 10) == []
+        assert store.memories_created_before(thread, T0 + 10_000, 0) == []
+        assert [r.content for r in store.memories_created_before(_q(OTHER_AGENT, thread="t1", durable=False),
+                                                                 T0 + 10_000, 10)] == ["other agent"]
 
     def test_memories_dated_between(self, store: Store) -> None:
         if not isinstance(store, EventDateRows):
