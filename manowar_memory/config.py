@@ -60,8 +60,8 @@ class RetrievalConfig(_Settings):
         15, ge=1,
         description="RRF constant k: a hit at rank r earns weight / (k + r). Comis and Cormack et al. use 60, "
         "made for fusing many lists of similar quality; with one strong lane and light helpers, 15 keeps the "
-        "strong lane's order visible in the fused score that the packer weighs against word overlap (LoCoMo "
-        "dev, 5 conversations, recall@10: pre_turn 74.6 -> 75.9, better on each conversation; search 75.6 -> 76.0).",
+        "strong lane's order visible in the fused score that the packer weighs against word overlap. Measured "
+        "with benchmarks/locomo.py (the changelog says what each change did).",
     )
     lane_weights: dict[str, float] = Field(
         default_factory=lambda: {"keyword": 1.0, "vector": 0.15, "entity": 0.1},
@@ -72,14 +72,13 @@ class RetrievalConfig(_Settings):
         description="When a query names a calendar date ('in March 2023', 'in June'), the keyword lane also runs "
         "without those words (lane 'undated', fused at this share of the keyword weight; 0 turns it off): the "
         "words match every row stamped with that month or year and bury the event asked about, while the time "
-        "stage weighs the date. LoCoMo dev, pre_turn recall@10: temporal 86.8 -> 87.4, ALL 79.6 -> 79.7.",
+        "stage weighs the date.",
     )
     word_forms: bool = Field(
         True,
         description="The keyword lane also matches the word forms Porter stemming does not join: the past forms "
         "of the irregular verbs a query names in their base form ('When did Nate win ...?' finds 'I won') and the "
-        "roots of its '-ship' and '-hood' nouns ('mentorship' finds 'mentored'). LoCoMo dev, pre_turn: temporal "
-        "recall@5/10/25 82.3/87.4/90.5 -> 84.2/88.7/92.4, ALL recall@10 79.7 -> 79.9.",
+        "roots of its '-ship' and '-hood' nouns ('mentorship' finds 'mentored').",
     )
     date_lane_weight: float = Field(
         0.6, ge=0.0, le=5.0,
@@ -87,14 +86,14 @@ class RetrievalConfig(_Settings):
         "most date_lane_max_days ('on 15 May 2023', 'between August 11 and August 15 2023'), the scope's rows "
         "recorded in it are read (a store without that read leaves the lane out and the search says so) and ranked "
         "by similarity to the query (cosine of the query vector, else word overlap), so a turn of that day that "
-        "shares no word with the question still reaches the ranking stages. LoCoMo dev, pre_turn recall@10 "
-        "(corrected evidence): single-hop 87.4 -> 87.9 at 0.6 (87.7 at 0.3), temporal 92.6 unchanged (91.9 at 1.0).",
+        "shares no word with the question still reaches the ranking stages. A weight near the keyword lane's "
+        "lets the day's rows crowd out better matches.",
     )
     date_lane_max_days: int = Field(
         14, ge=1, le=366,
         description="Widest query window (in days) the dated lane reads: a day, a week, a short span. A month "
         "('in March 2023') holds too many rows for the date alone to say much, and its rows recorded that month "
-        "crowd out the one recorded later that says 'last month' (31 days: temporal recall@10 92.6 -> 91.3).",
+        "crowd out the one recorded later that says 'last month'.",
     )
     date_lane_pad_days: int = Field(
         7, ge=0, le=31,
@@ -107,9 +106,8 @@ class RetrievalConfig(_Settings):
     )
     lane_depth: int = Field(
         2, ge=1,
-        description="Each lane fetches limit × lane_depth candidates before fusion. On LoCoMo dev, 2 ranks exactly "
-        "as 4 did (recall@5/10/25 and packed evidence unchanged: deeper keyword hits never reached the results) "
-        "and reads half the rows; 1 loses 0.3 points of recall@25.",
+        description="Each lane fetches limit × lane_depth candidates before fusion. Deeper keyword hits rarely "
+        "reach the results, so 2 ranks as a deeper pool does and reads fewer rows; 1 loses some deep recall.",
     )
     lane_depths: dict[str, int] = Field(
         default_factory=lambda: {"vector": 1},
@@ -134,7 +132,7 @@ class RetrievalConfig(_Settings):
     decay_rebase: bool = Field(
         True,
         description="Divide the decay multipliers by the freshest candidate's: same order, but uniformly old "
-        "results are not scaled down as a whole (measured on LoCoMo: +8 to +10 points of evidence packed).",
+        "results are not scaled down as a whole, and keep their weight against the packer's other signals.",
     )
     rerank_timeout_s: float = Field(0.8, gt=0)
     rerank_min_candidates: int = Field(3, ge=2)
@@ -165,15 +163,16 @@ class RetrievalConfig(_Settings):
     time_queries: bool = Field(True, description="Read time in the query: 'when' questions, windows, first/last.")
     when_boost: float = Field(
         0.5, ge=0.0, le=2.0,
-        description="A 'when' question multiplies the score of memories that state a time by 1 + this (LoCoMo dev, "
-        "pre_turn temporal recall@10: 0.3 87.4, 0.5 87.8, 0.8 87.1; no other category moves).",
+        description="A 'when' question multiplies the score of memories that state a time by 1 + this; a larger "
+        "factor lifts dated small talk over the answer.",
     )
     when_neighbour_seeds: int = Field(
         5, ge=0, le=50,
         description="A 'when' question looks at this many of its best fused candidates: each that states no time "
         "lends when_neighbour_share of its score to the when_neighbour_turns turns just before it in its thread "
         "that state one ('I'll come over tomorrow' before 'I'll bring my recipes'; the turn after a match is "
-        "already found through its thread context). Needs the store's memories_created_between. 0 turns it off.",
+        "already found through its thread context). Needs the store's memories_created_before or "
+        "memories_created_between. 0 turns it off.",
     )
     when_neighbour_turns: int = Field(
         2, ge=1, le=10, description="How many turns before a 'when' question's candidate may take its score."
@@ -187,10 +186,8 @@ class RetrievalConfig(_Settings):
         description="A 'when' question that names someone ('When did Nate win his third tourney?') multiplies the "
         "score of the memories that person said (metadata.speaker, else a transcript line's 'Nate:') by 1 + this: "
         "people tell their own events ('I won another tournament last week'), the others' replies ('Congrats on "
-        "winning!') share the words but rarely the time. 0 turns it off. LoCoMo dev, pre_turn temporal "
-        "recall@5/10/25: 84.2/89.4/92.6 -> 85.8/89.7/92.6 (0.3: 89.1 at @10, 1.0 as 0.5); no category falls "
-        "0.5 points. Weighing the speaker for every question, not only 'when', lifts single-hop but drops "
-        "adversarial (questions that pin one person's event on the other) by 2 points of recall@10.",
+        "winning!') share the words but rarely the time. 0 turns it off. Weighing the speaker for every "
+        "question, not only 'when', would hurt the questions that pin one person's event on the other.",
     )
     time_window_boost: float = Field(
         0.5, ge=0.0, le=2.0,
@@ -208,7 +205,7 @@ class RetrievalConfig(_Settings):
     )
     time_order_boost: float = Field(
         0.3, ge=0.0, le=2.0,
-        description="'The first time' / 'most recently': the oldest / newest of the top 2 × limit gets up to "
+        description="'The first time' / 'most recently': the oldest / newest of the top (twice limit) gets up to "
         "1 + this / 2, the other end 1 - this / 2.",
     )
     time_window_restrict: bool = Field(
@@ -239,8 +236,7 @@ class PackerConfig(_Settings):
     semantic_weight: float = Field(
         1.0, ge=0.0, le=10.0,
         description="Weight of the retrieval score in the packer's item score (the reference: 0.45). The "
-        "hybrid search's fused score ranks better than the packer's word overlap; measured on LoCoMo, 1.0 "
-        "keeps 5 points more evidence at 900 characters than 0.45.",
+        "hybrid search's fused score ranks better than the packer's word overlap, so it weighs more here.",
     )
     dates: bool = Field(
         True,
@@ -274,8 +270,8 @@ class MemoryConfig(_Settings):
     thread_context_messages: int = Field(
         3, ge=1, le=20,
         description="How many earlier messages of its thread an ingested row is indexed with. A conversation's "
-        "topic spans several turns: on the LoCoMo development split (benchmarks/locomo.py, search), recall@10 is "
-        "76.1 with 1 message, 79.8 with 2, 79.9 with 3 (pre_turn 75.9 -> 80.0) and 79.8 with 4.",
+        "topic spans several turns, and a reply is found by the words of the question a few turns up; more "
+        "messages add little and cost index size.",
     )
     thread_context_chars: int = Field(
         400, ge=0, description="Most characters of each earlier message kept in a row's thread context."
@@ -293,8 +289,8 @@ class MemoryConfig(_Settings):
         1.0, ge=0.0, le=60.0,
         description="Seconds the access bumps of packed rows (access_count, last_accessed_at) are gathered "
         "before one background write; 0 writes after every pre_turn. Each write is a transaction, and on "
-        "SQLite it empties other connections' page caches: back to back, a write per call cost the next "
-        "call about 0.4 ms. engine.flush() and close() write what is pending.",
+        "SQLite it empties other connections' page caches, which slows the next read. engine.flush() and "
+        "close() write what is pending.",
     )
     query_cache: bool | None = Field(
         None,
@@ -306,8 +302,7 @@ class MemoryConfig(_Settings):
         50_000, ge=1_000,
         description="Longest text one write may store: a memory row, a message, a summary, a query. Longer "
         "input is refused with InvalidInputError (never cut silently): split documents into chunks. Every "
-        "search in a scope reads its rows' text, so one huge row slows them all (a 10 MB row made pre_turn "
-        "take seconds; one row at this limit adds about 20 ms).",
+        "search in a scope reads its rows' text, so one huge row slows them all.",
     )
     max_metadata_chars: int = Field(
         100_000, ge=1_000,

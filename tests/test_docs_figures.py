@@ -303,3 +303,33 @@ def test_a_plot_records_the_data_file_it_was_drawn_from(tmp_path: Path) -> None:
     assert tag == plots.source_tag(data / "latency.json")
     (data / "latency.json").write_text((data / "latency.json").read_text().replace('"p50_ms": ', '"p50_ms": 1'))
     assert tag != plots.source_tag(data / "latency.json"), "a changed data file must not match the old plot"
+
+
+def _settings_models() -> list[type[Any]]:
+    """MemoryConfig and every settings model nested in it (the API reference renders them all)."""
+    from pydantic import BaseModel
+
+    from manowar_memory import MemoryConfig
+
+    found: list[type[Any]] = []
+    todo: list[type[Any]] = [MemoryConfig]
+    while todo:
+        model = todo.pop()
+        if model in found:
+            continue
+        found.append(model)
+        for field in model.model_fields.values():
+            kind = field.annotation
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                todo.append(kind)
+    return found
+
+
+def test_no_setting_states_a_benchmark_figure_by_hand() -> None:
+    """A setting's description says what it does; what it measured goes to the data files and the
+    changelog, where a later run cannot leave it stale."""
+    found = [f"{model.__name__}.{name}: {match.group(0)!r}"
+             for model in _settings_models() for name, field in model.model_fields.items()
+             for match in HAND_FIGURE.finditer(field.description or "")]
+    assert len(_settings_models()) >= 3
+    assert not found, "figures written by hand in setting descriptions:\n" + "\n".join(found)
