@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -25,7 +27,7 @@ from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.server.app import create_app
 from manowar_memory.server.auth import ApiKeys, hash_key
 from manowar_memory.server.deps import Caller
-from manowar_memory.server.lean import LeanRoute
+from manowar_memory.server.lean import LeanRoute, in_worker
 from manowar_memory.server.rest import ToolAnswer, rest_model
 from manowar_memory.tool_results import SearchResult
 
@@ -183,3 +185,21 @@ def _documented_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
         prefix = getattr(getattr(route, "include_context", None), "prefix", "")
         found += [(prefix, r) for r in included if isinstance(r, APIRoute)]
     return found
+
+
+def test_a_lean_request_runs_in_a_worker_thread_in_a_copy_of_its_context() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("lean_test", default="unset")
+
+    def seen() -> tuple[int, str]:
+        value = var.get()
+        var.set("changed in the worker")  # in a copy: the caller's value stays
+        return threading.get_ident(), value
+
+    async def request() -> tuple[int, str, str]:
+        var.set("the request's")
+        ident, value = await in_worker(seen)
+        return ident, value, var.get()
+
+    ident, value, after = asyncio.run(request())
+    assert ident != threading.get_ident()
+    assert (value, after) == ("the request's", "the request's")

@@ -3,12 +3,20 @@
 A :class:`LeanRoute` is documented by FastAPI from its endpoint like any route (OpenAPI, security
 schemes, the 400 response), and FastAPI's own response field serialises its answer, but a request
 skips FastAPI's per-request dependency solving and takes one hop to a worker thread instead of
-two (FastAPI runs a sync endpoint, then its response validation, each in the thread pool). Its
+two (FastAPI runs a sync endpoint, then its response validation, each in the thread pool), on
+the event loop's own executor path (:func:`in_worker`) rather than anyio's, whose capacity
+limiter and cancellation checkpoints cost a request two more turns of the event loop. Its
 endpoint takes exactly ``body: <a body model>`` and ``caller: CallerDep``. A tool's answer
 (:class:`~.rest.ToolAnswer`, already checked against the tool's result model) is sent as it
 stands rather than validated and serialised a second time, and :func:`route_hot_first` routes
 the lean routes from the head of the app's routing table."""
 
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import os
+import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, get_type_hints
 
@@ -19,14 +27,39 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from pydantic_core import to_json
-from starlette.concurrency import run_in_threadpool
 
 from .deps import Caller, request_caller
 from .rest import ToolAnswer, json_body, validate_body
 
-__all__ = ["LeanRoute", "lean_post", "route_hot_first"]
+__all__ = ["WORKER_THREADS", "LeanRoute", "in_worker", "lean_post", "route_hot_first"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_R = TypeVar("_R")
+
+#: most lean requests served at once (their worker threads), as many as anyio lets FastAPI's sync routes run
+WORKER_THREADS = 40
+_pool: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None  # (the process id that made it, the pool)
+_pool_lock = threading.Lock()
+
+
+def _workers() -> concurrent.futures.ThreadPoolExecutor:
+    """The lean routes' worker threads (started on first use; a forked process makes its own)."""
+    global _pool
+    pool = _pool
+    if pool is None or pool[0] != os.getpid():
+        with _pool_lock:
+            pool = _pool
+            if pool is None or pool[0] != os.getpid():
+                _pool = pool = (os.getpid(), concurrent.futures.ThreadPoolExecutor(
+                    WORKER_THREADS, thread_name_prefix="manowar-rest"))
+    return pool[1]
+
+
+async def in_worker(call: Callable[..., _R], *args: Any) -> _R:
+    """``call(*args)`` in a worker thread, in a copy of the caller's context (as
+    :func:`asyncio.to_thread` runs it), awaited on the running loop."""
+    run = functools.partial(contextvars.copy_context().run, call, *args)
+    return await asyncio.get_running_loop().run_in_executor(_workers(), run)
 
 
 class LeanRoute(APIRoute):
@@ -60,7 +93,7 @@ class LeanRoute(APIRoute):
         async def handle(request: Request) -> Response:
             data = json_body(await request.body(), request.headers.get("content-type"))
             caller = request_caller(request)
-            return await run_in_threadpool(respond, validate_body(body_model, data), caller)
+            return await in_worker(respond, validate_body(body_model, data), caller)
 
         return handle
 
