@@ -9,7 +9,8 @@ limiter and cancellation checkpoints cost a request two more turns of the event 
 endpoint takes exactly ``body: <a body model>`` and ``caller: CallerDep``. A tool's answer
 (:class:`~.rest.ToolAnswer`, already checked against the tool's result model) is sent as it
 stands rather than validated and serialised a second time, and :func:`route_hot_first` routes
-the lean routes from the head of the app's routing table."""
+the lean routes from the head of the app's routing table; :class:`HotRoutes` serves their requests
+before FastAPI's routing and route wrappers, with the app's own exception handlers."""
 
 import asyncio
 import concurrent.futures
@@ -27,11 +28,15 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from pydantic_core import to_json
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.routing import Match
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from .deps import Caller, request_caller
 from .rest import ToolAnswer, json_body, validate_body
 
-__all__ = ["WORKER_THREADS", "LeanRoute", "in_worker", "lean_post", "route_hot_first"]
+__all__ = ["WORKER_THREADS", "HotRoutes", "LeanRoute", "in_worker", "lean_post", "route_hot_first"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _R = TypeVar("_R")
@@ -133,3 +138,57 @@ def route_hot_first(app: FastAPI, routers: Sequence[APIRouter], prefix: str) -> 
         for path, endpoint, options in _LEAN.get(id(router), ()):
             app.router.add_api_route(prefix + path, endpoint, methods=["POST"], route_class_override=LeanRoute,
                                      include_in_schema=False, **options)
+
+
+class HotRoutes:
+    """ASGI middleware (inside the body limits) sending a ``POST`` to a lean route of ``routes_of``
+    straight to its handler, past FastAPI's router and route wrappers (an exception stack and a
+    dependency exit stack per request, which a lean route has no use for), with the app's
+    exception handlers around it as FastAPI's own :class:`ExceptionMiddleware` would have: the
+    same answers, errors included. A request it does not take (another route or method, an app
+    under a root path, a request FastAPI's telemetry follows, which names its route in the router)
+    goes on through the app as before. The lean routes are read from the app's routing table on
+    the first request."""
+
+    def __init__(self, app: ASGIApp, routes_of: FastAPI) -> None:
+        self.app = app
+        self.routes_of = routes_of
+        self._hot: dict[str, tuple[APIRoute, ASGIApp]] | None = None
+
+    def _hot_routes(self) -> dict[str, tuple[APIRoute, ASGIApp]]:
+        app = self.routes_of
+        # as FastAPI splits them: 500 and Exception are the server error middleware's (outside this one)
+        handlers = {k: v for k, v in app.exception_handlers.items() if k not in (500, Exception)}
+        hot: dict[str, tuple[APIRoute, ASGIApp]] = {}
+        for route in app.router.routes:  # the first route of a path is the one the router would take
+            if (isinstance(route, LeanRoute) and route.path not in hot
+                    and getattr(route, "max_body_size", None) is None):  # a route's own body limit wraps its app
+                hot[route.path] = (route, ExceptionMiddleware(_serve(route.get_route_handler()), handlers=handlers,
+                                                              debug=app.debug))
+        return hot
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path") \
+                and "fastapi.telemetry" not in scope:
+            if self._hot is None:
+                self._hot = self._hot_routes()
+            found = self._hot.get(scope["path"])
+            if found is not None:
+                route, app = found
+                match, child_scope = route.matches(scope)
+                if match is Match.FULL:
+                    scope.setdefault("router", self.routes_of.router)
+                    scope.update(child_scope)  # as the router sets it: the endpoint, the route, no path parameters
+                    await app(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _serve(handler: Callable[[Request], Coroutine[Any, Any, Response]]) -> ASGIApp:
+    """The ASGI app answering with ``handler``'s response."""
+
+    async def app(scope: AsgiScope, receive: Receive, send: Send) -> None:
+        response = await handler(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    return app
