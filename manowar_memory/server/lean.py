@@ -133,7 +133,9 @@ def route_hot_first(app: FastAPI, routers: Sequence[APIRouter], prefix: str) -> 
     ``app``'s routing table, undocumented: FastAPI tries an app's routes in turn, so a hot route
     behind thirty others (``POST /api/memory/search``) paid for matching each of them. Their
     documented twins stay where the routers put them; none of the routes before a twin takes its
-    path and method (tests/test_server_lean.py checks it), so a request gets the same route."""
+    path and method (tests/test_server_lean.py checks it), so a request gets the same route.
+    :class:`HotRoutes` takes these copies' requests before the router; the router still serves
+    the ones it leaves (under a root path, followed by telemetry)."""
     for router in routers:
         for path, endpoint, options in _LEAN.get(id(router), ()):
             app.router.add_api_route(prefix + path, endpoint, methods=["POST"], route_class_override=LeanRoute,
