@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -19,13 +21,14 @@ pytest.importorskip("fastapi")
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
 from starlette.requests import Request
 
 from manowar_memory import MemoryConfig, MemoryEngine, Scope
 from manowar_memory.server.app import create_app
 from manowar_memory.server.auth import ApiKeys, hash_key
 from manowar_memory.server.deps import Caller
-from manowar_memory.server.lean import LeanRoute
+from manowar_memory.server.lean import HotRoutes, LeanRoute, in_worker
 from manowar_memory.server.rest import ToolAnswer, rest_model
 from manowar_memory.tool_results import SearchResult
 
@@ -183,3 +186,64 @@ def _documented_routes(app: FastAPI) -> list[tuple[str, APIRoute]]:
         prefix = getattr(getattr(route, "include_context", None), "prefix", "")
         found += [(prefix, r) for r in included if isinstance(r, APIRoute)]
     return found
+
+
+def test_a_lean_request_runs_in_a_worker_thread_in_a_copy_of_its_context() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("lean_test", default="unset")
+
+    def seen() -> tuple[int, str]:
+        value = var.get()
+        var.set("changed in the worker")  # in a copy: the caller's value stays
+        return threading.get_ident(), value
+
+    async def request() -> tuple[int, str, str]:
+        var.set("the request's")
+        ident, value = await in_worker(seen)
+        return ident, value, var.get()
+
+    ident, value, after = asyncio.run(request())
+    assert ident != threading.get_ident()
+    assert (value, after) == ("the request's", "the request's")
+
+
+def test_hot_routes_answer_as_the_app_routes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request :class:`HotRoutes` takes gets the answer the app's router gives it (errors and
+    body limits included), and never reaches the router; one it does not take goes on as before."""
+    routed: list[str] = []
+    route_handle = APIRoute.handle
+
+    async def handle(self: APIRoute, scope: Any, receive: Any, send: Any) -> None:
+        routed.append(scope["path"])
+        await route_handle(self, scope, receive, send)
+
+    monkeypatch.setattr(APIRoute, "handle", handle)
+    with MemoryEngine(store=":memory:", embedder="fake", config=STILL) as engine:
+        keys = ApiKeys([{"sha256": hash_key(KEY), "agentWallet": "a1", "userAddress": "u1"}])
+        hot, plain = (create_app(engine, keys=keys, max_body_bytes=4000) for _ in range(2))
+        plain.user_middleware = [m for m in plain.user_middleware if m.cls is not HotRoutes]
+        engine.scoped(Scope(agent_wallet="a1", user_address="u1")).remember("The user likes green tea")
+        key = {"X-API-Key": KEY, "Content-Type": "application/json"}
+        with TestClient(hot) as hot_client, TestClient(plain) as plain_client:
+            for path, fields in GOOD.items():
+                good = json.dumps(fields).encode()
+                hot_client.post(path, content=good, headers=key)  # a recorded turn: both retry it
+                cases = [(good, key), (b"{bad", key), (b'{"query": 3}', key), (b"", key),
+                         (good, {"Content-Type": "application/json"}), (good, {**key, "X-API-Key": "wrong"}),
+                         (good, {**key, "Content-Type": "text/plain"}), (b'{"query": "' + b"x" * 5000 + b'"}', key),
+                         (b"[" * 300 + b"]" * 300, key)]
+                for body, headers in cases:
+                    routed.clear()
+                    answers = [hot_client.post(path, content=body, headers=headers)]
+                    assert not routed, (path, body[:20], headers)
+                    answers.append(plain_client.post(path, content=body, headers=headers))
+                    a, b = ((r.status_code, r.headers["content-type"], r.content) for r in answers)
+                    if path.endswith("/context/assemble") and a[0] == 200:  # a fresh context id and timings each call
+                        assert a[:2] == b[:2] and json.loads(a[2]).keys() == json.loads(b[2]).keys()
+                    elif path.endswith("/search") and a[0] == 200:  # decay reads the clock: rankScore moves by 1e-6
+                        assert a[:2] == b[:2] and _without_rank_scores(a[2]) == _without_rank_scores(b[2])
+                    else:
+                        assert a == b, (path, body[:20], headers)
+            routed.clear()
+            assert hot_client.get("/api/memory/search", headers=key).status_code == 405
+            assert hot_client.post("/api/memory/remember", json={"content": "x"}, headers=key).status_code == 200
+            assert routed == ["/api/memory/search", "/api/memory/remember"]  # not taken: routed as before

@@ -35,6 +35,7 @@ from .auth import ApiKeys
 from .body_limit import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from .deps import ServerSettings
 from .docs import DOCS_ASSETS_PATH, serve_docs
+from .lean import HotRoutes
 from .problems import Problem, install_problem_handlers
 from .rest import camel_keys, document_one_validation_status
 from .routes import include_routes
@@ -70,6 +71,7 @@ def create_app(engine: MemoryEngine, *, keys: ApiKeys | None = None, trust: str 
     app.state.settings = settings
     app.state.engine = engine
     app.state.keys = settings.keys
+    app.add_middleware(HotRoutes, routes_of=app)  # added first: inside the body limits
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     install_problem_handlers(app)
     include_routes(app)
