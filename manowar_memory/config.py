@@ -171,8 +171,8 @@ class RetrievalConfig(_Settings):
         description="A 'when' question looks at this many of its best fused candidates: each that states no time "
         "lends when_neighbour_share of its score to the when_neighbour_turns turns just before it in its thread "
         "that state one ('I'll come over tomorrow' before 'I'll bring my recipes'; the turn after a match is "
-        "already found through its thread context). Needs the store's memories_created_before or "
-        "memories_created_between. 0 turns it off.",
+        "already found through its thread context). Needs the store's memories_created_before. "
+        "0 turns it off.",
     )
     when_neighbour_turns: int = Field(
         2, ge=1, le=10, description="How many turns before a 'when' question's candidate may take its score."

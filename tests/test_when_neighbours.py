@@ -3,8 +3,6 @@ candidate that states no time lends its score to the turns just before it in its
 
 from __future__ import annotations
 
-import pytest
-
 from manowar_memory import MemoryConfig, MemoryEngine, Scope, SQLiteStore
 from manowar_memory.config import RetrievalConfig
 
@@ -61,15 +59,8 @@ def test_a_match_that_states_its_time_lends_nothing() -> None:
     assert any(c.text.startswith("Yesterday") for c in found.layers["vectors"])
 
 
-class _RangeOnlyStore(SQLiteStore):
-    """A store with TimeRangeRows but without the optional EarlierRows capability."""
-
-    memories_created_before = None  # type: ignore[assignment]
-
-
-@pytest.mark.parametrize("store", [SQLiteStore, _RangeOnlyStore], ids=["earlier-rows", "range-reads"])
-def test_the_turns_before_are_the_nearest_ones_even_past_a_page(store: type[SQLiteStore]) -> None:
-    engine = MemoryEngine(store=store(":memory:"), embedder=None,
+def test_the_turns_before_are_the_nearest_ones_among_many() -> None:
+    engine = MemoryEngine(store=SQLiteStore(":memory:"), embedder=None,
                           config=MemoryConfig(retrieval=RetrievalConfig(when_neighbour_turns=1)))
     filler = [{"content": f"line number {i} about nothing, said today", "thread_id": "s1", "created_at": T0 + 1000 * i}
               for i in range(100)]
@@ -82,15 +73,14 @@ def test_the_turns_before_are_the_nearest_ones_even_past_a_page(store: type[SQLi
     assert found[ids[100]].trace["when_neighbour"] == 0.9
 
 
-class _NoRangeStore(SQLiteStore):
-    """A store without the optional TimeRangeRows and EarlierRows capabilities."""
+class _NoEarlierRowsStore(SQLiteStore):
+    """A store without the optional EarlierRows capability."""
 
-    memories_created_between = None  # type: ignore[assignment]
     memories_created_before = None  # type: ignore[assignment]
 
 
-def test_a_store_without_the_range_read_leaves_them_out_and_says_so() -> None:
-    engine, ids = engine_with(store=_NoRangeStore(":memory:"))
+def test_a_store_without_the_earlier_rows_read_leaves_them_out_and_says_so() -> None:
+    engine, ids = engine_with(store=_NoEarlierRowsStore(":memory:"))
     result = engine.search_layers(QUERY, SCOPE, ["vectors"], limit=10)
     assert ids[1] not in {c.id for c in result.layers["vectors"]}
     assert any("neighbours left out" in d for d in result.degradations)

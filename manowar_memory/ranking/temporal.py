@@ -359,11 +359,11 @@ def mentions_time(text: str) -> bool:
     return bool(_MENTION.search(_STAMP.sub("", text, count=1)))
 
 
-def candidate_span(cand: Candidate) -> tuple[int, int] | None:
+def candidate_span(cand: Candidate, *, recorded_day: bool = True) -> tuple[int, int] | None:
     """When a candidate's memory happened, as an epoch-ms span: its event date
     (``metadata.eventDate``), else ``metadata.occurredAt``, else a relative time its text
     states ("last month", "yesterday", "last Fri") resolved against when it was recorded, else
-    the day it was recorded; None when it has no time at all."""
+    (with ``recorded_day``) the day it was recorded; None when it has no time at all."""
     meta: dict[str, Any] = cand.metadata or {}
     event = meta.get("eventDate")
     if isinstance(event, str) and len(event) >= 4:
@@ -377,13 +377,8 @@ def candidate_span(cand: Candidate) -> tuple[int, int] | None:
     stamp = cand.created_at
     if not isinstance(stamp, (int, float)) or stamp <= 0:
         return None
-    return _text_span(cand.text, int(stamp))
-
-
-@short_text_cache()  # the time rules place the same stored rows query after query
-def _text_span(text: str, stamp: int) -> tuple[int, int]:
-    """The span of the relative time ``text`` states, resolved against ``stamp``; else that day."""
-    return stated_span(text, stamp) or (stamp, stamp + _DAY)
+    stated = _cached_stated_span(cand.text, int(stamp))
+    return stated if stated is not None or not recorded_day else (int(stamp), int(stamp) + _DAY)
 
 
 def stated_span(text: str, said_at: int) -> tuple[int, int] | None:
@@ -392,6 +387,9 @@ def stated_span(text: str, said_at: int) -> tuple[int, int] | None:
     when it states none."""
     ref = resolve_time(_STAMP.sub("", text, count=1), said_at)
     return _span(ref.date, ref.precision) if ref is not None else None
+
+
+_cached_stated_span = short_text_cache()(stated_span)  # the time rules place the same stored rows query after query
 
 
 
@@ -403,22 +401,13 @@ def candidate_time(cand: Candidate) -> int | None:
 
 def tells_time_inside(cand: Candidate, window: tuple[int, int]) -> bool:
     """Whether the candidate itself says it happened inside ``window`` (epoch ms, end exclusive):
-    its event date (``metadata.eventDate``) or a relative time its text states ("last Friday",
-    "on the 15th"), resolved against when it was recorded, falls in it. A memory merely recorded
-    in the window does not count: "this week has been busy", said that week, is near the time
-    asked about; "I went to the UK last Friday", said days later, tells what happened in it."""
-    meta: dict[str, Any] = cand.metadata or {}
-    if isinstance(meta.get("eventDate"), str) or isinstance(meta.get("occurredAt", meta.get("occurred_at")), (int, float)):
-        span = candidate_span(cand)
-    elif isinstance(cand.created_at, (int, float)) and cand.created_at > 0:
-        span = stated_span(cand.text, int(cand.created_at))
-    else:
-        span = None
+    its event date, ``occurredAt`` or a relative time its text states ("last Friday", "on the
+    15th"), resolved against when it was recorded (:func:`candidate_span` without the recorded
+    day), falls in it. A memory merely recorded in the window does not count: "this week has been
+    busy", said that week, is near the time asked about; "I went to the UK last Friday", said days
+    later, tells what happened in it."""
+    span = candidate_span(cand, recorded_day=False)
     return span is not None and span[0] < window[1] and window[0] < span[1]
-
-
-def _tells_time_inside(cand: Candidate, intent: TimeIntent) -> bool:
-    return intent.window is not None and tells_time_inside(cand, intent.window)
 
 
 def _in_window(span: tuple[int, int] | None, intent: TimeIntent) -> bool:
@@ -501,11 +490,12 @@ def apply_time_intent(
             keep = {id(c) for c in inside}
             candidates = [c for c in candidates if id(c) in keep]
         else:
-            told = stated_boost > 0 and intent.window is not None and intent.window[1] - intent.window[0] <= stated_span_ms
+            window = intent.window
+            told = stated_boost > 0 and window is not None and window[1] - window[0] <= stated_span_ms
             for cand in inside:
                 factors[id(cand)] *= 1.0 + window_boost
                 cand.trace["time_window"] = 1.0 + window_boost
-                if told and _tells_time_inside(cand, intent):
+                if told and window is not None and tells_time_inside(cand, window):
                     factors[id(cand)] *= 1.0 + stated_boost
                     cand.trace["time_stated"] = 1.0 + stated_boost
     if intent.anchor:

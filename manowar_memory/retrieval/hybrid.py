@@ -447,12 +447,6 @@ class DateLane:
         return hits
 
 
-#: How far back in its thread :func:`when_neighbours` looks for the turns before a hit (ms), widening until it
-#: finds them: the turns just before a reply are seconds or minutes away, and a narrow span reads few rows.
-NEIGHBOUR_SPANS = (15_000, 300_000, 3_600_000, DAY_MS)
-_NEIGHBOUR_PAGE = 32
-
-
 def when_neighbours(
     store: Store, query: MemoryQuery, candidates: list[Candidate], ctx: RankContext, layer: Layer
 ) -> list[Candidate]:
@@ -467,15 +461,12 @@ def when_neighbours(
     state one (:func:`~manowar_memory.ranking.temporal.mentions_time` or an event date), as
     new candidates or over their own lower score; the time stage then weighs them as usual.
     The turns are read with the store's optional
-    :class:`~manowar_memory.stores.base.EarlierRows` (newest first, as many as needed), else
-    through :class:`~manowar_memory.stores.base.TimeRangeRows` over widening spans. Best-effort:
-    a store with neither, or a failed read, leaves them out and degrades the search."""
+    :class:`~manowar_memory.stores.base.EarlierRows` read (newest first). Best-effort: a store
+    without it, or a failed read, leaves them out and degrades the search."""
     config = ctx.config
     earlier = getattr(store, "memories_created_before", None)  # optional: EarlierRows
-    between = getattr(store, "memories_created_between", None)  # optional: TimeRangeRows
-    if not callable(earlier) and not callable(between):
-        ctx.degrade(f"{layer}: 'when' neighbours left out (the store has neither memories_created_before "
-                    "nor memories_created_between)")
+    if not callable(earlier):
+        ctx.degrade(f"{layer}: 'when' neighbours left out (the store has no memories_created_before)")
         return candidates
     by_id = {c.id: c for c in candidates}
     levels: dict[str, str] = {}
@@ -485,8 +476,8 @@ def when_neighbours(
             rec = seed.record
             if rec is None or not rec.thread_id or _tells_a_time(seed.text, seed.metadata):
                 continue
-            rows = _turns_before(earlier if callable(earlier) else None, between, query, rec,
-                                 config.when_neighbour_turns)
+            thread = replace(query, scope=replace(query.scope, thread_id=rec.thread_id), durable=False)
+            rows = earlier(thread, rec.created_at, config.when_neighbour_turns)[::-1]  # oldest first
             for hit in _trusted([Hit(r, 0.0) for r in rows], config, ctx.report, levels):
                 row = hit.record
                 if row.id == seed.id or not _tells_a_time(row.content, row.metadata):
@@ -511,27 +502,6 @@ def when_neighbours(
 
 def _tells_a_time(text: str, metadata: dict[str, object] | None) -> bool:
     return mentions_time(text) or bool((metadata or {}).get("eventDate"))
-
-
-def _turns_before(earlier: Callable[..., list[MemoryRecord]] | None, between: Callable[..., list[MemoryRecord]] | None,
-                  query: MemoryQuery, rec: MemoryRecord, count: int) -> list[MemoryRecord]:
-    """The ``count`` active rows of ``rec``'s thread written last before it (oldest first):
-    one read of ``earlier`` (newest first) when the store has it, else reads of ``between``
-    (oldest first) over spans widening from :data:`NEIGHBOUR_SPANS`, paged to the end of each."""
-    thread = replace(query, scope=replace(query.scope, thread_id=rec.thread_id), durable=False)
-    rows: list[MemoryRecord] = []
-    if earlier is not None:
-        rows = earlier(thread, rec.created_at, count)[::-1]
-    elif between is not None:
-        for span in NEIGHBOUR_SPANS:
-            start = rec.created_at - span
-            rows = between(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
-            while len(rows) == _NEIGHBOUR_PAGE and rows[-count].created_at > start:  # oldest first: page on
-                start = rows[-count].created_at
-                rows = between(thread, start, rec.created_at, _NEIGHBOUR_PAGE)
-            if len(rows) >= count:
-                break
-    return [r for r in rows if r.thread_id == rec.thread_id and r.id != rec.id][-count:]
 
 
 @dataclass
