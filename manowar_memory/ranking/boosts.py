@@ -59,8 +59,9 @@ def boost_factors(
     outdated_factor: float = 1.0,
 ) -> dict[str, float]:
     """The five factors for one candidate."""
-    return dict(zip(_NAMES, _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha,
-                                     trust_level(cand.metadata or {}, default_trust), outdated_factor)))
+    level = trust_level(cand.metadata or {}, default_trust)
+    trust = factor(trust_alpha, TRUST_WEIGHT[level])
+    return dict(zip(_NAMES, _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust, outdated_factor)))
 
 
 _NAMES = ("recency", "temporal", "proof", "trust", "outdated")
@@ -68,8 +69,9 @@ _TRACE_KEYS = tuple("boost_" + name for name in _NAMES)
 
 
 def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: float, proof_alpha: float,
-             trust_alpha: float, level: str, outdated_factor: float = 1.0) -> tuple[float, float, float, float, float]:
-    """The five factors in :data:`_NAMES` order (``factor`` written out: this runs per candidate)."""
+             trust: float, outdated_factor: float = 1.0) -> tuple[float, float, float, float, float]:
+    """The five factors in :data:`_NAMES` order (``factor`` written out: this runs per candidate;
+    ``trust``: the candidate's trust factor)."""
     meta = cand.metadata or {}
     recency = 1.0 + recency_alpha * (_age_signal(cand.created_at, now) - 0.5)
     occurred = meta.get("occurredAt", meta.get("occurred_at"))
@@ -83,7 +85,6 @@ def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: fl
         age = max(0.0, (now - stamp) / DAY_MS) if stamp else 0.0
         conf_factor = (confidence if confidence is not None else 1.0) * 0.5 ** (age / 30.0)
         proof = factor(proof_alpha, 0.5 + (norm - 0.5) * conf_factor)
-    trust = 1.0 + trust_alpha * (TRUST_WEIGHT[level] - 0.5)
     outdated = outdated_factor if meta.get("outdated") is True else 1.0
     return recency, temporal, proof, trust, outdated
 
@@ -96,10 +97,11 @@ def apply_boosts(
     """Multiply each score by its factors (recorded in ``trace``) and sort: boosted score
     descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
     now = now_ms() if now is None else now
+    trust_factors = {level: factor(trust_alpha, weight) for level, weight in TRUST_WEIGHT.items()}
     weights: dict[int, float] = {}
     for cand in candidates:
         level = trust_level(cand.metadata, default_trust)
-        factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_alpha, level,
+        factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_factors[level],
                            outdated_factor)
         trace = cand.trace
         total = 1.0

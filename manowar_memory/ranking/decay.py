@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._util import DAY_MS, now_ms
 from ..candidates import Candidate
@@ -17,9 +17,7 @@ def decay_multiplier(age_days: float, half_life_days: float = 30.0, floor: float
     A negative age counts as 0; a half-life that is not a positive finite number, or an
     age that is not finite, gives 1 (no decay).
     """
-    if not math.isfinite(half_life_days) or half_life_days <= 0 or not math.isfinite(age_days):
-        return 1.0
-    return max(floor, math.exp(-(math.log(2) / half_life_days) * max(0.0, age_days)))
+    return _multiplier(half_life_days, floor)(age_days)
 
 
 def apply_decay(
@@ -39,15 +37,27 @@ def apply_decay(
     ``trace['decay_applied']`` records the factor actually applied.
     """
     now = now_ms() if now is None else now
-    multipliers = []
-    for cand in candidates:
-        age = (now - cand.created_at) / DAY_MS if cand.created_at else float("nan")
-        m = decay_multiplier(age, half_life_days, floor) if cand.created_at else 1.0
-        cand.trace["decay"] = m
-        multipliers.append(m)
+    multiplier = _multiplier(half_life_days, floor)
+    multipliers = [multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0 for cand in candidates]
     top = max(multipliers, default=1.0) if rebase else 1.0
     for cand, m in zip(candidates, multipliers):
         applied = m / top if top > 0 else m
+        cand.trace["decay"] = m
         cand.trace["decay_applied"] = applied
         cand.score *= applied
     return sorted(candidates, key=lambda c: c.score, reverse=True)
+
+
+def _multiplier(half_life_days: float, floor: float) -> Callable[[float], float]:
+    """:func:`decay_multiplier` of an age in days for one half-life and floor, its rate
+    worked out once (a search decays every candidate with the same two)."""
+    if not math.isfinite(half_life_days) or half_life_days <= 0:
+        return lambda age_days: 1.0
+    rate = math.log(2) / half_life_days
+
+    def multiplier(age_days: float) -> float:
+        if not math.isfinite(age_days):
+            return 1.0
+        return max(floor, math.exp(-rate * max(0.0, age_days)))
+
+    return multiplier
