@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import regex
@@ -108,7 +108,7 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-def term_overlap(terms: list[str], text: str) -> float:
+def term_overlap(terms: Sequence[str], text: str) -> float:
     """Share of ``terms`` found as substrings of the lower-cased text (0 when either is empty)."""
     if not terms or not text:
         return 0.0

@@ -39,7 +39,8 @@ from __future__ import annotations
 import datetime
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -50,7 +51,7 @@ from pydantic.alias_generators import to_camel
 from ._util import DAY_MS, now_ms, query_terms, short_text_cache, term_overlap, truncate
 from .candidates import Candidate
 from .ranking.mmr import mmr_order
-from .ranking.trust import TRUST_LEVELS, capped_trust_level, neutralize_markers, trust_level
+from .ranking.trust import DELIMITER, TRUST_LEVELS, capped_trust_level, neutralize_markers, trust_level
 from .records import LAYERS, Layer
 
 __all__ = [
@@ -222,7 +223,7 @@ def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int,
     semantic = cand.score if cand.score is not None else 0.5
     confidence = cand.confidence if cand.confidence is not None else 0.5
     importance = cand.importance if cand.importance is not None else 0.5
-    overlap = term_overlap(list(terms), text)
+    overlap = term_overlap(terms, text)
     stamp = cand.created_at or cand.last_accessed_at
     recency = 0.5 ** (max(0.0, (now - stamp) / DAY_MS) / 30.0) if stamp else 0.0
     access = min(1.0, math.log1p(max(0, cand.access_count)) / 8.0)
@@ -291,7 +292,7 @@ def pack(
         ranked = _diversified(ranked, mmr_lambda)
     # the wrapper's cost is reserved up front when any candidate would go inside it (its Source
     # line names every level among the candidates, so the reservation is an upper bound)
-    wrap_levels = [t for t in TRUST_LEVELS if any(e.wrapped and e.trust == t for e in ranked)]
+    wrap_levels = _levels(e for e in ranked if e.wrapped)
     reserve = sum(len(marker) + 1 for marker in _wrapper(untrusted_delimiter, wrap_levels)) if wrap_levels else 0
     available = budget_chars - len(header)
     chosen = (_greedy(ranked, available, max_items, reserve, keep_order=True) if keep_order
@@ -308,7 +309,8 @@ def pack(
     items = [PackedItem(layer=e.cand.layer, id=e.cand.id, text=e.text, score=round(e.score, 6), source=e.cand.source,
                         created_at=e.cand.created_at, characters=len(e.line), trust=e.trust, wrapped=e.wrapped,
                         line=e.line) for e in chosen]
-    omitted = {layer: max(0, len(layers[layer]) - sum(1 for e in chosen if e.cand.layer == layer)) for layer in layers}
+    packed_per_layer: Counter[str] = Counter(e.cand.layer for e in chosen)
+    omitted = {layer: max(0, len(layers[layer]) - packed_per_layer[layer]) for layer in layers}
     raw_lines = [cand.text for layer in dict.fromkeys(order) for cand in layers[layer]]
     raw_chars = len((header + "\n" + "\n".join(raw_lines)).strip()) if raw_lines else 0
     usage = ContextUsage(
@@ -330,7 +332,7 @@ def _check(max_items: int, budget_chars: int, header: str, delimiter: str | None
         raise ValueError("max_items must be at least 1")
     if budget_chars < len(header) + 1:
         raise ValueError(f"budget_chars must be at least {len(header) + 1} to hold the header {header!r}")
-    if delimiter is not None and not regex.fullmatch(r"[0-9a-f]{8,64}", delimiter):
+    if delimiter is not None and not DELIMITER.fullmatch(delimiter):
         raise ValueError("untrusted_delimiter must be 8 to 64 lowercase hex characters (see content_delimiter)")
 
 
@@ -405,9 +407,15 @@ def _render(header: str, chosen: Sequence[_Entry], delimiter: str | None) -> tup
     lines = [e.line for e in chosen if not e.wrapped]
     if not inside:
         return header + "\n" + "\n".join(lines), 0
-    opening, closing = _wrapper(delimiter, [t for t in TRUST_LEVELS if any(e.trust == t for e in inside)])
+    opening, closing = _wrapper(delimiter, _levels(inside))
     lines += [opening, *(e.line for e in inside), closing]
     return header + "\n" + "\n".join(lines), len(opening) + len(closing) + 2
+
+
+def _levels(entries: Iterable[_Entry]) -> list[str]:
+    """The trust levels among ``entries``, most trusted first."""
+    found = {e.trust for e in entries}
+    return [t for t in TRUST_LEVELS if t in found]
 
 
 def _outdated(cand: Candidate) -> bool:

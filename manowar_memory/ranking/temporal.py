@@ -118,6 +118,7 @@ _STOP = frozenset(
 _WORD = regex.compile(r"\p{L}[\p{L}'-]+")
 # a name in a question: a capitalised word that does not open it ("When did Nate ...", "Melanie's")
 _NAME = regex.compile(r"(?<=\S\s+)\p{Lu}\p{Ll}[\p{L}-]*")
+_POSSESSIVE = regex.compile(r"['\u2019]s?$")
 _NOT_NAMES = frozenset("i i'm i've i'd i'll when what which where who whom whose why how did does do was were is are has "
                        "have had will can could would should the a an in on at of for and or but".split())
 # who said a transcript line: "(8 May 2023) Nate: ...", "[2023-05-08 14:00] Nate: ...", "Nate: ..."
@@ -319,7 +320,7 @@ def _subjects(text: str) -> tuple[str, ...]:
     """The names a question mentions (capitalised words past its first, possessives cut), lower-cased."""
     names: dict[str, None] = {}
     for m in _NAME.finditer(text):
-        name = regex.sub(r"['\u2019]s?$", "", m.group(0)).lower()
+        name = _POSSESSIVE.sub("", m.group(0)).lower()
         if name and name not in _NOT_NAMES:
             names.setdefault(name, None)
     return tuple(names)

@@ -42,6 +42,8 @@ _TRUST_KEYS = ("trust", "trustLevel", "trust_level")
 _LEVEL_SET = frozenset(TRUST_LEVELS)
 
 _SECRET = secrets.token_bytes(32)  # never leaves the process
+#: What a content delimiter must be: 8 to 64 lowercase hex characters.
+DELIMITER = regex.compile(r"[0-9a-f]{8,64}")
 
 
 def trust_level(metadata: Mapping[str, Any] | None, default: str = "learned") -> str:
@@ -104,7 +106,7 @@ def wrap_untrusted(
     if trust == "system":
         return neutralize_markers(content)
     delim = delimiter or content_delimiter(session_key)
-    if not regex.fullmatch(r"[0-9a-f]{8,64}", delim):
+    if not DELIMITER.fullmatch(delim):
         raise ValueError("delimiter must be 8 to 64 lowercase hex characters")
     return "\n".join([
         f"<<<UNTRUSTED_{delim}>>>",
