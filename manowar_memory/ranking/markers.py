@@ -257,7 +257,6 @@ def _find(view: _View) -> list[tuple[int, int, str]]:
     return found
 
 
-@short_text_cache()  # stored rows come back query after query
 def _neutralize(text: str) -> str:
     fold = _get_tables().fold
     view: _View = _fold_view(text, list(range(len(text))), list(range(1, len(text) + 1)), fold)
@@ -284,6 +283,7 @@ def _neutralize(text: str) -> str:
     return "".join(pieces)
 
 
+@short_text_cache()  # stored rows come back query after query: each search makes candidates of them
 def neutralize(text: str) -> str:
     """``text`` with every forged untrusted-content marker and chat-template control sequence
     replaced (see the module's docstring for how they are found)."""
