@@ -98,7 +98,6 @@ def apply_boosts(
     descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
     now = now_ms() if now is None else now
     trust_factors = {level: factor(trust_alpha, weight) for level, weight in TRUST_WEIGHT.items()}
-    weights: dict[int, float] = {}
     for cand in candidates:
         level = trust_level(cand.metadata, default_trust)
         factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_factors[level],
@@ -111,7 +110,6 @@ def apply_boosts(
                 trace[key] = value
         trace["boost"] = total
         cand.score *= total
-        weights[id(cand)] = TRUST_WEIGHT[level]
 
     ranked = sorted(candidates, key=lambda c: c.score, reverse=True)
     out: list[Candidate] = []
@@ -120,6 +118,7 @@ def apply_boosts(
         end = start + 1
         while end < len(ranked) and ranked[start].score - ranked[end].score <= TIE_EPSILON:
             end += 1
-        out.extend(sorted(ranked[start:end], key=lambda c: -weights[id(c)]) if end - start > 1 else ranked[start:end])
+        out.extend(sorted(ranked[start:end], key=lambda c: -TRUST_WEIGHT[trust_level(c.metadata, default_trust)])
+                   if end - start > 1 else ranked[start:end])
         start = end
     return out
