@@ -308,8 +308,8 @@ class TimeRangeRows(Protocol):
 class EarlierRows(Protocol):
     """An optional capability of a store (not part of :class:`Store`): the rows of a scope
     recorded last before a time, newest first. A "when" question reads the turns just before a
-    reply in its thread with it (:func:`~manowar_memory.retrieval.hybrid.when_neighbours`); a
-    store without it is read through :class:`TimeRangeRows` instead. The SQLite and MongoDB
+    reply in its thread with it (:func:`~manowar_memory.retrieval.hybrid.when_neighbours`); with
+    a store without it, that step is left out and the search says so. The SQLite and MongoDB
     stores serve it from their (agent, user, createdAt) index."""
 
     def memories_created_before(self, query: MemoryQuery, end: int, limit: int) -> list[MemoryRecord]:

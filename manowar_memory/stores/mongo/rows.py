@@ -231,23 +231,24 @@ class MongoRows(MongoConnection):
     def memories_created_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.TimeRangeRows.memories_created_between`: served by
         the (agentWallet, userAddress, createdAt) index (``SCOPE_LIST_INDEX``)."""
-        if limit <= 0 or end <= start:
+        if end <= start:
             return []
-        flt = {"$and": [_mql.scope_filter(query), {"createdAt": {"$gte": int(start), "$lt": int(end)}}]}
-        with self._errors("read"):
-            cursor = self.memory.find(flt, hint=self._scope_hint(query)).sort(
-                [("createdAt", 1), ("_id", 1)]).limit(int(limit))
-            return [doc_to_memory(d) for d in cursor]
+        return self._rows_by_time(query, {"$gte": int(start), "$lt": int(end)}, 1, limit)
 
     def memories_created_before(self, query: MemoryQuery, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.EarlierRows.memories_created_before`: the
         (agentWallet, userAddress, createdAt) index (``SCOPE_LIST_INDEX``) read backwards."""
+        return self._rows_by_time(query, {"$lt": int(end)}, -1, limit)
+
+    def _rows_by_time(self, query: MemoryQuery, bound: dict[str, int], direction: int, limit: int) -> list[MemoryRecord]:
+        """At most ``limit`` rows of ``query`` with ``createdAt`` in ``bound``, oldest first
+        (``direction`` 1) or newest first (-1), with embeddings."""
         if limit <= 0:
             return []
-        flt = {"$and": [_mql.scope_filter(query), {"createdAt": {"$lt": int(end)}}]}
+        flt = {"$and": [_mql.scope_filter(query), {"createdAt": bound}]}
         with self._errors("read"):
             cursor = self.memory.find(flt, hint=self._scope_hint(query)).sort(
-                [("createdAt", -1), ("_id", -1)]).limit(int(limit))
+                [("createdAt", direction), ("_id", direction)]).limit(int(limit))
             return [doc_to_memory(d) for d in cursor]
 
     def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:

@@ -198,28 +198,26 @@ class SQLiteRows(SQLiteConnection):
     def memories_created_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.TimeRangeRows.memories_created_between`: a range of
         the (agent, user, created_at) index per user of the scope."""
-        if limit <= 0 or end <= start:
+        if end <= start:
             return []
-        where, params = self._memory_where(query)
-        sql = (f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} AND created_at >= ? AND created_at < ? "
-               "ORDER BY created_at, rowid LIMIT ?")
-        with self._conn() as conn:
-            rows = conn.execute(sql, [*params, int(start), int(end), int(limit)]).fetchall()
-        return [self._row_to_record(r, with_embedding=True) for r in rows]
-
+        return self._rows_by_time(query, "created_at >= ? AND created_at < ?", [int(start), int(end)],
+                                  "created_at, rowid", limit)
 
     def memories_created_before(self, query: MemoryQuery, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.EarlierRows.memories_created_before`: the
         (agent, user, created_at) index read backwards from ``end``."""
+        return self._rows_by_time(query, "created_at < ?", [int(end)], "created_at DESC, rowid DESC", limit)
+
+    def _rows_by_time(self, query: MemoryQuery, bound: str, bound_params: list[int], order: str,
+                      limit: int) -> list[MemoryRecord]:
+        """At most ``limit`` rows of ``query`` within the ``created_at`` bound, in ``order``, with embeddings."""
         if limit <= 0:
             return []
         where, params = self._memory_where(query)
-        sql = (f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} AND created_at < ? "
-               "ORDER BY created_at DESC, rowid DESC LIMIT ?")
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {where} AND {bound} ORDER BY {order} LIMIT ?"
         with self._conn() as conn:
-            rows = conn.execute(sql, [*params, int(end), int(limit)]).fetchall()
+            rows = conn.execute(sql, [*params, *bound_params, int(limit)]).fetchall()
         return [self._row_to_record(r, with_embedding=True) for r in rows]
-
 
     def memories_dated_between(self, query: MemoryQuery, start: int, end: int, limit: int) -> list[MemoryRecord]:
         """:meth:`~manowar_memory.stores.base.EventDateRows.memories_dated_between`: ranges of the
