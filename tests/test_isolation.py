@@ -4,7 +4,9 @@ Hypothesis generates scopes (agents, users, threads, modes, HAIs, with unicode, 
 whitespace variants that collide on purpose). Each scope writes a distinct secret through one
 entry point (the engine, the scoped surface, every LangChain and LlamaIndex class, the tools),
 round-robin, then every scope reads through the read entry points, round-robin, and also asks
-for every key, id and node of the example by name. Every secret a read returns must be one its
+by name for the keys, ids and nodes of its own secret and of ``ASKED_BY_NAME - 1`` other scopes
+of its example (a different set for each reader, so every secret is asked for by several
+strangers). Every secret a read returns must be one its
 scope may see (:func:`manowar_memory.scoped.visible`; the exact thread for thread readers), and
 every scope must find its own secret again (no lost writes).
 
@@ -56,6 +58,7 @@ from llama_index_manowar import ManowarVectorStore as LIVectorStore
 
 SCOPES_PER_STORE = int(os.environ.get("MANOWAR_ISOLATION_SCOPES", "10000"))
 PER_EXAMPLE = 50
+ASKED_BY_NAME = 8  # a reader's own keys and those of 7 others of its example, asked for by name
 SHARDS = 8
 EXAMPLES_PER_SHARD = -(-SCOPES_PER_STORE // (PER_EXAMPLE * SHARDS))
 SECRET = re.compile(r"zq[0-9a-f]{16}")
@@ -194,7 +197,7 @@ WRITERS: list[tuple[str, bool, Callable[[MemoryEngine, Scope, str, str], dict[st
 ]
 
 
-# readers: (name, thread_only, fn(engine, scope, everything written in the example) -> texts)
+# readers: (name, thread_only, fn(engine, scope, the secrets it asks for by name) -> texts)
 def r_engine_search(e: MemoryEngine, s: Scope, w: list[Written]) -> list[str]:
     cands, _ = e.search(QUERY, s, layers=("working", "scene", "graph", "patterns", "archives", "vectors"), k=200)
     return [c.text for c in cands]
@@ -324,6 +327,13 @@ OWN_READ = {"lc.chat_history": "lc.chat_history", "li.memory": "li.memory", "lc.
             "lc.vector_store": "lc.vector_store", "li.vector_store": "li.vector_store"}
 
 
+def _asked(written: list[Written], i: int) -> list[Written]:
+    """What reader ``i`` asks for by name: its own secret and ``ASKED_BY_NAME - 1`` others of the
+    example, a stride of 7 apart (7 and 50 are coprime, so each secret is asked for by 7 readers)."""
+    n = len(written)
+    return [written[i]] + [written[(i + 1 + 7 * j) % n] for j in range(min(ASKED_BY_NAME, n) - 1)]
+
+
 def _may_see(reader: Scope, item: Written, thread_reader: bool) -> bool:
     if not visible(reader, item.scope):
         return False
@@ -409,11 +419,12 @@ def test_no_scope_reads_another_scopes_secret_through_any_entry_point(engine: Me
             tally.writes[name] = tally.writes.get(name, 0) + 1
             tally.scopes += 1
         for i, item in enumerate(written):
+            asked = _asked(written, i)
             picks = {READERS[(example + i) % len(READERS)][0], OWN_READ.get(item.entry, "engine.items")}
             for name, thread_reader, read in READERS:
                 if name not in picks:
                     continue
-                found = set(SECRET.findall("\n".join(read(engine, item.scope, written))))
+                found = set(SECRET.findall("\n".join(read(engine, item.scope, asked))))
                 tally.reads[name] = tally.reads.get(name, 0) + 1
                 tally.secrets_seen += len(found)
                 for secret in found:
