@@ -51,7 +51,9 @@ class LayerRequest:
 
     ``vector`` is the query's embedding; while it is still being computed it is None and
     ``vector_future`` gives it (hybrid layers run their keyword lane meanwhile and wait for
-    the vector right before their vector lane). ``time`` is what the query says about time,
+    the vector right before their vector lane). ``embed_query``, when given, computes that
+    vector into ``vector_future`` on the calling thread (once, whoever calls it first): the
+    hybrid layer calls it right after handing its keyword lane to a lane thread. ``time`` is what the query says about time,
     read once per query for every layer (None: each layer reads it itself when its ``time``
     stage runs); :attr:`terms` are split once per request."""
 
@@ -69,6 +71,7 @@ class LayerRequest:
     inserts: Sequence[StageInsert] = ()
     threads: EngineThreads | None = None
     vector_future: concurrent.futures.Future[list[float]] | None = None
+    embed_query: Callable[[], None] | None = None
     time: TimeIntent | None = None
 
     @functools.cached_property
@@ -168,7 +171,7 @@ def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
         req.store, req.query(durable=True, **query_kw), req.text, layer=layer, limit=req.limit,
         vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
         reranker=req.reranker, now=req.now, inserts=req.inserts, threads=req.threads,
-        vector_future=req.vector_future, time_intent=req.time,
+        vector_future=req.vector_future, embed_query=req.embed_query, time_intent=req.time,
     )
     return LayerHits({layer: result.candidates}, {layer: result.report}, result.degradations,
                      {f"{layer}.{k}": v for k, v in result.timings_ms.items()})

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._notes import collect, degrade
@@ -121,28 +122,23 @@ class EngineRecall(EngineBase):
         notes: list[str] = []
         vector: list[float] | None = None
         vector_future: concurrent.futures.Future[list[float]] | None = None
-        embed_job: concurrent.futures.Future[tuple[list[str], float]] | None = None
+        embedding: _QueryEmbedding | None = None
         if self.embedder is None:
             notes.append(self.keyword_only_note or NO_EMBEDDER)
         elif any(name in ("graph", "vectors") for name in selected) and (
                 vector := self._cached_query_vector(text, timings)) is None:
-            # the query is embedded on a lane thread while the layers start: keyword lanes and the
-            # other layers need no vector (ONNX Runtime and torch release the GIL); with no lane
-            # thread free it is embedded here first
+            # the layer whose vector lane needs the vector embeds the query on its own thread, with
+            # its keyword and entity lanes on a lane thread beside it (ONNX Runtime and torch release
+            # the GIL), so its vector lane starts with no thread to wake; other layers need no vector
             vector_future = concurrent.futures.Future()
-            target = vector_future
-            embed_job = self.threads.beside(lambda: self._embed_query(text, target))
-            if embed_job is None:
-                embed_notes, timings["embed"] = self._embed_query(text, vector_future)
-                notes.extend(embed_notes)
-                vector, vector_future = vector_future.result(), None
+            embedding = _QueryEmbedding(self._embed_query, text, vector_future)
         # one clock reading and one reading of the query's time for every layer of the query
         now = now_ms()
         req = LayerRequest(
             store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
             config=self.config.retrieval, options=rank, vector=vector, model_id=self.model_id,
             reranker=self.reranker, now=now, inserts=tuple(self.stage_inserts), threads=self.threads,
-            vector_future=vector_future,
+            vector_future=vector_future, embed_query=embedding,
             time=parse_time_query(text, now) if self.config.retrieval.time_queries else None,
         )
         t0 = time.perf_counter()
@@ -161,9 +157,12 @@ class EngineRecall(EngineBase):
                     outcomes[name] = (_timed_layer(name, fn, req), None)
                 except Exception as exc:  # noqa: BLE001 - the layer is left out and reported in the notes
                     outcomes[name] = (None, exc)
-        if embed_job is not None:  # an embedding failure raises here, once no layer still waits for it
-            embed_notes, timings["embed"] = embed_job.result()
-            notes.extend(embed_notes)
+        if embedding is not None:  # an embedding failure raises here, once no layer still waits for it
+            embedding()  # nothing to do unless no layer got as far as its vector lane
+            notes.extend(embedding.notes)
+            timings["embed"] = embedding.ms
+            if embedding.error is not None:
+                raise embedding.error
         results: dict[str, list[Candidate]] = {}
         lanes: dict[str, dict[str, Any]] = {}
         for name, (hits, error) in outcomes.items():
@@ -282,3 +281,29 @@ class EngineRecall(EngineBase):
         q = MemoryQuery(scope=scope, filters=self.merge_filters(scope, filters),
                         sources=tuple(sources) if sources else None)
         return self.store.keyword_search(q, text, limit)
+
+
+class _QueryEmbedding:
+    """One query's embedding, computed once by whichever thread calls first: the layer whose
+    vector lane needs it, or the search once its layers are done. The vector (or the
+    embedder's error) goes into the search's ``vector_future``; the error is kept here for the
+    search to raise, so a failed embedding never fails a layer."""
+
+    def __init__(self, embed: Callable[[str, concurrent.futures.Future[list[float]]], tuple[list[str], float]],
+                 text: str, target: concurrent.futures.Future[list[float]]) -> None:
+        self._embed, self._text, self._target = embed, text, target
+        self._lock = threading.Lock()
+        self._ran = False
+        self.notes: list[str] = []
+        self.ms = 0.0
+        self.error: BaseException | None = None
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._ran:
+                return
+            self._ran = True
+            try:
+                self.notes, self.ms = self._embed(self._text, self._target)
+            except BaseException as exc:  # noqa: BLE001 - raised by the search once its layers are done
+                self.error = exc

@@ -16,7 +16,9 @@
      ``min_vector_cosine`` are dropped as unusable. It runs beside the keyword lane. When the
      query is still being embedded (``vector_future``), the keyword lane runs first, in the
      embedding's shadow, and the vector lane waits for the vector (``embed_wait`` in
-     ``timings_ms``: the part of the embedding the lanes could not hide);
+     ``timings_ms``). When the search is given the embedding to do (``embed_query``), the
+     thread that runs the vector lane embeds and the keyword lane runs on a lane thread
+     beside it (``embed_wait`` is then the embedding and whatever of the lanes outlasted it);
    * **entity**: memories sharing named entities with the keyword lane's top hits (the
      vector lane's when the keyword lane found nothing), in the embedding's shadow too
      (:mod:`manowar_memory.retrieval.entity_lane`);
@@ -182,6 +184,7 @@ def hybrid_search(
     threads: EngineThreads | None = None,
     time_intent: TimeIntent | None = None,
     vector_future: concurrent.futures.Future[list[float]] | None = None,
+    embed_query: Callable[[], None] | None = None,
 ) -> HybridResult:
     """Run the lanes, fuse, rank; at most ``limit`` candidates with their report.
 
@@ -194,6 +197,8 @@ def hybrid_search(
     ``vector_future`` (with ``vector`` None) is the query vector still being computed: the
     keyword lane runs while it is, and the vector lane waits for it. A failed embedding
     leaves the vector lane out without a word here; the caller that started it reports it.
+    ``embed_query`` (with ``vector_future``): computes that vector on the calling thread, into
+    ``vector_future``; the keyword and entity lanes then run on a lane thread beside it.
     ``time_intent``: what the query says about time, when the caller already read it (once
     per query for all its layers); else it is read here.
     """
@@ -204,7 +209,7 @@ def hybrid_search(
     timings: dict[str, float] = {}
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
         hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
-                         timings=timings, vector_future=vector_future)
+                         timings=timings, vector_future=vector_future, embed_query=embed_query)
         with _timed(timings, "fusion"):
             candidates = fuse(hits, layer, config)
         if ctx.time is not None and ctx.time.asks_when and config.when_neighbour_seeds > 0:
@@ -520,6 +525,7 @@ def run_lanes(
     store: Store, query: MemoryQuery, text: str, *, layer: Layer, limit: int, vector: list[float] | None,
     model_id: str | None, ctx: RankContext, timings: dict[str, float],
     vector_future: concurrent.futures.Future[list[float]] | None = None,
+    embed_query: Callable[[], None] | None = None,
 ) -> LaneHits:
     """The keyword and vector lanes side by side, and the entity lane seeded by the keyword
     lane's top hits (the vector lane's when the keyword lane has none).
@@ -528,8 +534,11 @@ def run_lanes(
     :class:`EntityLane`) around the query vector: while ``vector_future`` is still running,
     the keyword lane and then the entity lane run in the embedding's shadow, and the vector
     lane waits for the vector; otherwise the keyword lane runs on a lane thread beside the
-    vector lane (SQLite's FTS5 and numpy's matrix product both release the GIL). The entity
-    lane is seeded the same way on every path, so a cached embedding never changes the results."""
+    vector lane (SQLite's FTS5 and numpy's matrix product both release the GIL). With
+    ``embed_query``, this thread computes the vector itself while the keyword and entity lanes
+    run on a lane thread: the vector lane starts the moment the vector exists, with no thread
+    to wake (the lanes end well before the embedding does). The entity lane is seeded the same
+    way on every path, so a cached embedding never changes the results."""
     run = _LaneRun(store, query, text, layer, limit, ctx, timings)
     weights = ctx.config.lane_weights
     pending = vector_future if vector is None else None
@@ -543,13 +552,22 @@ def run_lanes(
     found = _Found()
     keyword_read = False
     if pending is not None and vector_lane is not None:
-        if keyword is not None:  # the query is being embedded: the keyword lane runs meanwhile
-            found.keyword, found.undated = keyword.read(_settled(keyword.search))
-            keyword_read = True
-            if entity is not None and found.keyword:
-                found.entity = entity.search(found.keyword)
-        found.prepared = _prepare(run, found)  # fusion's candidates, made while waiting
-        with _timed(timings, "embed_wait"):
+        def shadow() -> None:  # what needs no vector: the keyword and entity lanes, fusion's candidates
+            if keyword is not None:
+                found.keyword, found.undated = keyword.read(_settled(keyword.search))
+                if entity is not None and found.keyword:
+                    found.entity = entity.search(found.keyword)
+            found.prepared = _prepare(run, found)
+
+        beside = ctx.threads.beside(shadow) if embed_query is not None and ctx.threads is not None else None
+        if beside is None:  # the query is being embedded elsewhere (or no lane thread is free): lanes first
+            shadow()
+        keyword_read = keyword is not None
+        with _timed(timings, "embed_wait"):  # the vector lane waits for the vector and the lanes beside it
+            if embed_query is not None:
+                embed_query()
+            if beside is not None:
+                beside.result()
             vector = _vector_of(pending)
         if vector is None:
             vector_lane = None
