@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from manowar_memory import EmbeddingError, MemoryEngine, Scope
+from manowar_memory import EmbeddingError, MemoryConfig, MemoryEngine, Scope
 from manowar_memory.embeddings.base import InputType
 from manowar_memory.embeddings.fake import FakeEmbedder
 from manowar_memory.stores.base import Hit, MemoryQuery
@@ -144,3 +144,58 @@ def test_the_entity_lane_runs_in_the_embeddings_shadow_with_the_same_results() -
             s for _, s in expected.lanes["vectors"]["hits"][lane]], lane
     assert result.lanes["vectors"]["entity"] == expected.lanes["vectors"]["entity"] > 0
     assert "vectors.embed_wait" in result.timings_ms
+
+
+class ThreadRecordingEmbedder(FakeEmbedder):
+    """Records the thread each query embedding runs on."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.query_threads: list[int] = []
+
+    def _embed_batch(self, texts: list[str], input_type: InputType) -> list[list[float]]:
+        if input_type == "query":
+            self.query_threads.append(threading.get_ident())
+        return super()._embed_batch(texts, input_type)
+
+
+class VectorThreadStore(SQLiteStore):
+    """Records the thread each vector search runs on."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.vector_threads: list[int] = []
+
+    def vector_search(self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int):  # type: ignore[no-untyped-def]
+        self.vector_threads.append(threading.get_ident())
+        return super().vector_search(query, vector, model_id, limit)
+
+
+@pytest.mark.parametrize("layers", [("vectors",), None])
+def test_the_vector_lanes_thread_embeds_the_query_itself(layers: Sequence[str] | None) -> None:
+    """No thread handoff between the embedding and the vector lane: the thread that runs the
+    vector lane is the one that embedded the query (the keyword lane ran beside it)."""
+    embedder, store = ThreadRecordingEmbedder(), VectorThreadStore()
+    with MemoryEngine(store=store, embedder=embedder, extractor=None) as engine:
+        engine.ingest(SCOPE, FACTS)
+        embedder.query_threads.clear()
+        result = engine.pre_turn("Where does the user's sister live?", SCOPE, layers)
+    assert result.items[0].text.endswith("sister lives in Porto.")
+    assert len(embedder.query_threads) == 1 and embedder.query_threads == store.vector_threads
+
+
+def test_a_search_with_no_vector_lane_still_embeds_once_and_reports_it() -> None:
+    """With the vector lane weighted out, no layer asks for the vector: the search embeds the
+    query once after its layers (so a failing embedder still fails the call) and times it."""
+    embedder = ThreadRecordingEmbedder()
+    config = MemoryConfig.model_validate({"retrieval": {"lane_weights": {"keyword": 1.0, "vector": 0.0}}})
+    with MemoryEngine(store="sqlite:///:memory:", embedder=embedder, extractor=None, config=config) as engine:
+        engine.ingest(SCOPE, FACTS)
+        embedder.query_threads.clear()
+        result = engine.search_layers("Where does the user's sister live?", SCOPE, ["vectors"])
+    assert len(embedder.query_threads) == 1
+    assert "embed" in result.timings_ms
+    assert result.lanes["vectors"]["vector"] == 0
+    assert result.layers["vectors"][0].text.endswith("sister lives in Porto.")
