@@ -402,9 +402,51 @@ def test_mongo_vector_cache_is_bounded_and_says_when_it_is_skipped(mongo_db) -> 
             assert info.method == "local-cache" and info.notes == []
         # agent-A's and agent-B's partitions (30 rows + 64 spare each) do not both fit: A was evicted
         assert list(store._partitions) == [("agent-B", None, MODEL)]
+        assert store._cached_bytes == store._partitions[("agent-B", None, MODEL)].nbytes  # the running total
         hits, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-C")), x, MODEL, 3)
         assert info.method == "local-scan" and len(hits) == 3 and info.candidates == 150
         assert any("vector cache skipped" in n and "vector_cache_bytes" in n for n in info.notes)
+    finally:
+        store.close()
+
+
+@pytest.mark.mongo
+def test_mongo_vector_cache_keeps_a_running_total_of_its_bytes_as_users_come_grow_and_go(mongo_db) -> None:
+    """The byte bound is checked on every search from a running total, not by walking every
+    user's partition: the total must stay the sum of the cached partitions' sizes as partitions
+    are loaded, grow past their spare capacity, and are evicted."""
+    from manowar_memory.stores._vectors import VectorIndex
+    from manowar_memory.stores.mongo import MongoStore
+
+    store = MongoStore(client=mongo_db.client, database=mongo_db.name,
+                       vector_cache_bytes=500 * VectorIndex.row_bytes(4))
+    x = [1.0, 0.0, 0.0, 0.0]
+
+    def search(user: str) -> None:
+        _, info = store.vector_search(MemoryQuery(scope=Scope(agent_wallet="agent-A", user_address=user)), x, MODEL, 3)
+        assert info.method == "local-cache"
+
+    def total_is_the_sum() -> None:
+        assert store._cached_bytes == sum(p.nbytes for p in store._partitions.values())
+
+    try:
+        for n, user in enumerate(["u1", "u2", "u3", "u4"]):
+            store.add_memories([make_record(f"{user}-{i}", user=user, created_at=i) for i in range(10 + n)])
+            search(user)
+            total_is_the_sum()
+        assert {key[1] for key in store._partitions} == {None, "u1", "u2", "u3", "u4"}  # None: the agent's own rows
+        # u1 grows past its 64 spare rows: its partition is re-sized when the sync applies them
+        before = store._partitions[("agent-A", "u1", MODEL)].nbytes
+        store.add_memories([make_record(f"u1-more-{i}", user="u1", created_at=100 + i) for i in range(100)])
+        search("u1")
+        assert store._partitions[("agent-A", "u1", MODEL)].nbytes > before
+        total_is_the_sum()
+        # a fifth user's partition does not fit beside the others: the least recently used go
+        store.add_memories([make_record(f"u5-{i}", user="u5", created_at=i) for i in range(200)])
+        search("u5")
+        total_is_the_sum()
+        assert ("agent-A", "u5", MODEL) in store._partitions and len(store._partitions) < 6
+        assert store._cached_bytes <= store.vector_cache_bytes
     finally:
         store.close()
 

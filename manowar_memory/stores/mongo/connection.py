@@ -292,6 +292,10 @@ class MongoConnection:
         self.vector_cache_lag_ms = int(vector_cache_lag_ms)
         self.vector_cache_reload_s = float(vector_cache_reload_s)
         self._partitions: dict[tuple[str, str | None, str], _CachePartition] = {}
+        # each cached partition's bytes when last sized, and their sum: the bound is checked
+        # on every search without walking every user's partition
+        self._partition_bytes: dict[tuple[str, str | None, str], int] = {}
+        self._cached_bytes = 0
         self._cache_lock = threading.Lock()
         if prefilter_fields is None:
             prefilter_fields = _mql.parse_prefilter_fields(os.environ.get("MEMORY_VECTOR_PREFILTER_FIELDS")) or (

@@ -463,7 +463,7 @@ class MongoRows(MongoConnection):
         rows = int(self.memory.count_documents(self._rows_of(agent, user, model_id)))
         if rows * VectorIndex.row_bytes(dims) > self.vector_cache_bytes:
             with self._cache_lock:
-                self._partitions.pop(key, None)
+                self._uncache(key)
             return self._too_big(agent, user, model_id, rows, dims)
         old = part
         part = self._load(agent, user, model_id, dims, rows)
@@ -486,17 +486,29 @@ class MongoRows(MongoConnection):
 
     def _fits(self, key: tuple[str, str | None, str], part: _CachePartition) -> bool:
         """Evict least recently used partitions until the cache is within its byte bound;
-        False (and ``part`` dropped) when ``part`` alone exceeds it."""
+        False (and ``part`` dropped) when ``part`` alone exceeds it.
+
+        ``part`` was just loaded or synced, the only times a partition grows, so its size is
+        taken again here and the others' recorded sizes are current: the running total
+        (``_cached_bytes``) makes this check independent of how many users are cached."""
         with self._cache_lock:
-            if part.nbytes > self.vector_cache_bytes:
-                self._partitions.pop(key, None)
+            size = part.nbytes
+            if size > self.vector_cache_bytes:
+                self._uncache(key)
                 return False
-            while sum(p.nbytes for p in self._partitions.values()) > self.vector_cache_bytes:
+            self._cached_bytes += size - self._partition_bytes.get(key, 0)
+            self._partition_bytes[key] = size
+            while self._cached_bytes > self.vector_cache_bytes:
                 oldest = next(iter(self._partitions))
                 if oldest == key:
                     break
-                del self._partitions[oldest]
+                self._uncache(oldest)
             return True
+
+    def _uncache(self, key: tuple[str, str | None, str]) -> None:
+        """Drop a partition from the cache and its size from the total (``_cache_lock`` held)."""
+        self._partitions.pop(key, None)
+        self._cached_bytes -= self._partition_bytes.pop(key, 0)
 
     def _apply(self, part: _CachePartition, model_id: str, docs: list[dict[str, Any]]) -> None:
         """Upsert rows of the partition's model and user, drop the others (re-embedded, embedding
