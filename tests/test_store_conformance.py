@@ -447,6 +447,15 @@ def test_mongo_vector_cache_keeps_a_running_total_of_its_bytes_as_users_come_gro
         total_is_the_sum()
         assert ("agent-A", "u5", MODEL) in store._partitions and len(store._partitions) < 6
         assert store._cached_bytes <= store.vector_cache_bytes
+        # a partition evicted by another thread between its sync and its size check serves that
+        # search but is not counted: the total must not keep bytes of a partition it no longer holds
+        key = ("agent-A", "u5", MODEL)
+        part = store._partitions[key]
+        with store._cache_lock:
+            store._uncache(key)
+        assert store._fits(key, part)
+        assert key not in store._partitions
+        total_is_the_sum()
     finally:
         store.close()
 

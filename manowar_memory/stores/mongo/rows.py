@@ -490,12 +490,18 @@ class MongoRows(MongoConnection):
 
         ``part`` was just loaded or synced, the only times a partition grows, so its size is
         taken again here and the others' recorded sizes are current: the running total
-        (``_cached_bytes``) makes this check independent of how many users are cached."""
+        (``_cached_bytes``) makes this check independent of how many users are cached. Only
+        what the cache holds is counted: a ``part`` another thread evicted or replaced meanwhile
+        still serves this search, uncounted."""
         with self._cache_lock:
             size = part.nbytes
+            held = self._partitions.get(key) is part
             if size > self.vector_cache_bytes:
-                self._uncache(key)
+                if held:
+                    self._uncache(key)
                 return False
+            if not held:
+                return True
             self._cached_bytes += size - self._partition_bytes.get(key, 0)
             self._partition_bytes[key] = size
             while self._cached_bytes > self.vector_cache_bytes:
