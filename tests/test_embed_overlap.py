@@ -186,16 +186,20 @@ def test_the_vector_lanes_thread_embeds_the_query_itself(layers: Sequence[str] |
     assert len(embedder.query_threads) == 1 and embedder.query_threads == store.vector_threads
 
 
-def test_a_search_with_no_vector_lane_still_embeds_once_and_reports_it() -> None:
-    """With the vector lane weighted out, no layer asks for the vector: the search embeds the
-    query once after its layers (so a failing embedder still fails the call) and times it."""
+def test_a_search_with_the_vector_lane_weighted_out_does_not_embed_the_query() -> None:
+    """No lane reads the vector when the vector lane's weight is 0: the query is not embedded
+    (no embedding to wait for after the layers), and the keyword lane answers."""
     embedder = ThreadRecordingEmbedder()
     config = MemoryConfig.model_validate({"retrieval": {"lane_weights": {"keyword": 1.0, "vector": 0.0}}})
     with MemoryEngine(store="sqlite:///:memory:", embedder=embedder, extractor=None, config=config) as engine:
         engine.ingest(SCOPE, FACTS)
         embedder.query_threads.clear()
         result = engine.search_layers("Where does the user's sister live?", SCOPE, ["vectors"])
-    assert len(embedder.query_threads) == 1
-    assert "embed" in result.timings_ms
-    assert result.lanes["vectors"]["vector"] == 0
-    assert result.layers["vectors"][0].text.endswith("sister lives in Porto.")
+        assert embedder.query_threads == []
+        assert "embed" not in result.timings_ms
+        assert result.lanes["vectors"]["vector"] == 0
+        assert result.layers["vectors"][0].text.endswith("sister lives in Porto.")
+        engine.config.retrieval.lane_weights["vector"] = 1.0  # the same engine with the lane back: embedded once
+        result = engine.search_layers("Where does the user's sister live?", SCOPE, ["vectors"])
+    assert len(embedder.query_threads) == 1 and result.timings_ms["embed"] >= 0
+    assert result.lanes["vectors"]["vector"] > 0

@@ -123,10 +123,12 @@ class EngineRecall(EngineBase):
         vector: list[float] | None = None
         vector_future: concurrent.futures.Future[list[float]] | None = None
         embedding: _QueryEmbedding | None = None
+        # only the graph and vectors layers' vector lane reads the vector: weighted out, it is not made
+        wants_vector = (any(name in ("graph", "vectors") for name in selected)
+                        and self.config.retrieval.lane_weights.get("vector", 1.0) > 0)
         if self.embedder is None:
             notes.append(self.keyword_only_note or NO_EMBEDDER)
-        elif any(name in ("graph", "vectors") for name in selected) and (
-                vector := self._cached_query_vector(text, timings)) is None:
+        elif wants_vector and (vector := self._cached_query_vector(text, timings)) is None:
             # the layer whose vector lane needs the vector embeds the query on its own thread, with
             # its keyword and entity lanes on a lane thread beside it (ONNX Runtime and torch release
             # the GIL), so its vector lane starts with no thread to wake; other layers need no vector
@@ -158,7 +160,7 @@ class EngineRecall(EngineBase):
                 except Exception as exc:  # noqa: BLE001 - the layer is left out and reported in the notes
                     outcomes[name] = (None, exc)
         if embedding is not None:  # an embedding failure raises here, once no layer still waits for it
-            embedding()  # nothing to do unless no layer got as far as its vector lane
+            embedding()  # nothing to do unless the layer failed before its vector lane
             notes.extend(embedding.notes)
             timings["embed"] = embedding.ms
             if embedding.error is not None:
