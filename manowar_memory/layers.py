@@ -53,9 +53,9 @@ class LayerRequest:
     ``vector_future`` gives it (hybrid layers run their keyword lane meanwhile and wait for
     the vector right before their vector lane). ``embed_query``, when given, computes that
     vector into ``vector_future`` on the calling thread (once, whoever calls it first): the
-    hybrid layer calls it right after handing its keyword lane to a lane thread. ``time`` is what the query says about time,
-    read once per query for every layer (None: each layer reads it itself when its ``time``
-    stage runs); :attr:`terms` are split once per request."""
+    hybrid layer calls it right after handing its keyword lane to a lane thread. ``time`` is
+    what the query says about time, read once per query for every layer (None: each layer
+    reads it itself when its ``time`` stage runs); :attr:`terms` are split once per request."""
 
     store: Store
     scope: Scope
