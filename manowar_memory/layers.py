@@ -24,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +33,7 @@ from .candidates import Candidate
 from .config import RetrievalConfig
 from .errors import InvalidInputError
 from .filters import FilterValue
-from .ranking.temporal import TimeIntent
+from .ranking.temporal import TimeIntent, parse_time_query
 from .records import LAYERS, Layer
 from .rerankers.base import Reranker
 from .retrieval.hybrid import hybrid_search, overlap_score
@@ -45,6 +46,14 @@ __all__ = ["LAYER_SEARCHERS", "LayerHits", "LayerRequest", "LayerSearcher", "nor
            "search_memory_rows"]
 
 
+class _Reading:
+    """A value of one request read once, by whichever thread asks first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: TimeIntent | None = None
+
+
 @dataclass
 class LayerRequest:
     """Everything a layer needs to answer one query.
@@ -54,8 +63,9 @@ class LayerRequest:
     the vector right before their vector lane). ``embed_query``, when given, computes that
     vector into ``vector_future`` on the calling thread (once, whoever calls it first): the
     hybrid layer calls it right after handing its keyword lane to a lane thread. ``time`` is
-    what the query says about time, read once per query for every layer (None: each layer
-    reads it itself when its ``time`` stage runs); :attr:`terms` are split once per request."""
+    what the query says about time when the caller already read it; else
+    :meth:`time_intent` reads it once for every layer, on first use (a hybrid layer does so in
+    the embedding's shadow). :attr:`terms` are split once per request."""
 
     store: Store
     scope: Scope
@@ -73,6 +83,20 @@ class LayerRequest:
     vector_future: concurrent.futures.Future[list[float]] | None = None
     embed_query: Callable[[], None] | None = None
     time: TimeIntent | None = None
+    # the reading time_intent keeps, shared with the copies dataclasses.replace makes
+    _time_read: _Reading = field(default_factory=lambda: _Reading(), repr=False, compare=False)
+
+    def time_intent(self) -> TimeIntent | None:
+        """What the query says about time: :attr:`time` when given, else read from the text
+        at :attr:`now` by the first layer that asks and kept for the others (None when
+        ``config.time_queries`` is off)."""
+        if self.time is not None or not self.config.time_queries:
+            return self.time
+        reading = self._time_read
+        with reading.lock:
+            if reading.value is None:
+                reading.value = parse_time_query(self.text, now_ms() if self.now is None else self.now)
+            return reading.value
 
     @functools.cached_property
     def terms(self) -> list[str]:
@@ -120,7 +144,7 @@ def rank_layer(req: LayerRequest, layer: Layer, candidates: list[Candidate]) -> 
     if not candidates:
         return LayerHits({layer: []})
     ctx = RankContext(text=req.text, limit=req.limit, now=now_ms() if req.now is None else req.now,
-                      config=req.config, report=LaneReport(), threads=req.threads, time=req.time)
+                      config=req.config, report=LaneReport(), threads=req.threads, time=req.time_intent())
     stages = ranking_stages(req.config, dataclasses.replace(req.options, rerank=False), req.inserts)
     timings: dict[str, float] = {}
     ranked = run_stages(candidates, ctx, stages, timings, prefix=f"{layer}.")
@@ -172,6 +196,7 @@ def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
         vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
         reranker=req.reranker, now=req.now, inserts=req.inserts, threads=req.threads,
         vector_future=req.vector_future, embed_query=req.embed_query, time_intent=req.time,
+        read_time=req.time_intent,
     )
     return LayerHits({layer: result.candidates}, {layer: result.report}, result.degradations,
                      {f"{layer}.{k}": v for k, v in result.timings_ms.items()})

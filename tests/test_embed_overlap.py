@@ -203,3 +203,28 @@ def test_a_search_with_the_vector_lane_weighted_out_does_not_embed_the_query() -
         result = engine.search_layers("Where does the user's sister live?", SCOPE, ["vectors"])
     assert len(embedder.query_threads) == 1 and result.timings_ms["embed"] >= 0
     assert result.lanes["vectors"]["vector"] > 0
+
+
+def test_the_querys_time_is_read_in_the_embeddings_shadow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading what the query says about time is work the vector does not need: it runs on the
+    lane thread beside the embedding (once for the query), not before the embedding starts,
+    and the time stage still applies what it read."""
+    import manowar_memory.layers as layers_module
+
+    read_on: list[int] = []
+    parse = layers_module.parse_time_query
+
+    def recording_parse(text: str, now: int):  # type: ignore[no-untyped-def]
+        read_on.append(threading.get_ident())
+        return parse(text, now)
+
+    monkeypatch.setattr(layers_module, "parse_time_query", recording_parse)
+    embedder = ThreadRecordingEmbedder()
+    with MemoryEngine(store="sqlite:///:memory:", embedder=embedder, extractor=None) as engine:
+        engine.ingest(SCOPE, FACTS)
+        embedder.query_threads.clear()
+        result = engine.search_layers("When did the user move to Lisbon?", SCOPE, ["vectors"])
+    assert len(read_on) == 1 and len(embedder.query_threads) == 1
+    assert read_on[0] != embedder.query_threads[0]
+    assert result.lanes["vectors"]["extra"]["time"]["asks_when"] is True
+    assert result.layers["vectors"][0].text == "The user moved to Lisbon in June."

@@ -482,7 +482,6 @@ def test_pre_turn_runs_mmr_as_a_stage_of_every_layer(engine: MemoryEngine) -> No
 def test_the_query_is_read_once_for_every_layer(engine: MemoryEngine, monkeypatch) -> None:
     """One search over the six layers reads the query's time and splits its terms once, not
     once per layer (the layers share the request's reading)."""
-    import manowar_memory._engine.recall as recall_mod
     import manowar_memory.layers as layers_mod
     import manowar_memory.retrieval.hybrid as hybrid_mod
     import manowar_memory.retrieval.pipeline as pipeline_mod
@@ -496,7 +495,7 @@ def test_the_query_is_read_once_for_every_layer(engine: MemoryEngine, monkeypatc
             return fn(*args, **kwargs)
         return wrapper
 
-    for mod in (recall_mod, hybrid_mod, pipeline_mod):
+    for mod in (layers_mod, hybrid_mod, pipeline_mod):
         monkeypatch.setattr(mod, "parse_time_query", counted("time", mod.parse_time_query))
     monkeypatch.setattr(layers_mod, "query_terms", counted("terms", layers_mod.query_terms))
     result = engine.search_layers("harbour ferry last week", SCOPE)

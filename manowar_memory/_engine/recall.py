@@ -16,7 +16,6 @@ from ..errors import ConfigurationError, InvalidInputError
 from ..filters import FilterValue
 from ..layers import LAYER_SEARCHERS, LayerHits, LayerRequest, LayerSearcher, normalize_layers, search_memory_rows
 from ..packing import pack
-from ..ranking.temporal import parse_time_query
 from ..records import Layer
 from ..results import PreTurnResult
 from ..retrieval.pipeline import RankingStage, RankOptions, StageInsert
@@ -134,14 +133,14 @@ class EngineRecall(EngineBase):
             # the GIL), so its vector lane starts with no thread to wake; other layers need no vector
             vector_future = concurrent.futures.Future()
             embedding = _QueryEmbedding(self._embed_query, text, vector_future)
-        # one clock reading and one reading of the query's time for every layer of the query
+        # one clock reading for every layer of the query, and one reading of the query's time
+        # (LayerRequest.time_intent: on first use, in the embedding's shadow for a hybrid layer)
         now = now_ms()
         req = LayerRequest(
             store=self.store, scope=scope, filters=merged_filters, text=text, limit=limit,
             config=self.config.retrieval, options=rank, vector=vector, model_id=self.model_id,
             reranker=self.reranker, now=now, inserts=tuple(self.stage_inserts), threads=self.threads,
             vector_future=vector_future, embed_query=embedding,
-            time=parse_time_query(text, now) if self.config.retrieval.time_queries else None,
         )
         t0 = time.perf_counter()
         # graph and vectors share the memory table: searched together when both are selected

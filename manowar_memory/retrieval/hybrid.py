@@ -185,6 +185,7 @@ def hybrid_search(
     time_intent: TimeIntent | None = None,
     vector_future: concurrent.futures.Future[list[float]] | None = None,
     embed_query: Callable[[], None] | None = None,
+    read_time: Callable[[], TimeIntent | None] | None = None,
 ) -> HybridResult:
     """Run the lanes, fuse, rank; at most ``limit`` candidates with their report.
 
@@ -199,17 +200,24 @@ def hybrid_search(
     leaves the vector lane out without a word here; the caller that started it reports it.
     ``embed_query`` (with ``vector_future``): computes that vector on the calling thread, into
     ``vector_future``; the keyword and entity lanes then run on a lane thread beside it.
-    ``time_intent``: what the query says about time, when the caller already read it (once
-    per query for all its layers); else it is read here.
+    ``time_intent``: what the query says about time, when the caller already read it; else
+    ``read_time`` reads it (once per query for all its layers) or it is read here, before the
+    lanes: in the embedding's shadow when the query is being embedded.
     """
     ctx = RankContext(text=text, limit=limit, now=now_ms() if now is None else now, config=config,
                       report=LaneReport(), reranker=reranker, threads=threads)
-    if config.time_queries:
-        ctx.time = time_intent if time_intent is not None else parse_time_query(text, ctx.now)
+
+    def read_query_time() -> None:
+        if config.time_queries:
+            ctx.time = time_intent if time_intent is not None else (read_time() if read_time is not None else None)
+            if ctx.time is None:
+                ctx.time = parse_time_query(text, ctx.now)
+
     timings: dict[str, float] = {}
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
         hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
-                         timings=timings, vector_future=vector_future, embed_query=embed_query)
+                         timings=timings, vector_future=vector_future, embed_query=embed_query,
+                         before_lanes=read_query_time)
         with _timed(timings, "fusion"):
             candidates = fuse(hits, layer, config)
         if ctx.time is not None and ctx.time.asks_when and config.when_neighbour_seeds > 0:
@@ -526,6 +534,7 @@ def run_lanes(
     model_id: str | None, ctx: RankContext, timings: dict[str, float],
     vector_future: concurrent.futures.Future[list[float]] | None = None,
     embed_query: Callable[[], None] | None = None,
+    before_lanes: Callable[[], None] = lambda: None,
 ) -> LaneHits:
     """The keyword and vector lanes side by side, and the entity lane seeded by the keyword
     lane's top hits (the vector lane's when the keyword lane has none).
@@ -538,13 +547,17 @@ def run_lanes(
     ``embed_query``, this thread computes the vector itself while the keyword and entity lanes
     run on a lane thread: the vector lane starts the moment the vector exists, with no thread
     to wake (the lanes end well before the embedding does). The entity lane is seeded the same
-    way on every path, so a cached embedding never changes the results."""
+    way on every path, so a cached embedding never changes the results.
+
+    ``before_lanes`` runs first, in the embedding's shadow when there is one: the lanes' reading
+    of the query that the caller left until then (``ctx.time``)."""
     run = _LaneRun(store, query, text, layer, limit, ctx, timings)
     weights = ctx.config.lane_weights
     pending = vector_future if vector is None else None
     if pending is not None and pending.done():
         vector, pending = _vector_of(pending), None
-    keyword = KeywordLane(run) if weights.get("keyword", 1.0) > 0 else None
+    wants_keyword = weights.get("keyword", 1.0) > 0
+    keyword: KeywordLane | None = None
     vector_lane = None
     if (vector is not None or pending is not None) and model_id is not None and weights.get("vector", 1.0) > 0:
         vector_lane = VectorLane(run, model_id)
@@ -552,9 +565,11 @@ def run_lanes(
     found = _Found()
     keyword_read = False
     if pending is not None and vector_lane is not None:
-        def shadow() -> None:  # what needs no vector: the keyword and entity lanes, fusion's candidates
-            if keyword is not None:
-                found.keyword, found.undated = keyword.read(_settled(keyword.search))
+        def shadow() -> None:  # what needs no vector: the query's time, the keyword and entity lanes, candidates
+            before_lanes()
+            if wants_keyword:
+                lane = KeywordLane(run)
+                found.keyword, found.undated = lane.read(_settled(lane.search))
                 if entity is not None and found.keyword:
                     found.entity = entity.search(found.keyword)
             found.prepared = _prepare(run, found)
@@ -562,7 +577,7 @@ def run_lanes(
         beside = ctx.threads.beside(shadow) if embed_query is not None and ctx.threads is not None else None
         if beside is None:  # the query is being embedded elsewhere (or no lane thread is free): lanes first
             shadow()
-        keyword_read = keyword is not None
+        keyword_read = wants_keyword
         with _timed(timings, "embed_wait"):  # the vector lane waits for the vector and the lanes beside it
             if embed_query is not None:
                 embed_query()
@@ -571,6 +586,9 @@ def run_lanes(
             vector = _vector_of(pending)
         if vector is None:
             vector_lane = None
+    else:
+        before_lanes()
+        keyword = KeywordLane(run) if wants_keyword else None
     keyword_job: Callable[[], list[Hit]] | None = None
     if keyword is not None and not keyword_read and vector_lane is not None and ctx.threads is not None:
         future = ctx.threads.beside(keyword.search)
