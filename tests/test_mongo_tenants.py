@@ -450,3 +450,33 @@ def test_the_read_by_event_date_runs_on_its_scope_index(mongo_uri: str, mongo_db
         assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql.EVENT_DATE_INDEX}, stages
     finally:
         store.close()
+
+
+def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(mongo_uri: str, mongo_db: Any) -> None:
+    """Loading a partition counts its rows of the model and of other models in one aggregate and
+    reads the rows only when there are some: the agent's user-less partition, empty here, is
+    counted and never read. A user-less row written afterwards is found by the next search (the
+    empty partition's sync reads it), and a row of another model is counted as skipped."""
+    commands = _Commands()
+    store = MongoStore(mongo_uri, database=mongo_db.name, vector_search="local", event_listeners=[commands],
+                       vector_cache_lag_ms=0, vector_cache_recount_s=0)
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
+    try:
+        store.add_memories(_rows(ME, ROWS, 0))
+        commands.sent.clear()
+        hits, info = store.vector_search(query, _vector(1), MODEL, 5)
+        assert info.method == "local-cache" and info.candidates == ROWS and len(hits) == 5
+        counts = [c for c in commands.sent if c.get("aggregate") == _mql.MEMORY]
+        assert [c["pipeline"] for c in counts] == [_mql.embedding_model_counts_pipeline(AGENT, ME),
+                                                   _mql.embedding_model_counts_pipeline(AGENT, None)]
+        user_less_reads = [c for c in commands.sent if c.get("find") == _mql.MEMORY
+                           and "userAddress" in c.get("filter", {}) and c["filter"]["userAddress"] is None]
+        assert user_less_reads == []  # counted empty: not read
+        shared = _rows(None, 1, 5_000)[0].model_copy(update={"content": "a note every user of the agent sees"})
+        other_model = _rows(ME, 1, 6_000)[0].model_copy(update={"embedding_model": "other:8"})
+        store.add_memories([shared, other_model])
+        hits, info = store.vector_search(query, shared.embedding or [], MODEL, ROWS + 5)
+        assert info.candidates == ROWS + 1 and shared.id in {h.record.id for h in hits}
+        assert info.skipped_other_models == 1
+    finally:
+        store.close()

@@ -286,6 +286,13 @@ def test_memory_user_counts_pipeline_groups_every_status() -> None:
         {"$match": {"agentWallet": "a1"}}, {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]
 
 
+def test_embedding_model_counts_pipeline_counts_one_users_embedded_rows_by_model() -> None:
+    assert _mql.embedding_model_counts_pipeline("a1", "u1") == [
+        {"$match": {"agentWallet": "a1", "userAddress": "u1", "embeddingModel": {"$ne": None}}},
+        {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}}]
+    assert _mql.embedding_model_counts_pipeline("a1", None)[0]["$match"]["userAddress"] is None
+
+
 def test_memory_rows_of_users_filter_matches_null_for_the_user_less_rows() -> None:
     assert _mql.memory_rows_of_users_filter("a1", ["u1", None]) == {
         "agentWallet": "a1", "userAddress": {"$in": ["u1", None]}}

@@ -68,6 +68,7 @@ __all__ = [
     "atlas_prefilter",
     "atlas_vector_pipeline",
     "date_to_ms",
+    "embedding_model_counts_pipeline",
     "event_date_filter",
     "filter_clauses",
     "keyword_pipelines",
@@ -732,6 +733,14 @@ def memory_page_query(agent_wallet: str | None, after: Any) -> dict[str, Any]:
 def memory_user_counts_pipeline(agent_wallet: str) -> list[dict[str, Any]]:
     """``{_id: userAddress, n: rows}`` of every user of the agent (every status)."""
     return [{"$match": {"agentWallet": agent_wallet}}, {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]
+
+
+def embedding_model_counts_pipeline(agent_wallet: str, user: str | None) -> list[dict[str, Any]]:
+    """``{_id: embeddingModel, n: rows}`` of one (agent, user) range of :data:`USER_SCAN_INDEX`
+    (None: the agent's user-less rows), rows without an embedding left out: a vector cache
+    partition's own rows and those of other models, counted in one round trip."""
+    return [{"$match": {"agentWallet": agent_wallet, "userAddress": user, "embeddingModel": {"$ne": None}}},
+            {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}}]
 
 
 def memory_rows_of_users_filter(agent_wallet: str, users: Sequence[str | None]) -> dict[str, Any]:

@@ -460,23 +460,30 @@ class MongoRows(MongoConnection):
             with part.lock:
                 if self._sync(part, model_id):
                     return part if self._fits(key, part) else self._too_big(agent, user, model_id, part.live_count, dims)
-        rows = int(self.memory.count_documents(self._rows_of(agent, user, model_id)))
+        started = now_ms()  # rows written from here on are read again by the next sync
+        rows, other_models = self._model_counts(agent, user, model_id)
         if rows * VectorIndex.row_bytes(dims) > self.vector_cache_bytes:
             with self._cache_lock:
                 self._uncache(key)
             return self._too_big(agent, user, model_id, rows, dims)
         old = part
-        part = self._load(agent, user, model_id, dims, rows)
+        part = self._load(agent, user, model_id, dims, rows, started)
         part.adopt_ann(old)  # the approximate indexes survive the periodic reload
-        part.other_models = self._count_other_models(part, model_id)
+        part.other_models = other_models
         with self._cache_lock:
             self._partitions[key] = part
         return part if self._fits(key, part) else self._too_big(agent, user, model_id, part.live_count, dims)
 
-    def _count_other_models(self, part: _CachePartition, model_id: str) -> int:
-        """The partition's (agent, user) rows embedded by another model (never scored against this one)."""
-        return int(self.memory.count_documents(
-            self._rows_of(part.agent_wallet, part.user_address, {"$nin": [model_id, None]})))
+    def _model_counts(self, agent: str, user: str | None, model_id: str) -> tuple[int, int]:
+        """The (agent, user) range's rows embedded by ``model_id``, and those embedded by another
+        model (never scored against this one), in one round trip."""
+        ours = others = 0
+        for row in self.memory.aggregate(_mql.embedding_model_counts_pipeline(agent, user)):
+            if row["_id"] == model_id:
+                ours = int(row["n"])
+            else:
+                others += int(row["n"])
+        return ours, others
 
     def _too_big(self, agent: str, user: str | None, model_id: str, rows: int, dims: int) -> str:
         mb = rows * VectorIndex.row_bytes(dims) / 2**20
@@ -536,9 +543,16 @@ class MongoRows(MongoConnection):
                         hai=d.get("haiId"), source=d.get("source"),
                         active=meta.get("status") not in _mql.INACTIVE_STATUSES, expires_at=expires_at_of(meta))
 
-    def _load(self, agent: str, user: str | None, model_id: str, dims: int, rows: int) -> _CachePartition:
+    def _load(self, agent: str, user: str | None, model_id: str, dims: int, rows: int,
+              watermark: int) -> _CachePartition:
+        """The partition of ``rows`` rows (counted at ``watermark``, ms: rows written since are
+        read again by the next sync); an empty one is not read at all (a new user, an agent
+        without user-less rows)."""
         part = _CachePartition(agent, user, dims, rows + 64)
-        part.watermark = now_ms()  # rows written during the load are re-read by the next sync
+        part.watermark = watermark
+        part.loaded_at = time.monotonic()
+        if not rows:
+            return part
         batch: list[dict[str, Any]] = []
         cursor = self.memory.find(self._rows_of(agent, user, model_id), self._CACHE_FIELDS,
                                   sort=[("_id", 1)], batch_size=self.scan_batch_size)
@@ -551,7 +565,6 @@ class MongoRows(MongoConnection):
         finally:
             cursor.close()
         self._apply(part, model_id, batch)
-        part.loaded_at = time.monotonic()
         return part
 
     def _sync(self, part: _CachePartition, model_id: str) -> bool:
@@ -576,16 +589,15 @@ class MongoRows(MongoConnection):
             for gone in set(ids) - {d["_id"] for d in docs}:
                 part.remove(gone)
         part.watermark = started
-        if stale:  # a row of the partition changed: it may have moved to or from another model
-            part.other_models = self._count_other_models(part, model_id)
         # hard deletes (and moves to another user) leave no row to read (and the final fetch never
         # returns such a row): compare counts now and then, and reconcile ids when they differ
         if time.monotonic() - part.counted_at < self.vector_cache_recount_s:
+            if stale:  # a row of the partition changed: it may have moved to or from another model
+                part.other_models = self._model_counts(agent, user, model_id)[1]
             return True
         part.counted_at = time.monotonic()
-        part.other_models = self._count_other_models(part, model_id)
+        server, part.other_models = self._model_counts(agent, user, model_id)
         rows = self._rows_of(agent, user, model_id)
-        server = int(self.memory.count_documents(rows))
         if server < part.live_count:
             present = {d["_id"] for d in self.memory.find(rows, {"_id": 1})}
             for gone in part.live_keys() - present:
