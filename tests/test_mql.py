@@ -279,6 +279,8 @@ def test_memory_page_query_after_an_id_with_and_without_an_agent() -> None:
     assert _mql.memory_page_query(None, None) == {}
     assert _mql.memory_page_query("a1", None) == {"agentWallet": "a1"}
     assert _mql.memory_page_query("a1", "oid") == {"agentWallet": "a1", "_id": {"$gt": "oid"}}
+    assert _mql.memory_page_query("a1", "oid", ["u1", None]) == {
+        "agentWallet": "a1", "userAddress": {"$in": ["u1", None]}, "_id": {"$gt": "oid"}}
 
 
 def test_memory_user_counts_pipeline_groups_every_status() -> None:

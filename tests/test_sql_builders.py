@@ -48,6 +48,14 @@ def test_memory_page_after_a_rowid_with_and_without_an_agent() -> None:
         f"SELECT {NO_BLOB} FROM memory WHERE rowid > ? AND agent_wallet = ? ORDER BY rowid LIMIT ?", [42, "a1", 5])
 
 
+def test_memory_page_of_some_users_of_an_agent() -> None:
+    users = "(user_address IN (?) OR user_address IS NULL)"
+    assert _sql.memory_page("a1", 0, 5, ["u1", None]) == (
+        f"SELECT {NO_BLOB} FROM memory WHERE rowid > ? AND agent_wallet = ? AND {users} ORDER BY rowid LIMIT ?",
+        [0, "a1", "u1", 5])
+    assert _sql.memory_page("a1", 0, 5, [])[0].endswith("AND (0) ORDER BY rowid LIMIT ?")
+
+
 def test_memory_user_counts_groups_every_status() -> None:
     assert _sql.memory_user_counts("a1") == (
         "SELECT user_address, COUNT(*) FROM memory WHERE agent_wallet = ? GROUP BY user_address", ["a1"])

@@ -15,7 +15,7 @@ from .._util import now_ms
 from ..errors import NotFoundError
 from ..records import Archive, MemoryRecord
 from ._store import ChangedScopes, JobStore
-from .base import _OWNER, Owner, Progress, TimeRange, _owned_by, _owner_tag, _Params, _tick, _window
+from .base import _OWNER, Owner, Progress, TimeRange, _owned_by, _owner_tag, _owner_users, _Params, _tick, _window
 from .pinning import pin_report_after_create
 
 __all__ = ["ArchiveCreateParams", "ArchiveRestoreParams", "archive_create", "archive_restore", "decode_archive"]
@@ -58,8 +58,8 @@ def archive_create(store: JobStore, params: ArchiveCreateParams, *, dry_run: boo
     now = now if now is not None else now_ms()
     start, end = _window(params.date_range, params.window_days, 7, now)
     owner = params.owner
-    rows = [r.to_doc() for r in _tick(store.iter_memories(params.agent_wallet, created_from=start, created_to=end), progress)
-            if _owned_by(owner, r)]
+    read = store.iter_memories(params.agent_wallet, created_from=start, created_to=end, users=_owner_users(owner))
+    rows = [r.to_doc() for r in _tick(read, progress) if _owned_by(owner, r)]
     tag = _owner_tag(owner)
     base_id = f"arc_{params.agent_wallet[2:10]}_{now}" + (f"_{tag}" if tag else "")
     archive_id = base_id

@@ -67,6 +67,13 @@ def _owned_by(owner: Owner | None, row: Any) -> bool:
     return owner is None or owner.owns(row)
 
 
+def _owner_users(owner: Owner | None) -> tuple[str | None] | None:
+    """The users whose rows a job of ``owner`` reads from the store (None: every user): a job
+    of one scope never reads another user's rows. Its user's rows of another mode or HAI are
+    still read and left out by :func:`_owned_by`."""
+    return None if owner is None else (owner.user_address,)
+
+
 def _owner_tag(owner: Owner | None) -> str:
     """A stable tag of the owner for artifact ids ('' for an agent-wide job)."""
     if owner is None:

@@ -40,7 +40,7 @@ from ..scope import Scope
 from ..stores.base import INACTIVE_STATUSES, MemoryQuery, by_agent
 from ._store import ChangedScopes, JobStore
 from .archives import decode_archive
-from .base import _OWNER, Owner, Progress, TimeRange, _owned_by, _owner_tag, _Params, _tick, _window
+from .base import _OWNER, Owner, Progress, TimeRange, _owned_by, _owner_tag, _owner_users, _Params, _tick, _window
 from .pinning import PinataClient, PinataCredentials
 from .skills import MIN_PATTERN_CONFIDENCE, MIN_PATTERN_COUNT, MIN_PATTERN_SUCCESS_RATE, _confidence
 
@@ -122,7 +122,9 @@ def consolidate(store: JobStore, params: ConsolidateParams, *, dry_run: bool = F
     dupes: dict[tuple[str, str], list[_Row]] = {}
     scanned = 0
     # one agent: read its rows; several: one pass over the table beats one scan per agent
-    sources = [store.iter_memories(w) for w in wanted] if len(wanted) == 1 else [store.iter_memories(None)]
+    users = _owner_users(params.owner)
+    sources = ([store.iter_memories(w, users=users) for w in wanted] if len(wanted) == 1
+               else [store.iter_memories(None, users=users)])
     wanted_set = set(wanted)
     for source in sources:
         for rec in _tick(source, progress):
@@ -353,7 +355,8 @@ def decay_update(store: JobStore, params: DecayUpdateParams, *, dry_run: bool = 
 
     if params.owner is not None and params.agent_wallet is None:
         raise InvalidInputError("decay_update of one scope's rows needs its agent_wallet")
-    for rec in _tick(store.iter_memories(params.agent_wallet, batch_size=5000), progress):
+    rows = store.iter_memories(params.agent_wallet, batch_size=5000, users=_owner_users(params.owner))
+    for rec in _tick(rows, progress):
         if not _owned_by(params.owner, rec):
             continue
         if rec.status in _INACTIVE:
@@ -451,7 +454,7 @@ def expire(store: JobStore, params: ExpireParams, *, dry_run: bool = False, prog
     archived = deleted = 0
     cursor: Any = None
     while True:
-        rows, cursor = store.page_memories(params.agent_wallet, cursor, 1000)
+        rows, cursor = store.page_memories(params.agent_wallet, cursor, 1000, users=_owner_users(params.owner))
         if not rows:
             break
         for rec in _tick(rows, progress):

@@ -25,7 +25,7 @@ from ..errors import ConfigurationError, EmbeddingError, InvalidInputError
 from ..records import MemoryRecord
 from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore
-from .base import _OWNER, Owner, Progress, _owned_by, _Params
+from .base import _OWNER, Owner, Progress, _owned_by, _owner_users, _Params
 
 __all__ = ["DEFAULT_REEMBED_BATCH", "ReembedParams", "count_reembed", "reembed"]
 
@@ -58,7 +58,7 @@ def _rows(store: JobStore, params: ReembedParams) -> Iterator[MemoryRecord]:
     for wallet in _wallets(params):
         cursor: Any = None
         while True:
-            rows, cursor = store.page_memories(wallet, cursor, _PAGE)
+            rows, cursor = store.page_memories(wallet, cursor, _PAGE, users=_owner_users(params.owner))
             if not rows:
                 break
             yield from (r for r in rows if _owned_by(params.owner, r))

@@ -721,10 +721,13 @@ def stats_pipeline(agent_wallet: str | None) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- maintenance
 
 
-def memory_page_query(agent_wallet: str | None, after: Any) -> dict[str, Any]:
+def memory_page_query(agent_wallet: str | None, after: Any, users: Sequence[str | None] | None = None) -> dict[str, Any]:
     """The filter of the memory rows (every status) after the ``_id`` ``after`` (None: from the
-    start), optionally of one agent; read sorted by ``_id``."""
+    start), optionally of one agent and of some of its users (None among them: the user-less
+    rows, null or missing); read sorted by ``_id``."""
     flt: dict[str, Any] = {} if agent_wallet is None else {"agentWallet": agent_wallet}
+    if users is not None:
+        flt["userAddress"] = {"$in": list(users)}
     if after is not None:
         flt["_id"] = {"$gt": after}
     return flt

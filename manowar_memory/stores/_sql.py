@@ -50,6 +50,7 @@ __all__ = [
     "stale_session_scopes",
     "term_doc_counts",
     "transcript_scopes_older_than",
+    "users_clause",
 ]
 
 #: A statement and its parameters.
@@ -312,13 +313,30 @@ def memory_update(changes: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
     return sets, params
 
 
-def memory_page(agent_wallet: str | None, after_rowid: int, limit: int) -> Statement:
-    """Up to ``limit`` rows (every status, no embedding) after ``after_rowid``, optionally of one agent."""
+def users_clause(users: Sequence[str | None]) -> Statement:
+    """The rows of these users (None among them: the user-less rows), as an SQL condition."""
+    named = [u for u in users if u is not None]
+    clauses: list[str] = []
+    if named:
+        clauses.append(f"user_address IN ({','.join('?' * len(named))})")
+    if None in users:
+        clauses.append("user_address IS NULL")
+    return f"({' OR '.join(clauses) or '0'})", named
+
+
+def memory_page(agent_wallet: str | None, after_rowid: int, limit: int,
+                users: Sequence[str | None] | None = None) -> Statement:
+    """Up to ``limit`` rows (every status, no embedding) after ``after_rowid``, optionally of one
+    agent and of some of its users (None among them: the user-less rows)."""
     sql = f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE rowid > ?"
     params: list[Any] = [after_rowid]
     if agent_wallet is not None:
         sql += " AND agent_wallet = ?"
         params.append(agent_wallet)
+    if users is not None:
+        clause, named = users_clause(users)
+        sql += f" AND {clause}"
+        params += named
     return sql + " ORDER BY rowid LIMIT ?", [*params, limit]
 
 
@@ -329,16 +347,8 @@ def memory_user_counts(agent_wallet: str) -> Statement:
 
 def memory_rows_of_users(agent_wallet: str, users: Sequence[str | None]) -> Statement:
     """The agent's rows (every status, no embedding) of these users (None: the user-less rows), by rowid."""
-    named = [u for u in users if u is not None]
-    clauses: list[str] = []
-    if named:
-        clauses.append(f"user_address IN ({','.join('?' * len(named))})")
-    if None in users:
-        clauses.append("user_address IS NULL")
-    if not clauses:
-        clauses.append("0")
-    sql = (f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE agent_wallet = ? "
-           f"AND ({' OR '.join(clauses)}) ORDER BY rowid")
+    clause, named = users_clause(users)
+    sql = f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE agent_wallet = ? AND {clause} ORDER BY rowid"
     return sql, [agent_wallet, *named]
 
 

@@ -268,9 +268,11 @@ class MemoryRowStore(Protocol):
 
     def iter_memories(
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
-        created_to: int | None = None, batch_size: int = 1000,
+        created_to: int | None = None, batch_size: int = 1000, users: Sequence[str | None] | None = None,
     ) -> Iterator[MemoryRecord]:
-        """Every row (any status), optionally for one agent and a createdAt range, oldest first."""
+        """Every row (any status), optionally for one agent, some of its ``users`` (None among
+        them: the user-less rows; a job of one scope reads only its user's rows) and a
+        createdAt range, oldest first."""
         ...
 
     def count_memories(self, query: MemoryQuery) -> int:
@@ -497,11 +499,12 @@ class MaintenanceStore(Protocol):
     """What the maintenance jobs need beyond rows and artifacts: cursor paging, grouped
     counts, bulk updates and deletes, the stale scopes cleanup is about to delete from."""
 
-    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int
-                      ) -> tuple[list[MemoryRecord], PageCursor]:
+    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int, *,
+                      users: Sequence[str | None] | None = None) -> tuple[list[MemoryRecord], PageCursor]:
         """Up to ``limit`` rows (every status, without embeddings) after the position ``after``
         (None: the start), in insertion order, and the position after them (JSON-safe, to be
-        passed back unchanged; ``after`` itself when there were no more rows)."""
+        passed back unchanged; ``after`` itself when there were no more rows); ``users`` as
+        :meth:`MemoryRowStore.iter_memories`."""
         ...
 
     def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:

@@ -53,10 +53,10 @@ class MongoMaintenance(MongoConnection):
         with self._errors("delete"):
             return int(self.memory.delete_many(_mql.memory_id_filter(memory_ids, agent_wallet)).deleted_count)
 
-    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int
-                      ) -> tuple[list[MemoryRecord], PageCursor]:
+    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int, *,
+                      users: Sequence[str | None] | None = None) -> tuple[list[MemoryRecord], PageCursor]:
         """Up to ``limit`` rows after the ``_id`` ``after`` (every status, no embeddings), ``_id`` order."""
-        flt = _mql.memory_page_query(agent_wallet, ObjectId(str(after)) if after else None)
+        flt = _mql.memory_page_query(agent_wallet, ObjectId(str(after)) if after else None, users)
         with self._errors("read"):
             docs = list(self.memory.find(flt, {"embedding": 0}).sort("_id", 1).limit(int(limit)))
         return [doc_to_memory(d, with_embedding=False) for d in docs], (str(docs[-1]["_id"]) if docs else after)

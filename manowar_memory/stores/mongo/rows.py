@@ -264,11 +264,13 @@ class MongoRows(MongoConnection):
 
     def iter_memories(
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
-        created_to: int | None = None, batch_size: int = 1000,
+        created_to: int | None = None, batch_size: int = 1000, users: Sequence[str | None] | None = None,
     ) -> Iterator[MemoryRecord]:
         base: dict[str, Any] = {}
         if agent_wallet is not None:
             base["agentWallet"] = agent_wallet
+        if users is not None:
+            base["userAddress"] = {"$in": list(users)}
         created: dict[str, int] = {}
         if created_from is not None:
             created["$gte"] = created_from

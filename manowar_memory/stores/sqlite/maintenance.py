@@ -47,10 +47,10 @@ class SQLiteMaintenance(SQLiteConnection):
         return removed
 
 
-    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int
-                      ) -> tuple[list[MemoryRecord], PageCursor]:
+    def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int, *,
+                      users: Sequence[str | None] | None = None) -> tuple[list[MemoryRecord], PageCursor]:
         """Up to ``limit`` rows after the rowid ``after`` (every status, no embeddings), rowid order."""
-        sql, params = _sql.memory_page(agent_wallet, int(after or 0), limit)
+        sql, params = _sql.memory_page(agent_wallet, int(after or 0), limit, users)
         with self._conn() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [self._row_to_record(r) for r in rows], (int(rows[-1]["rowid"]) if rows else after)

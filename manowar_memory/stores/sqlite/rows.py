@@ -238,13 +238,17 @@ class SQLiteRows(SQLiteConnection):
 
     def iter_memories(
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
-        created_to: int | None = None, batch_size: int = 1000,
+        created_to: int | None = None, batch_size: int = 1000, users: Sequence[str | None] | None = None,
     ) -> Iterator[MemoryRecord]:
         clauses: list[str] = ["rowid > ?"]
         params: list[Any] = [0]
         if agent_wallet is not None:
             clauses.append("agent_wallet = ?")
             params.append(agent_wallet)
+        if users is not None:
+            clause, named = _sql.users_clause(users)
+            clauses.append(clause)
+            params += named
         if created_from is not None:
             clauses.append("created_at >= ?")
             params.append(created_from)

@@ -62,6 +62,29 @@ class MaintenanceConformance(_RoleConformance):
             assert seen == expected and pages == len(expected) // 2 + 1
             assert store.page_memories(agent, nxt, 2) == ([], nxt)
 
+    def test_page_memories_of_some_users_reads_only_their_rows(self, store: Store) -> None:
+        ids = self._rows(store)
+        for users, expected in ((["u1"], [1, 4]), ([None], [0, 5]), (["u1", None], [0, 1, 4, 5]), ([], []),
+                                (["nobody"], [])):
+            seen: list[str] = []
+            after: Any = None
+            while True:
+                rows, after = store.page_memories(AGENT, after, 1, users=users)
+                if not rows:
+                    break
+                seen += [r.id for r in rows]
+            assert seen == [ids[i] for i in expected], users
+        assert [r.id for r in store.page_memories(None, None, 10, users=["u1"])[0]] == [
+            ids[1], ids[3], ids[4]]  # without an agent: the user's rows of every agent
+
+    def test_iter_memories_of_some_users_reads_only_their_rows(self, store: Store) -> None:
+        ids = self._rows(store)
+        assert [r.id for r in store.iter_memories(AGENT, users=["u1"], batch_size=1)] == [ids[1], ids[4]]
+        assert [r.id for r in store.iter_memories(AGENT, users=[None])] == [ids[0], ids[5]]
+        assert [r.id for r in store.iter_memories(OTHER_AGENT, users=["u1", None])] == [ids[3], ids[6]]
+        assert [r.id for r in store.iter_memories(AGENT, users=["u2"], created_from=T0 + 9)] == [ids[2]]
+        assert list(store.iter_memories(AGENT, users=[])) == []
+
     def test_memory_user_counts_and_user_rows_cover_every_status(self, store: Store) -> None:
         ids = self._rows(store)
         assert store.memory_user_counts(AGENT) == {None: 2, "u1": 2, "u2": 1}
