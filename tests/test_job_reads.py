@@ -14,7 +14,7 @@ import pytest
 from manowar_memory._util import DAY_MS, now_ms
 from manowar_memory.jobs import run_job
 from manowar_memory.jobs.batched import run_job_batch
-from manowar_memory.records import MemoryRecord
+from manowar_memory.records import MemoryRecord, Message, Transcript
 from manowar_memory.stores.sqlite import SQLiteStore
 
 AGENT = "0xagentreads01"
@@ -42,6 +42,11 @@ class ReadRecorder:
         self.users_read.update(r.user_address for r in rows)
         return rows, after
 
+    def list_transcripts(self, *args: Any, **kwargs: Any) -> list[Transcript]:
+        found = self._store.list_transcripts(*args, **kwargs)
+        self.users_read.update(t.user_address for t in found)
+        return found
+
     def iter_user_memories(self, *args: Any, **kwargs: Any) -> Iterator[MemoryRecord]:
         for rec in self._store.iter_user_memories(*args, **kwargs):
             self.users_read.add(rec.user_address)
@@ -66,6 +71,11 @@ def store(request: pytest.FixtureRequest) -> Iterator[ReadRecorder]:
             rows.append(MemoryRecord(id=f"r{u}-{k}", agent_wallet=AGENT, user_address=user, content=f"likes tea {k % 2}",
                                      created_at=created, updated_at=created, last_accessed_at=created, metadata=meta))
     inner.add_memories(rows)
+    for u, user in enumerate(USERS):
+        inner.upsert_transcript(Transcript(
+            session_id=f"s{u}", agent_wallet=AGENT, user_address=user, thread_id="t", created_at=now - DAY_MS // 2,
+            messages=[Message(role="user", content="I always check the weather first"),
+                      Message(role="assistant", content="Noted.")]))
     yield ReadRecorder(inner)
     inner.close()
 
@@ -75,6 +85,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[ReadRecorder]:
     ("consolidate", {}, lambda d: d["scanned"] == 3),
     ("expire", {}, lambda d: d["examined"] == 3),
     ("archive_create", {"window_days": 7}, lambda d: d["memoriesArchived"] == 3),
+    ("patterns_extract", {"window_days": 1}, lambda d: d["extracted"] == 1),
 ])
 def test_a_job_of_one_scope_reads_only_its_users_rows(store: ReadRecorder, job: str, params: dict[str, Any],
                                                      done: Any) -> None:

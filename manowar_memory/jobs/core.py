@@ -196,7 +196,8 @@ def patterns_extract(store: JobStore, params: PatternsExtractParams, *, dry_run:
                      changes: ChangedScopes | None = None) -> dict[str, Any]:
     now = now if now is not None else now_ms()
     start, end = _window(params.time_range, params.window_days, 1, now)
-    transcripts = [t for t in store.list_transcripts(params.agent_wallet, start, end) if _owned_by(params.owner, t)]
+    read = store.list_transcripts(params.agent_wallet, start, end, users=_owner_users(params.owner))
+    transcripts = [t for t in read if _owned_by(params.owner, t)]
     groups: dict[str, dict[str, Any]] = {}
     for t in _tick(transcripts, progress, every=100):
         names: list[str] = []

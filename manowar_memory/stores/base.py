@@ -421,8 +421,10 @@ class ThreadStore(Protocol):
         """Transcripts matching ``text`` (full text, best first), or the newest when ``text`` is None."""
         ...
 
-    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
-        """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
+    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int, *,
+                         users: Sequence[str | None] | None = None) -> list[Transcript]:
+        """Transcripts of an agent created in ``[created_from, created_to]``, oldest first;
+        ``users``: only those of these users (None among them: the user-less ones)."""
         ...
 
 

@@ -393,10 +393,12 @@ class MongoThreads(MongoConnection):
             ranked = sorted(scored.values(), key=lambda ds: (-ds[1], -int(ds[0].get("createdAt") or 0)))[: int(limit)]
             return [(self._transcript(d), score) for d, score in ranked]
 
-    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int) -> list[Transcript]:
+    def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int, *,
+                         users: Sequence[str | None] | None = None) -> list[Transcript]:
         """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
+        flt: dict[str, Any] = {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
+        if users is not None:
+            flt["userAddress"] = {"$in": list(users)}
         with self._errors("read"):
-            docs = self.transcripts.find(
-                {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
-            ).sort([("createdAt", 1), ("_id", 1)])
+            docs = self.transcripts.find(flt).sort([("createdAt", 1), ("_id", 1)])
             return [self._transcript(d) for d in docs]

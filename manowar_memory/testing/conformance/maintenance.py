@@ -129,6 +129,16 @@ class MaintenanceConformance(_RoleConformance):
         assert found[0] == self._transcript("t-early", created_at=T0 + 10)
         assert store.list_transcripts(AGENT, T0 + 31, T0 + 98) == []
 
+    def test_list_transcripts_of_some_users_reads_only_theirs(self, store: Store) -> None:
+        for i, user in enumerate(("u1", "u2", None, "u1")):
+            store.upsert_transcript(self._transcript(f"t{i}", user=user, created_at=T0 + i))
+        def users(*names: str | None) -> list[str]:
+            return [t.session_id for t in store.list_transcripts(AGENT, T0, T0 + 9, users=list(names))]
+        assert users("u1") == ["t0", "t3"]
+        assert users(None) == ["t2"]
+        assert users("u2", None) == ["t1", "t2"]
+        assert users() == [] and users("nobody") == []
+
     def test_old_transcripts_are_counted_scoped_and_deleted(self, store: Store) -> None:
         store.upsert_transcript(self._transcript("old-1", user="u1", created_at=T0))
         store.upsert_transcript(self._transcript("old-2", user=None, agent=OTHER_AGENT, created_at=T0 + 1))
