@@ -456,7 +456,8 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
     """Loading a partition counts its rows of the model and of other models in one aggregate and
     reads the rows only when there are some: the agent's user-less partition, empty here, is
     counted and never read. A user-less row written afterwards is found by the next search (the
-    empty partition's sync reads it), and a row of another model is counted as skipped."""
+    empty partition's sync reads it, in one round trip), and a row of another model is counted
+    as skipped."""
     commands = _Commands()
     store = MongoStore(mongo_uri, database=mongo_db.name, vector_search="local", event_listeners=[commands],
                        vector_cache_lag_ms=0, vector_cache_recount_s=0)
@@ -475,8 +476,15 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
         shared = _rows(None, 1, 5_000)[0].model_copy(update={"content": "a note every user of the agent sees"})
         other_model = _rows(ME, 1, 6_000)[0].model_copy(update={"embedding_model": "other:8"})
         store.add_memories([shared, other_model])
+        commands.sent.clear()
         hits, info = store.vector_search(query, shared.embedding or [], MODEL, ROWS + 5)
         assert info.candidates == ROWS + 1 and shared.id in {h.record.id for h in hits}
         assert info.skipped_other_models == 1
+        # each partition's sync reads the rows written since, vectors and all, in the one find
+        # that looks for them (no second round trip by _id)
+        finds = [c for c in commands.sent if c.get("find") == _mql.MEMORY]
+        syncs = [c for c in finds if _mql.SYNC_FIELD in c["filter"]]
+        assert len(syncs) == 2 and all(c["projection"].get("embedding") == 1 for c in syncs)
+        assert [c for c in finds if "_id" in c["filter"] and "userAddress" not in c["filter"]] == []
     finally:
         store.close()

@@ -553,13 +553,20 @@ class MongoRows(MongoConnection):
         part = _CachePartition(agent, user, dims, rows + 64)
         part.watermark = watermark
         part.loaded_at = time.monotonic()
-        if not rows:
-            return part
+        if rows:
+            self._read_into(part, model_id, self._rows_of(agent, user, model_id), sort=[("_id", 1)])
+        return part
+
+    def _read_into(self, part: _CachePartition, model_id: str, flt: dict[str, Any],
+                   sort: list[tuple[str, int]] | None = None) -> int:
+        """Apply the rows ``flt`` matches to ``part``, read with the cache's fields in batches
+        of ``scan_batch_size``; how many rows were read."""
+        read = 0
         batch: list[dict[str, Any]] = []
-        cursor = self.memory.find(self._rows_of(agent, user, model_id), self._CACHE_FIELDS,
-                                  sort=[("_id", 1)], batch_size=self.scan_batch_size)
+        cursor = self.memory.find(flt, self._CACHE_FIELDS, sort=sort, batch_size=self.scan_batch_size)
         try:
             for doc in cursor:
+                read += 1
                 batch.append(doc)
                 if len(batch) >= self.scan_batch_size:
                     self._apply(part, model_id, batch)
@@ -567,7 +574,7 @@ class MongoRows(MongoConnection):
         finally:
             cursor.close()
         self._apply(part, model_id, batch)
-        return part
+        return read
 
     def _sync(self, part: _CachePartition, model_id: str) -> bool:
         """Apply the partition's rows written since the last sync; False when a full reload is needed.
@@ -577,19 +584,12 @@ class MongoRows(MongoConnection):
         next recount, and until then the final fetch (full scope filter) never returns it."""
         started = now_ms()
         agent, user = part.agent_wallet, part.user_address
-        window = self.memory.find(
-            {"agentWallet": agent, "userAddress": user, SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}},
-            {SYNC_FIELD: 1},
-        )
-        # every row of the window is read again, even one whose stamp the cache already holds: a
-        # second write in the same millisecond carries the same stamp and would otherwise be missed
-        stale = [d["_id"] for d in window]
-        for i in range(0, len(stale), self.scan_batch_size):
-            ids = stale[i : i + self.scan_batch_size]
-            docs = list(self.memory.find({"agentWallet": agent, "_id": {"$in": ids}}, self._CACHE_FIELDS))
-            self._apply(part, model_id, docs)
-            for gone in set(ids) - {d["_id"] for d in docs}:
-                part.remove(gone)
+        # every row of the window is read again (in the same round trip that finds it), even one
+        # whose stamp the cache already holds: a second write in the same millisecond carries the
+        # same stamp and would otherwise be missed
+        window = {"agentWallet": agent, "userAddress": user,
+                  SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}}
+        stale = self._read_into(part, model_id, window) > 0
         part.watermark = started
         # hard deletes (and moves to another user) leave no row to read (and the final fetch never
         # returns such a row): compare counts now and then, and reconcile ids when they differ
