@@ -47,6 +47,11 @@ class ReadRecorder:
         self.users_read.update(t.user_address for t in found)
         return found
 
+    def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:
+        counts = self._store.memory_user_counts(agent_wallet)
+        self.users_read.update(counts)  # every user it counts rows of
+        return counts
+
     def iter_user_memories(self, *args: Any, **kwargs: Any) -> Iterator[MemoryRecord]:
         for rec in self._store.iter_user_memories(*args, **kwargs):
             self.users_read.add(rec.user_address)
@@ -107,4 +112,14 @@ def test_a_batched_decay_of_one_scope_reads_only_its_users_rows(store: ReadRecor
     while out["cursor"] is not None:
         out = run_job_batch(store, "decay_update", params, out["cursor"], out["report"], batch_size=1, now=now_ms())
     assert out["report"]["updated"] == 3
+    assert store.users_read == {"alice"}
+
+
+def test_a_batched_consolidation_of_one_scope_reads_and_counts_only_its_users_rows(store: ReadRecorder) -> None:
+    params = {"agent_wallet": AGENT, "owner": ME}
+    out = run_job_batch(store, "consolidate", params, None, None, batch_size=1, now=now_ms(), job_id="memjob_reads")
+    while out["cursor"] is not None:
+        out = run_job_batch(store, "consolidate", params, out["cursor"], out["report"], batch_size=1, now=now_ms(),
+                            job_id="memjob_reads")
+    assert out["report"]["scanned"] == 3 and out["report"]["consolidated"] == 1  # "likes tea 0" twice
     assert store.users_read == {"alice"}

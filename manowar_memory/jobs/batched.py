@@ -37,6 +37,7 @@ from ..errors import InvalidInputError
 from ..records import MemoryRecord
 from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore, job_store
+from .base import Owner
 from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, _keep_newest, fingerprint
 from .runner import parse_params
 
@@ -98,8 +99,12 @@ def _user_key(user: str | None) -> list[Any]:
     return [0, ""] if user is None else [1, user]
 
 
-def _user_counts(s: JobStore, wallet: str) -> list[tuple[str | None, int]]:
-    """Every user of the agent with its row count, in :func:`_user_key` order."""
+def _user_counts(s: JobStore, wallet: str, owner: Owner | None = None) -> list[tuple[str | None, int]]:
+    """Every user of the agent with its row count, in :func:`_user_key` order; for a job of one
+    scope, its user alone, uncounted (a batch of one user is never split), so that no other
+    user's rows are counted."""
+    if owner is not None:
+        return [(owner.user_address, 0)]
     return sorted(s.memory_user_counts(wallet).items(), key=lambda kv: _user_key(kv[0]))
 
 
@@ -117,8 +122,8 @@ def _consolidate_batch(s: JobStore, params: ConsolidateParams, cursor: dict[str,
     after = cursor.get("afterUser")
     while w < len(wallets):
         wallet = wallets[w]
-        pending = [(u, n) for u, n in _user_counts(s, wallet) if (after is None or _user_key(u) > list(after))
-                   and (params.owner is None or u == params.owner.user_address)]
+        pending = [(u, n) for u, n in _user_counts(s, wallet, params.owner)
+                   if after is None or _user_key(u) > list(after)]
         if pending:
             break
         w, after = w + 1, None  # this agent is done (or has no rows)
