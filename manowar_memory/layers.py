@@ -84,7 +84,7 @@ class LayerRequest:
     embed_query: Callable[[], None] | None = None
     time: TimeIntent | None = None
     # the reading time_intent keeps, shared with the copies dataclasses.replace makes
-    _time_read: _Reading = field(default_factory=lambda: _Reading(), repr=False, compare=False)
+    _time_read: _Reading = field(default_factory=_Reading, repr=False, compare=False)
 
     def time_intent(self) -> TimeIntent | None:
         """What the query says about time: :attr:`time` when given, else read from the text
@@ -195,8 +195,7 @@ def _hybrid(req: LayerRequest, layer: Layer, **query_kw: object) -> LayerHits:
         req.store, req.query(durable=True, **query_kw), req.text, layer=layer, limit=req.limit,
         vector=req.vector, model_id=req.model_id, config=req.config, options=req.options,
         reranker=req.reranker, now=req.now, inserts=req.inserts, threads=req.threads,
-        vector_future=req.vector_future, embed_query=req.embed_query, time_intent=req.time,
-        read_time=req.time_intent,
+        vector_future=req.vector_future, embed_query=req.embed_query, read_time=req.time_intent,
     )
     return LayerHits({layer: result.candidates}, {layer: result.report}, result.degradations,
                      {f"{layer}.{k}": v for k, v in result.timings_ms.items()})

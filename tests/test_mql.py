@@ -295,6 +295,11 @@ def test_embedding_model_counts_pipeline_counts_one_users_embedded_rows_by_model
     assert _mql.embedding_model_counts_pipeline("a1", None)[0]["$match"]["userAddress"] is None
 
 
+def test_users_condition_matches_null_for_the_user_less_rows() -> None:
+    assert _mql.users_condition(("u1", None)) == {"$in": ["u1", None]}
+    assert _mql.users_condition([]) == {"$in": []}
+
+
 def test_memory_rows_of_users_filter_matches_null_for_the_user_less_rows() -> None:
     assert _mql.memory_rows_of_users_filter("a1", ["u1", None]) == {
         "agentWallet": "a1", "userAddress": {"$in": ["u1", None]}}

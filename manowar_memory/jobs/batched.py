@@ -37,7 +37,7 @@ from ..errors import InvalidInputError
 from ..records import MemoryRecord
 from ..stores.base import INACTIVE_STATUSES, by_agent
 from ._store import ChangedScopes, JobStore, job_store
-from .base import Owner
+from .base import Owner, _owner_users
 from .core import SUPERSEDED_DECAY_CAP, ConsolidateParams, DecayUpdateParams, _keep_newest, fingerprint
 from .runner import parse_params
 
@@ -196,8 +196,8 @@ def _decay_batch(s: JobStore, params: DecayUpdateParams, cursor: dict[str, Any],
     rep = {"updated": 0, "skippedInactive": 0, "halfLifeDays": half_life, "_scoreSum": 0.0, **acc}
     if params.owner is not None and params.agent_wallet is None:
         raise InvalidInputError("decay_update of one scope's rows needs its agent_wallet")
-    users = None if params.owner is None else [params.owner.user_address]  # a scope's job reads its user's rows only
-    rows, after = s.page_memories(params.agent_wallet, cursor.get("after"), batch_size, users=users)
+    rows, after = s.page_memories(params.agent_wallet, cursor.get("after"), batch_size,
+                                  users=_owner_users(params.owner))
     updates: list[tuple[str, tuple[str, dict[str, Any]]]] = []  # (agent, (id, changes))
     for rec in rows:
         if params.owner is not None and not params.owner.owns(rec):

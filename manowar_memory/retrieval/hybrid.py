@@ -208,10 +208,14 @@ def hybrid_search(
                       report=LaneReport(), reranker=reranker, threads=threads)
 
     def read_query_time() -> None:
-        if config.time_queries:
-            ctx.time = time_intent if time_intent is not None else (read_time() if read_time is not None else None)
-            if ctx.time is None:
-                ctx.time = parse_time_query(text, ctx.now)
+        if not config.time_queries:
+            return
+        if time_intent is not None:
+            ctx.time = time_intent
+        elif read_time is not None:
+            ctx.time = read_time()
+        else:
+            ctx.time = parse_time_query(text, ctx.now)
 
     timings: dict[str, float] = {}
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads

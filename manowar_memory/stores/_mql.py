@@ -96,6 +96,7 @@ __all__ = [
     "transcript_chunk_pipelines",
     "transcript_search_pipelines",
     "union_by_score",
+    "users_condition",
     "vector_index_definition",
 ]
 
@@ -727,7 +728,7 @@ def memory_page_query(agent_wallet: str | None, after: Any, users: Sequence[str 
     rows, null or missing); read sorted by ``_id``."""
     flt: dict[str, Any] = {} if agent_wallet is None else {"agentWallet": agent_wallet}
     if users is not None:
-        flt["userAddress"] = {"$in": list(users)}
+        flt["userAddress"] = users_condition(users)
     if after is not None:
         flt["_id"] = {"$gt": after}
     return flt
@@ -746,9 +747,15 @@ def embedding_model_counts_pipeline(agent_wallet: str, user: str | None) -> list
             {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}}]
 
 
+def users_condition(users: Sequence[str | None]) -> dict[str, Any]:
+    """The ``userAddress`` condition of these users' rows (None among them: the user-less rows,
+    null or missing)."""
+    return {"$in": list(users)}
+
+
 def memory_rows_of_users_filter(agent_wallet: str, users: Sequence[str | None]) -> dict[str, Any]:
     """The agent's rows (every status) of these users; None matches the user-less rows."""
-    return {"agentWallet": agent_wallet, "userAddress": {"$in": list(users)}}
+    return {"agentWallet": agent_wallet, "userAddress": users_condition(users)}
 
 
 def stale_session_filter(now_ms: int, cutoff: int) -> dict[str, Any]:

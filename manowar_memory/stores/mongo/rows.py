@@ -270,7 +270,7 @@ class MongoRows(MongoConnection):
         if agent_wallet is not None:
             base["agentWallet"] = agent_wallet
         if users is not None:
-            base["userAddress"] = {"$in": list(users)}
+            base["userAddress"] = _mql.users_condition(users)
         created: dict[str, int] = {}
         if created_from is not None:
             created["$gte"] = created_from

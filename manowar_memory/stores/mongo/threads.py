@@ -398,7 +398,7 @@ class MongoThreads(MongoConnection):
         """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
         flt: dict[str, Any] = {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
         if users is not None:
-            flt["userAddress"] = {"$in": list(users)}
+            flt["userAddress"] = _mql.users_condition(users)
         with self._errors("read"):
             docs = self.transcripts.find(flt).sort([("createdAt", 1), ("_id", 1)])
             return [self._transcript(d) for d in docs]
