@@ -432,3 +432,28 @@ def test_a_cached_mask_is_reused_only_while_rows_stand_still_and_none_expires() 
     index.upsert("r9", _unit(rng, 1)[0], agent=AGENT, user="u1", mode=None, hai=None, source="chat", active=True)
     assert index.mask_and_count(earlier)[1] == 4
     assert index.mask_and_count(MemoryQuery(scope=query.scope, now=900, sources=["note"]))[1] == 0
+
+
+def test_a_row_written_while_a_mask_is_made_neither_breaks_it_nor_is_hidden_by_its_cache() -> None:
+    """SQLite's index takes new rows from other threads while a search builds its mask (writers
+    do not hold ``lock``): the mask covers the rows it saw, and it is not cached as current, so
+    the next search sees the new row. (A failure in CI: an IndexError, 78 rows against a mask of 76.)"""
+    index = VectorIndex(4)
+    query = MemoryQuery(scope=Scope(agent_wallet="a", user_address="u"))
+    for i in range(3):
+        index.upsert(f"k{i}", np.eye(4, dtype=np.float32)[i], agent="a", user="u", mode=None, hai=None,
+                     source="turn", active=True)
+    make = index._mask
+
+    def mask_then_a_write(q: MemoryQuery, now: float) -> np.ndarray:
+        mask = make(q, now)
+        index.upsert("late", np.eye(4, dtype=np.float32)[3], agent="a", user="u", mode=None, hai=None,
+                     source="turn", active=True)
+        return mask
+
+    index._mask = mask_then_a_write  # type: ignore[method-assign]
+    mask, count = index.mask_and_count(query)
+    assert mask.shape[0] == 3 and count == 3
+    index._mask = make  # type: ignore[method-assign]
+    mask, count = index.mask_and_count(query)
+    assert count == 4 and [index.keys[i] for i in np.flatnonzero(mask)] == ["k0", "k1", "k2", "late"]

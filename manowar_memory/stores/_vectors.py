@@ -226,19 +226,20 @@ class VectorIndex:
         s = query.scope
         key = (s.agent_wallet, s.user_address, s.mode, s.hai_id, query.active_only,
                None if query.sources is None else tuple(query.sources), tuple(query.exclude_sources))
+        version = self._version  # before the mask: a row written meanwhile makes it stale, never cached as current
         held = self._masks.get(key)
-        if held is not None and held[0] == self._version and held[1] <= now < held[2]:
+        if held is not None and held[0] == version and held[1] <= now < held[2]:
             return held[3], held[4]
         mask = self._mask(query, now)
         until = math.inf
-        if query.active_only:
-            allowed = self.expires[: self.size][mask]
+        if query.active_only:  # over the rows the mask covers: a writer may have appended rows since
+            allowed = self.expires[: mask.shape[0]][mask]
             until = float(allowed.min()) if allowed.shape[0] else math.inf
         mask.flags.writeable = False
         count = int(np.count_nonzero(mask))
         if len(self._masks) >= self.cached_masks:
             self._masks.pop(next(iter(self._masks)))
-        self._masks[key] = (self._version, now, until, mask, count)
+        self._masks[key] = (version, now, until, mask, count)
         return mask, count
 
     def _mask(self, query: MemoryQuery, now: float) -> np.ndarray:
