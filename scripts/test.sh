@@ -68,28 +68,28 @@ mkdir -p "$CACHE"
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PY" -m venv "$VENV"; }
 
 requirements="$CACHE/requirements.txt"
-"$PY" scripts/requirements.py all dev >"$requirements.new"
+# The list is written in this run's own directory: runs started together (two clones, or the
+# tests that run this script) must not read or remove each other's.
+wanted="$work_dir/requirements.txt"
+"$PY" scripts/requirements.py all dev >"$wanted"
 stamp_file="$VENV/.manowar-install-stamp"
-stamp=$({ echo "$TORCH"; cat "$requirements.new"; } | sha256sum | cut -d' ' -f1)
+stamp=$({ echo "$TORCH"; cat "$wanted"; } | sha256sum | cut -d' ' -f1)
 
 if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
   # One install at a time into the shared environment (two clones may start together).
   exec 9>"$CACHE/install.lock"
   flock 9
   if [[ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp" ]]; then
-    mv "$requirements.new" "$requirements"
+    cp "$wanted" "$requirements"
     echo "$TORCH" >"$CACHE/constraints.txt"
     log "pip: installing $TORCH"
     "$VENV/bin/python" -m pip install -q "$TORCH"
     log "pip: installing $(wc -l <"$requirements") requirements into $VENV"
     "$VENV/bin/python" -m pip install -q -c "$CACHE/constraints.txt" -r "$requirements"
     echo "$stamp" >"$stamp_file"
-  else
-    rm -f "$requirements.new"  # another run installed the same list while this one waited
-  fi
+  fi  # else another run installed the same list while this one waited
   flock -u 9
 else
-  rm -f "$requirements.new"
   log "dependencies up to date in $VENV (delete $stamp_file to force a reinstall)"
 fi
 export PYTHONPATH="$REPO:$REPO/integrations/langchain_manowar:$REPO/integrations/llama_index_manowar${PYTHONPATH:+:$PYTHONPATH}"
