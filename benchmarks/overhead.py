@@ -19,8 +19,9 @@ cache, then ``--rounds`` more times, timed. The figures, p50 and p95 over those 
   (BLAS threads fighting the embedder's) shows here. Use a real embedder and ``--other-scopes``.
 * with ``--cold-queries``, the embedding cache never answers, so every ``pre_turn`` embeds its
   query: ``wall`` is then the end-to-end latency, with the embedding overlapping the keyword
-  lane (``embed`` is the embedding's own time, ``vectors.embed_wait`` what the lanes could not
-  hide of it, so ``overhead`` leaves out the engine work done in the embedding's shadow).
+  lane (``embed`` is the embedding's own time, ``vectors.embed_wait`` the vector lane's wait for
+  it and ``vectors.lanes_wait`` what the lanes beside it took longer, so ``overhead`` leaves out
+  the engine work done in the embedding's shadow).
 
 The data is not part of this project: pass the path of LoCoMo's ``locomo10.json`` (or a
 subset of it). ``--embedder fake:384`` gives vectors of the real model's dimension without

@@ -228,3 +228,43 @@ def test_the_querys_time_is_read_in_the_embeddings_shadow(monkeypatch: pytest.Mo
     assert read_on[0] != embedder.query_threads[0]
     assert result.lanes["vectors"]["extra"]["time"]["asks_when"] is True
     assert result.layers["vectors"][0].text == "The user moved to Lisbon in June."
+
+
+class KeywordAfterVectorStore(SQLiteStore):
+    """A full-text search that cannot finish before a vector search has started (a slow index,
+    or a store a round trip away); records when each lane's store call ran."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.vector_started = threading.Event()
+        self.waited_for_vector: list[bool] = []
+
+    def keyword_search(self, query: MemoryQuery, text: str, limit: int) -> list[Hit]:
+        self.waited_for_vector.append(self.vector_started.wait(5))
+        return super().keyword_search(query, text, limit)
+
+    def vector_search(self, query: MemoryQuery, vector: Sequence[float], model_id: str, limit: int):  # type: ignore[no-untyped-def]
+        self.vector_started.set()
+        return super().vector_search(query, vector, model_id, limit)
+
+
+def test_the_vector_lane_starts_when_the_vector_exists_not_when_the_keyword_lane_ends() -> None:
+    """When the embedding ends before the keyword lane does, the vector lane does not wait for
+    the keyword and entity lanes: the store runs both searches at once, and the results are
+    those of the same search run lane after lane."""
+    store = KeywordAfterVectorStore()
+    question = "Where does the user's sister live?"
+    with MemoryEngine(store=store, embedder=FakeEmbedder(64), extractor=None) as engine, \
+            MemoryEngine(store="sqlite:///:memory:", embedder=FakeEmbedder(64), extractor=None) as plain:
+        engine.ingest(SCOPE, FACTS)
+        plain.ingest(SCOPE, FACTS)
+        store.waited_for_vector.clear()
+        store.vector_started.clear()
+        result = engine.pre_turn(question, SCOPE, ("vectors",))
+        expected = plain.pre_turn(question, SCOPE, ("vectors",))
+    assert store.waited_for_vector[0] is True  # the first keyword search saw the vector search start
+    assert "vectors.lanes_wait" in result.timings_ms and result.timings_ms["embed"] >= 0
+    assert [i.text for i in result.items] == [i.text for i in expected.items]
+    for lane in ("keyword", "vector"):
+        assert result.lanes["vectors"]["hits"][lane] == expected.lanes["vectors"]["hits"][lane], lane
+    assert result.items[0].text.endswith("sister lives in Porto.")

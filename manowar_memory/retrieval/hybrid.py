@@ -18,7 +18,10 @@
      embedding's shadow, and the vector lane waits for the vector (``embed_wait`` in
      ``timings_ms``). When the search is given the embedding to do (``embed_query``), the
      thread that runs the vector lane embeds and the keyword lane runs on a lane thread
-     beside it (``embed_wait`` is then the embedding and whatever of the lanes outlasted it);
+     beside it: ``embed_wait`` is then the embedding, the vector lane starts the moment the
+     vector exists, and ``lanes_wait`` is whatever the lanes beside it outlasted it by (a fast
+     embedder, a slow full-text search, or a store a round trip away: the store works on both
+     at once);
    * **entity**: memories sharing named entities with the keyword lane's top hits (the
      vector lane's when the keyword lane found nothing), in the embedding's shadow too
      (:mod:`manowar_memory.retrieval.entity_lane`);
@@ -567,7 +570,9 @@ def run_lanes(
         vector_lane = VectorLane(run, model_id)
     entity = EntityLane(run) if ctx.config.entity_lane and weights.get("entity", 0.0) > 0 else None
     found = _Found()
-    keyword_read = False
+    keyword_read = searched = False
+    raw: list[Hit] = []
+    error: Exception | None = None
     if pending is not None and vector_lane is not None:
         def shadow() -> None:  # what needs no vector: the query's time, the keyword and entity lanes, candidates
             before_lanes()
@@ -582,14 +587,18 @@ def run_lanes(
         if beside is None:  # the query is being embedded elsewhere (or no lane thread is free): lanes first
             shadow()
         keyword_read = wants_keyword
-        with _timed(timings, "embed_wait"):  # the vector lane waits for the vector and the lanes beside it
+        with _timed(timings, "embed_wait"):  # the vector lane waits for the vector, not for the lanes beside it
             if embed_query is not None:
                 embed_query()
-            if beside is not None:
-                beside.result()
             vector = _vector_of(pending)
         if vector is None:
             vector_lane = None
+        elif vector_lane is not None:  # a fast embedding (or a slow keyword lane): the store searches both at once
+            raw, error = vector_lane.search(vector)
+            searched = True
+        if beside is not None:
+            with _timed(timings, "lanes_wait"):  # what the lanes beside it outlasted the vector lane by
+                beside.result()
     else:
         before_lanes()
         keyword = KeywordLane(run) if wants_keyword else None
@@ -597,9 +606,7 @@ def run_lanes(
     if keyword is not None and not keyword_read and vector_lane is not None and ctx.threads is not None:
         future = ctx.threads.beside(keyword.search)
         keyword_job = future.result if future is not None else None
-    raw: list[Hit] = []
-    error: Exception | None = None
-    if vector_lane is not None:
+    if vector_lane is not None and not searched:
         raw, error = vector_lane.search(vector)  # type: ignore[arg-type]
     if keyword is not None and not keyword_read:
         found.keyword, found.undated = keyword.read(keyword_job)
