@@ -574,15 +574,7 @@ def run_lanes(
     raw: list[Hit] = []
     error: Exception | None = None
     if pending is not None and vector_lane is not None:
-        def shadow() -> None:  # what needs no vector: the query's time, the keyword and entity lanes, candidates
-            before_lanes()
-            if wants_keyword:
-                lane = KeywordLane(run)
-                found.keyword, found.undated = lane.read(_settled(lane.search))
-                if entity is not None and found.keyword:
-                    found.entity = entity.search(found.keyword)
-            found.prepared = _prepare(run, found)
-
+        shadow = _shadow_lanes(run, found, before_lanes, wants_keyword, entity)
         beside = ctx.threads.beside(shadow) if embed_query is not None and ctx.threads is not None else None
         if beside is None:  # the query is being embedded elsewhere (or no lane thread is free): lanes first
             shadow()
@@ -620,6 +612,22 @@ def run_lanes(
     if dated is not None:
         found.dated = dated.search(vector)
     return _lane_hits(run, found, entity is not None)
+
+
+def _shadow_lanes(run: _LaneRun, found: _Found, before_lanes: Callable[[], None], wants_keyword: bool,
+                  entity: EntityLane | None) -> Callable[[], None]:
+    """What needs no vector, into ``found``: the query's time, the keyword and entity lanes, and
+    the candidates of their hits."""
+    def shadow() -> None:
+        before_lanes()
+        if wants_keyword:
+            lane = KeywordLane(run)
+            found.keyword, found.undated = lane.read(_settled(lane.search))
+            if entity is not None and found.keyword:
+                found.entity = entity.search(found.keyword)
+        found.prepared = _prepare(run, found)
+
+    return shadow
 
 
 def _prepare(run: _LaneRun, found: _Found) -> dict[str, Candidate]:
