@@ -468,8 +468,7 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
         hits, info = store.vector_search(query, _vector(1), MODEL, 5)
         assert info.method == "local-cache" and info.candidates == ROWS and len(hits) == 5
         counts = [c for c in commands.sent if c.get("aggregate") == _mql.MEMORY]
-        assert [c["pipeline"] for c in counts] == [_mql.embedding_model_counts_pipeline(AGENT, ME),
-                                                   _mql.embedding_model_counts_pipeline(AGENT, None)]
+        assert [c["pipeline"] for c in counts] == [_mql.embedding_model_counts_pipeline(AGENT, [ME, None])]
         user_less_reads = [c for c in commands.sent if c.get("find") == _mql.MEMORY
                            and "userAddress" in c.get("filter", {}) and c["filter"]["userAddress"] is None]
         assert user_less_reads == []  # counted empty: not read
@@ -480,11 +479,13 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
         hits, info = store.vector_search(query, shared.embedding or [], MODEL, ROWS + 5)
         assert info.candidates == ROWS + 1 and shared.id in {h.record.id for h in hits}
         assert info.skipped_other_models == 1
-        # each partition's sync reads the rows written since, vectors and all, in the one find
-        # that looks for them (no second round trip by _id)
+        # both partitions' syncs read the rows written since, vectors and all, in the one find
+        # that looks for them (no second round trip by _id), and count them in one aggregate
         finds = [c for c in commands.sent if c.get("find") == _mql.MEMORY]
-        syncs = [c for c in finds if _mql.SYNC_FIELD in c["filter"]]
-        assert len(syncs) == 2 and all(c["projection"].get("embedding") == 1 for c in syncs)
+        syncs = [c for c in finds if _mql.SYNC_FIELD in str(c["filter"])]
+        assert len(syncs) == 1 and syncs[0]["projection"].get("embedding") == 1
+        assert [w["userAddress"] for w in syncs[0]["filter"]["$or"]] == [ME, None]
         assert [c for c in finds if "_id" in c["filter"] and "userAddress" not in c["filter"]] == []
+        assert len([c for c in commands.sent if c.get("aggregate") == _mql.MEMORY and "$group" in str(c)]) == 1
     finally:
         store.close()

@@ -4,6 +4,7 @@ the same documents run against a real mongod in the conformance and congruence t
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -288,11 +289,15 @@ def test_memory_user_counts_pipeline_groups_every_status() -> None:
         {"$match": {"agentWallet": "a1"}}, {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]
 
 
-def test_embedding_model_counts_pipeline_counts_one_users_embedded_rows_by_model() -> None:
-    assert _mql.embedding_model_counts_pipeline("a1", "u1") == [
-        {"$match": {"agentWallet": "a1", "userAddress": "u1", "embeddingModel": {"$ne": None}}},
-        {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}}]
-    assert _mql.embedding_model_counts_pipeline("a1", None)[0]["$match"]["userAddress"] is None
+def test_embedding_model_counts_pipeline_counts_each_users_embedded_rows_by_model() -> None:
+    def branch(user: str | None) -> list[dict[str, Any]]:
+        return [{"$match": {"agentWallet": "a1", "userAddress": user, "embeddingModel": {"$ne": None}}},
+                {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}},
+                {"$project": {"_id": 0, "user": {"$literal": user}, "model": "$_id", "n": 1}}]
+
+    assert _mql.embedding_model_counts_pipeline("a1", ["u1"]) == branch("u1")
+    assert _mql.embedding_model_counts_pipeline("a1", ["u1", None]) == [
+        *branch("u1"), {"$unionWith": {"coll": _mql.MEMORY, "pipeline": branch(None)}}]
 
 
 def test_users_condition_matches_null_for_the_user_less_rows() -> None:

@@ -739,12 +739,24 @@ def memory_user_counts_pipeline(agent_wallet: str) -> list[dict[str, Any]]:
     return [{"$match": {"agentWallet": agent_wallet}}, {"$group": {"_id": "$userAddress", "n": {"$sum": 1}}}]
 
 
-def embedding_model_counts_pipeline(agent_wallet: str, user: str | None) -> list[dict[str, Any]]:
-    """``{_id: embeddingModel, n: rows}`` of one (agent, user) range of :data:`USER_SCAN_INDEX`
-    (None: the agent's user-less rows), rows without an embedding left out: a vector cache
-    partition's own rows and those of other models, counted in one round trip."""
+def embedding_model_counts_pipeline(agent_wallet: str, users: Sequence[str | None]) -> list[dict[str, Any]]:
+    """``{user, model, n}`` rows: for each of the agent's ``users`` (None: its user-less rows),
+    how many rows each embedding model embedded (rows without an embedding left out), so the
+    vector cache partitions' own rows and those of other models are counted in one round trip.
+    Each user is its own branch (``$unionWith``) on its (agent, user, model) range of
+    :data:`USER_SCAN_INDEX`: a user's count is covered by the index (no document read), which
+    one ``$in`` holding null would not be."""
+    branches = [_model_count_branch(agent_wallet, user) for user in users]
+    if not branches:
+        raise ValueError("name at least one user to count")
+    first, *rest = branches
+    return [*first, *({"$unionWith": {"coll": MEMORY, "pipeline": branch}} for branch in rest)]
+
+
+def _model_count_branch(agent_wallet: str, user: str | None) -> list[dict[str, Any]]:
     return [{"$match": {"agentWallet": agent_wallet, "userAddress": user, "embeddingModel": {"$ne": None}}},
-            {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}}]
+            {"$group": {"_id": "$embeddingModel", "n": {"$sum": 1}}},
+            {"$project": {"_id": 0, "user": {"$literal": user}, "model": "$_id", "n": 1}}]
 
 
 def users_condition(users: Sequence[str | None]) -> dict[str, Any]:

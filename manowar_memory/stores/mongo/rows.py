@@ -4,6 +4,7 @@ cache, the streaming scan)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -411,12 +412,9 @@ class MongoRows(MongoConnection):
         dims = q.shape[0]
         agent = query.scope.agent_wallet
         with self._errors("vector cache sync"):
-            parts: list[_CachePartition] = []
-            for user in _mql.text_users(query):
-                part = self._partition(agent, user, model_id, dims)
-                if isinstance(part, str):
-                    return part
-                parts.append(part)
+            parts = self._partitions_of(agent, _mql.text_users(query), model_id, dims)
+            if isinstance(parts, str):
+                return parts
             norm = float(np.linalg.norm(q))
             qn = q / norm if norm else q
             info = VectorSearchInfo(method="local-cache")
@@ -451,41 +449,69 @@ class MongoRows(MongoConnection):
         """The filter of one partition's rows: one (agent, user) range of ``USER_SCAN_INDEX``."""
         return {"agentWallet": agent, "userAddress": user, "embeddingModel": model_id}
 
-    def _partition(self, agent: str, user: str | None, model_id: str, dims: int) -> _CachePartition | str:
-        """The synced partition of (agent, user, model), loading or reloading it when needed."""
-        key = (agent, user, model_id)
+    def _partitions_of(self, agent: str, users: Sequence[str | None], model_id: str,
+                       dims: int) -> list[_CachePartition] | str:
+        """The synced partitions of (agent, user, model) for each of ``users``, loading or
+        reloading those that need it. The held ones are synced together (one find for their new
+        rows, one aggregate when they are due a count) and the others loaded together (one count),
+        so the user's partition and the agent's user-less one cost one round trip, not two."""
+        held: dict[str | None, _CachePartition] = {}
         with self._cache_lock:
-            part = self._partitions.pop(key, None)
-            if part is not None:
-                self._partitions[key] = part  # most recently used last
-        if part is not None and time.monotonic() - part.loaded_at < self.vector_cache_reload_s:
-            with part.lock:
-                if self._sync(part, model_id):
-                    return part if self._fits(key, part) else self._too_big(agent, user, model_id, part.live_count, dims)
-        started = now_ms()  # rows written from here on are read again by the next sync
-        rows, other_models = self._model_counts(agent, user, model_id)
-        if rows * VectorIndex.row_bytes(dims) > self.vector_cache_bytes:
-            with self._cache_lock:
-                self._uncache(key)
-            return self._too_big(agent, user, model_id, rows, dims)
-        old = part
-        part = self._load(agent, user, model_id, dims, rows, started)
-        part.adopt_ann(old)  # the approximate indexes survive the periodic reload
-        part.other_models = other_models
-        with self._cache_lock:
-            self._partitions[key] = part
-        return part if self._fits(key, part) else self._too_big(agent, user, model_id, part.live_count, dims)
+            for user in users:
+                part = self._partitions.pop((agent, user, model_id), None)
+                if part is not None:
+                    self._partitions[(agent, user, model_id)] = part  # most recently used last
+                    held[user] = part
+        fresh = [p for p in held.values() if time.monotonic() - p.loaded_at < self.vector_cache_reload_s]
+        synced = {p.user_address for p in self._sync(fresh, model_id)} if fresh else set()
+        loaded = self._load_all(agent, [u for u in users if u not in synced], model_id, dims, held)
+        if isinstance(loaded, str):
+            return loaded
+        out = []
+        for user in users:
+            part = loaded.get(user) or held[user]
+            if not self._fits((agent, user, model_id), part):
+                return self._too_big(agent, user, model_id, part.live_count, dims)
+            out.append(part)
+        return out
 
-    def _model_counts(self, agent: str, user: str | None, model_id: str) -> tuple[int, int]:
-        """The (agent, user) range's rows embedded by ``model_id``, and those embedded by another
-        model (never scored against this one), in one round trip."""
-        ours = others = 0
-        for row in self.memory.aggregate(_mql.embedding_model_counts_pipeline(agent, user)):
-            if row["_id"] == model_id:
-                ours = int(row["n"])
+    def _load_all(self, agent: str, users: Sequence[str | None], model_id: str, dims: int,
+                  old: dict[str | None, _CachePartition]) -> dict[str | None, _CachePartition] | str:
+        """Load the partitions of ``users`` (counted in one aggregate), replacing ``old``'s; the
+        reason when one is too big to cache."""
+        if not users:
+            return {}
+        started = now_ms()  # rows written from here on are read again by the next sync
+        counts = self._model_counts(agent, users, model_id)
+        out: dict[str | None, _CachePartition] = {}
+        for user in users:
+            rows, other_models = counts.get(user, (0, 0))
+            key = (agent, user, model_id)
+            if rows * VectorIndex.row_bytes(dims) > self.vector_cache_bytes:
+                with self._cache_lock:
+                    self._uncache(key)
+                return self._too_big(agent, user, model_id, rows, dims)
+            part = self._load(agent, user, model_id, dims, rows, started)
+            part.adopt_ann(old.get(user))  # the approximate indexes survive the periodic reload
+            part.other_models = other_models
+            with self._cache_lock:
+                self._partitions[key] = part
+            out[user] = part
+        return out
+
+    def _model_counts(self, agent: str, users: Sequence[str | None], model_id: str) -> dict[str | None, tuple[int, int]]:
+        """For each of the agent's ``users``: its rows embedded by ``model_id``, and those
+        embedded by another model (never scored against this one), in one round trip."""
+        counts: dict[str | None, tuple[int, int]] = {}
+        for row in self.memory.aggregate(_mql.embedding_model_counts_pipeline(agent, users)):
+            user = row["user"]
+            ours, others = counts.get(user, (0, 0))
+            if row["model"] == model_id:
+                ours += int(row["n"])
             else:
                 others += int(row["n"])
-        return ours, others
+            counts[user] = (ours, others)
+        return counts
 
     def _too_big(self, agent: str, user: str | None, model_id: str, rows: int, dims: int) -> str:
         mb = rows * VectorIndex.row_bytes(dims) / 2**20
@@ -554,58 +580,83 @@ class MongoRows(MongoConnection):
         part.watermark = watermark
         part.loaded_at = time.monotonic()
         if rows:
-            self._read_into(part, model_id, self._rows_of(agent, user, model_id), sort=[("_id", 1)])
+            self._read_into([part], model_id, self._rows_of(agent, user, model_id), sort=[("_id", 1)])
         return part
 
-    def _read_into(self, part: _CachePartition, model_id: str, flt: dict[str, Any],
-                   sort: list[tuple[str, int]] | None = None) -> int:
-        """Apply the rows ``flt`` matches to ``part``, read with the cache's fields in batches
-        of ``scan_batch_size``; how many rows were read."""
-        read = 0
-        batch: list[dict[str, Any]] = []
+    def _read_into(self, parts: Sequence[_CachePartition], model_id: str, flt: dict[str, Any],
+                   sort: list[tuple[str, int]] | None = None) -> Counter[str | None]:
+        """Apply the rows ``flt`` matches to the partition of each row's user among ``parts``,
+        read with the cache's fields in batches of ``scan_batch_size``; how many rows were read
+        for each user."""
+        by_user = {p.user_address: p for p in parts}
+        read: Counter[str | None] = Counter()
+        batches: dict[str | None, list[dict[str, Any]]] = {user: [] for user in by_user}
         cursor = self.memory.find(flt, self._CACHE_FIELDS, sort=sort, batch_size=self.scan_batch_size)
         try:
             for doc in cursor:
-                read += 1
+                user = doc.get("userAddress")
+                batch = batches.get(user)
+                if batch is None:  # not a row of these partitions (the filter names their users)
+                    continue
+                read[user] += 1
                 batch.append(doc)
                 if len(batch) >= self.scan_batch_size:
-                    self._apply(part, model_id, batch)
-                    batch = []
+                    self._apply(by_user[user], model_id, batch)
+                    batch.clear()
         finally:
             cursor.close()
-        self._apply(part, model_id, batch)
+        for user, batch in batches.items():
+            self._apply(by_user[user], model_id, batch)
         return read
 
-    def _sync(self, part: _CachePartition, model_id: str) -> bool:
-        """Apply the partition's rows written since the last sync; False when a full reload is needed.
+    def _sync(self, parts: Sequence[_CachePartition], model_id: str) -> list[_CachePartition]:
+        """Apply the partitions' rows written since their last sync, in one find; the partitions
+        that are current (the others need a full reload).
 
-        Only the partition's (agent, user) range is read. A row moved to another user (its
+        Only the partitions' (agent, user) ranges are read. A row moved to another user (its
         ``userAddress`` changed) is read by that user's partition; here it is dropped at the
         next recount, and until then the final fetch (full scope filter) never returns it."""
+        with contextlib.ExitStack() as held:
+            # one lock order for every thread: a user's partition before the user-less one
+            for part in sorted(parts, key=lambda p: p.user_address is None):
+                held.enter_context(part.lock)
+            return self._sync_held(parts, model_id)
+
+    def _sync_held(self, parts: Sequence[_CachePartition], model_id: str) -> list[_CachePartition]:
         started = now_ms()
-        agent, user = part.agent_wallet, part.user_address
         # every row of the window is read again (in the same round trip that finds it), even one
         # whose stamp the cache already holds: a second write in the same millisecond carries the
         # same stamp and would otherwise be missed
-        window = {"agentWallet": agent, "userAddress": user,
-                  SYNC_FIELD: {"$gte": part.watermark - self.vector_cache_lag_ms}}
-        stale = self._read_into(part, model_id, window) > 0
-        part.watermark = started
+        windows = [{"agentWallet": p.agent_wallet, "userAddress": p.user_address,
+                    SYNC_FIELD: {"$gte": p.watermark - self.vector_cache_lag_ms}} for p in parts]
+        read = self._read_into(parts, model_id, windows[0] if len(windows) == 1 else {"$or": windows})
+        now = time.monotonic()
         # hard deletes (and moves to another user) leave no row to read (and the final fetch never
-        # returns such a row): compare counts now and then, and reconcile ids when they differ
-        if time.monotonic() - part.counted_at < self.vector_cache_recount_s:
-            if stale:  # a row of the partition changed: it may have moved to or from another model
-                part.other_models = self._model_counts(agent, user, model_id)[1]
-            return True
-        part.counted_at = time.monotonic()
-        server, part.other_models = self._model_counts(agent, user, model_id)
-        rows = self._rows_of(agent, user, model_id)
-        if server < part.live_count:
-            present = {d["_id"] for d in self.memory.find(rows, {"_id": 1})}
-            for gone in part.live_keys() - present:
-                part.remove(gone)
-        # more rows than cached: written without the sync stamp (not through a MongoStore)
-        return server == part.live_count
+        # returns such a row): compare counts now and then, and reconcile ids when they differ; a
+        # partition with changed rows is counted too (a row may have moved to or from another model)
+        due = [now - p.counted_at >= self.vector_cache_recount_s for p in parts]
+        counted = [p.user_address for p, d in zip(parts, due) if d or read[p.user_address]]
+        counts = self._model_counts(parts[0].agent_wallet, counted, model_id) if counted else {}
+        current = []
+        for part, recount in zip(parts, due):
+            part.watermark = started
+            if part.user_address not in counted:
+                current.append(part)
+                continue
+            server, part.other_models = counts.get(part.user_address, (0, 0))
+            if not recount:
+                current.append(part)
+                continue
+            part.counted_at = now
+            if server < part.live_count:
+                rows = self._rows_of(part.agent_wallet, part.user_address, model_id)
+                present = {d["_id"] for d in self.memory.find(rows, {"_id": 1})}
+                for gone in part.live_keys() - present:
+                    part.remove(gone)
+            # more rows than cached: written without the sync stamp (not through a MongoStore)
+            if server == part.live_count:
+                current.append(part)
+        return current
 
     def _atlas_search(
         self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int
