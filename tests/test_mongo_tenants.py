@@ -489,3 +489,41 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
         assert len([c for c in commands.sent if c.get("aggregate") == _mql.MEMORY and "$group" in str(c)]) == 1
     finally:
         store.close()
+
+
+def test_users_searching_at_once_share_the_user_less_partition(mongo_uri: str, mongo_db: Any) -> None:
+    """Threads searching as different users of one agent each sync their own partition together
+    with the agent's user-less one, which they all share (both locked for the sync): none of them
+    waits forever, each finds the row it has just written and the user-less rows, and none finds
+    another user's rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = MongoStore(mongo_uri, database=mongo_db.name, vector_search="local", vector_cache_lag_ms=0,
+                       vector_cache_recount_s=0)
+    users = [f"user-{n}" for n in range(6)]
+    try:
+        store.add_memories(_rows(None, 5, 50_000))
+        for n, user in enumerate(users):
+            store.add_memories(_rows(user, 5, 10_000 * (n + 1)))
+
+        def searches(n: int) -> list[str]:
+            user, problems = users[n], []
+            query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=user))
+            for turn in range(8):
+                (new,) = _rows(user, 1, 10_000 * (n + 1) + 100 + turn)
+                store.add_memories([new])
+                hits, info = store.vector_search(query, new.embedding or [], MODEL, 50)
+                found = {h.record.id: h.record.user_address for h in hits}
+                if new.id not in found:
+                    problems.append(f"{user} lost {new.id}")
+                if set(found.values()) - {user, None}:
+                    problems.append(f"{user} read {set(found.values()) - {user, None}}")
+                if info.candidates != 5 + 5 + turn + 1:
+                    problems.append(f"{user} counted {info.candidates} candidates at turn {turn}")
+            return problems
+
+        with ThreadPoolExecutor(len(users)) as pool:
+            outcomes = [f.result(timeout=60) for f in [pool.submit(searches, n) for n in range(len(users))]]
+        assert [p for problems in outcomes for p in problems] == []
+    finally:
+        store.close()
