@@ -282,6 +282,16 @@ def test_memory_page_query_after_an_id_with_and_without_an_agent() -> None:
     assert _mql.memory_page_query("a1", "oid") == {"agentWallet": "a1", "_id": {"$gt": "oid"}}
     assert _mql.memory_page_query("a1", "oid", ["u1", None]) == {
         "agentWallet": "a1", "userAddress": {"$in": ["u1", None]}, "_id": {"$gt": "oid"}}
+    assert _mql.memory_page_query("a1", None, created_from=5, created_to=9) == {
+        "agentWallet": "a1", "createdAt": {"$gte": 5, "$lte": 9}}
+    assert _mql.memory_page_query(None, "oid", created_to=9) == {"createdAt": {"$lte": 9}, "_id": {"$gt": "oid"}}
+
+
+def test_transcripts_created_between_filter_of_an_agent_and_some_users() -> None:
+    window = {"$gte": 1, "$lte": 2}
+    assert _mql.transcripts_created_between_filter("a1", 1, 2) == {"agentWallet": "a1", "createdAt": window}
+    assert _mql.transcripts_created_between_filter("a1", 1, 2, ["u1", None]) == {
+        "agentWallet": "a1", "createdAt": window, "userAddress": {"$in": ["u1", None]}}
 
 
 def test_memory_user_counts_pipeline_groups_every_status() -> None:

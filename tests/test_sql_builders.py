@@ -56,6 +56,19 @@ def test_memory_page_of_some_users_of_an_agent() -> None:
     assert _sql.memory_page("a1", 0, 5, [])[0].endswith("AND (0) ORDER BY rowid LIMIT ?")
 
 
+def test_memory_page_in_a_created_range_with_embeddings() -> None:
+    assert _sql.memory_page("a1", 7, 3, created_from=5, created_to=9, with_embedding=True) == (
+        (f"SELECT {_sql.MEMORY_COLUMNS} FROM memory WHERE rowid > ? AND agent_wallet = ? AND created_at >= ? "
+         "AND created_at <= ? ORDER BY rowid LIMIT ?"), [7, "a1", 5, 9, 3])
+
+
+def test_transcripts_created_between_of_an_agent_and_some_users() -> None:
+    base = "SELECT doc FROM transcripts WHERE agent_wallet = ? AND created_at BETWEEN ? AND ?"
+    assert _sql.transcripts_created_between("a1", 1, 2) == (base + " ORDER BY created_at", ["a1", 1, 2])
+    assert _sql.transcripts_created_between("a1", 1, 2, ["u1", None]) == (
+        base + " AND (user_address IN (?) OR user_address IS NULL) ORDER BY created_at", ["a1", 1, 2, "u1"])
+
+
 def test_memory_user_counts_groups_every_status() -> None:
     assert _sql.memory_user_counts("a1") == (
         "SELECT user_address, COUNT(*) FROM memory WHERE agent_wallet = ? GROUP BY user_address", ["a1"])
@@ -90,7 +103,8 @@ def test_every_read_statement_parses() -> None:
     for _, migrate in MIGRATIONS:
         for statement in _split_script(migrate):
             conn.execute(statement)
-    for sql, params in (_sql.memory_page("a", 0, 1), _sql.memory_user_counts("a"),
+    for sql, params in (_sql.memory_page("a", 0, 1, ["u", None], created_from=1, created_to=2, with_embedding=True),
+                        _sql.transcripts_created_between("a", 1, 2, ["u", None]), _sql.memory_user_counts("a"),
                         _sql.memory_rows_of_users("a", ["u", None]), _sql.count_transcripts_older_than(1),
                         _sql.transcript_scopes_older_than(1), _sql.count_stale_sessions(1, 1),
                         _sql.stale_session_scopes(1, 1)):

@@ -95,6 +95,7 @@ __all__ = [
     "text_users",
     "transcript_chunk_pipelines",
     "transcript_search_pipelines",
+    "transcripts_created_between_filter",
     "union_by_score",
     "users_condition",
     "vector_index_definition",
@@ -722,15 +723,30 @@ def stats_pipeline(agent_wallet: str | None) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- maintenance
 
 
-def memory_page_query(agent_wallet: str | None, after: Any, users: Sequence[str | None] | None = None) -> dict[str, Any]:
+def memory_page_query(agent_wallet: str | None, after: Any, users: Sequence[str | None] | None = None, *,
+                      created_from: int | None = None, created_to: int | None = None) -> dict[str, Any]:
     """The filter of the memory rows (every status) after the ``_id`` ``after`` (None: from the
-    start), optionally of one agent and of some of its users (None among them: the user-less
-    rows, null or missing); read sorted by ``_id``."""
+    start), optionally of one agent, of some of its users (None among them: the user-less rows,
+    null or missing) and created in ``[created_from, created_to]``; read sorted by ``_id``: a
+    page of ``page_memories`` and of ``iter_memories``."""
     flt: dict[str, Any] = {} if agent_wallet is None else {"agentWallet": agent_wallet}
     if users is not None:
         flt["userAddress"] = users_condition(users)
+    created = {op: bound for op, bound in (("$gte", created_from), ("$lte", created_to)) if bound is not None}
+    if created:
+        flt["createdAt"] = created
     if after is not None:
         flt["_id"] = {"$gt": after}
+    return flt
+
+
+def transcripts_created_between_filter(agent_wallet: str, created_from: int, created_to: int,
+                                       users: Sequence[str | None] | None = None) -> dict[str, Any]:
+    """The transcripts of an agent created in ``[created_from, created_to]``, optionally of some
+    of its users (None among them: the user-less ones); read sorted by ``createdAt``, ``_id``."""
+    flt: dict[str, Any] = {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
+    if users is not None:
+        flt["userAddress"] = users_condition(users)
     return flt
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "stale_session_scopes",
     "term_doc_counts",
     "transcript_scopes_older_than",
+    "transcripts_created_between",
     "users_clause",
 ]
 
@@ -325,10 +326,13 @@ def users_clause(users: Sequence[str | None]) -> Statement:
 
 
 def memory_page(agent_wallet: str | None, after_rowid: int, limit: int,
-                users: Sequence[str | None] | None = None) -> Statement:
-    """Up to ``limit`` rows (every status, no embedding) after ``after_rowid``, optionally of one
-    agent and of some of its users (None among them: the user-less rows)."""
-    sql = f"SELECT {memory_columns(with_embedding=False)} FROM memory WHERE rowid > ?"
+                users: Sequence[str | None] | None = None, *, created_from: int | None = None,
+                created_to: int | None = None, with_embedding: bool = False) -> Statement:
+    """Up to ``limit`` rows (every status; no embedding unless ``with_embedding``) after
+    ``after_rowid``, in rowid order, optionally of one agent, of some of its users (None among
+    them: the user-less rows) and created in ``[created_from, created_to]``: a page of
+    ``page_memories`` and of ``iter_memories``."""
+    sql = f"SELECT {memory_columns(with_embedding=with_embedding)} FROM memory WHERE rowid > ?"
     params: list[Any] = [after_rowid]
     if agent_wallet is not None:
         sql += " AND agent_wallet = ?"
@@ -337,7 +341,26 @@ def memory_page(agent_wallet: str | None, after_rowid: int, limit: int,
         clause, named = users_clause(users)
         sql += f" AND {clause}"
         params += named
+    if created_from is not None:
+        sql += " AND created_at >= ?"
+        params.append(created_from)
+    if created_to is not None:
+        sql += " AND created_at <= ?"
+        params.append(created_to)
     return sql + " ORDER BY rowid LIMIT ?", [*params, limit]
+
+
+def transcripts_created_between(agent_wallet: str, created_from: int, created_to: int,
+                                users: Sequence[str | None] | None = None) -> Statement:
+    """The transcripts (``doc``) of an agent created in ``[created_from, created_to]``, oldest
+    first, optionally of some of its users (None among them: the user-less ones)."""
+    sql = "SELECT doc FROM transcripts WHERE agent_wallet = ? AND created_at BETWEEN ? AND ?"
+    params: list[Any] = [agent_wallet, created_from, created_to]
+    if users is not None:
+        clause, named = users_clause(users)
+        sql += f" AND {clause}"
+        params += named
+    return sql + " ORDER BY created_at", params
 
 
 def memory_user_counts(agent_wallet: str) -> Statement:

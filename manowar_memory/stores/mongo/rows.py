@@ -267,23 +267,9 @@ class MongoRows(MongoConnection):
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
         created_to: int | None = None, batch_size: int = 1000, users: Sequence[str | None] | None = None,
     ) -> Iterator[MemoryRecord]:
-        base: dict[str, Any] = {}
-        if agent_wallet is not None:
-            base["agentWallet"] = agent_wallet
-        if users is not None:
-            base["userAddress"] = _mql.users_condition(users)
-        created: dict[str, int] = {}
-        if created_from is not None:
-            created["$gte"] = created_from
-        if created_to is not None:
-            created["$lte"] = created_to
-        if created:
-            base["createdAt"] = created
         last: ObjectId | None = None
         while True:
-            flt = dict(base)
-            if last is not None:
-                flt["_id"] = {"$gt": last}
+            flt = _mql.memory_page_query(agent_wallet, last, users, created_from=created_from, created_to=created_to)
             with self._errors("read"):
                 docs = list(self.memory.find(flt).sort("_id", 1).limit(max(1, int(batch_size))))
             if not docs:

@@ -396,9 +396,7 @@ class MongoThreads(MongoConnection):
     def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int, *,
                          users: Sequence[str | None] | None = None) -> list[Transcript]:
         """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
-        flt: dict[str, Any] = {"agentWallet": agent_wallet, "createdAt": {"$gte": created_from, "$lte": created_to}}
-        if users is not None:
-            flt["userAddress"] = _mql.users_condition(users)
+        flt = _mql.transcripts_created_between_filter(agent_wallet, created_from, created_to, users)
         with self._errors("read"):
             docs = self.transcripts.find(flt).sort([("createdAt", 1), ("_id", 1)])
             return [self._transcript(d) for d in docs]

@@ -240,29 +240,12 @@ class SQLiteRows(SQLiteConnection):
         self, agent_wallet: str | None = None, *, created_from: int | None = None,
         created_to: int | None = None, batch_size: int = 1000, users: Sequence[str | None] | None = None,
     ) -> Iterator[MemoryRecord]:
-        clauses: list[str] = ["rowid > ?"]
-        params: list[Any] = [0]
-        if agent_wallet is not None:
-            clauses.append("agent_wallet = ?")
-            params.append(agent_wallet)
-        if users is not None:
-            clause, named = _sql.users_clause(users)
-            clauses.append(clause)
-            params += named
-        if created_from is not None:
-            clauses.append("created_at >= ?")
-            params.append(created_from)
-        if created_to is not None:
-            clauses.append("created_at <= ?")
-            params.append(created_to)
         last = 0
         while True:
-            params[0] = last
+            sql, params = _sql.memory_page(agent_wallet, last, batch_size, users, created_from=created_from,
+                                           created_to=created_to, with_embedding=True)
             with self._conn() as conn:
-                rows = conn.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM memory WHERE {' AND '.join(clauses)} ORDER BY rowid LIMIT ?",
-                    [*params, batch_size],
-                ).fetchall()
+                rows = conn.execute(sql, params).fetchall()
             if not rows:
                 return
             for row in rows:

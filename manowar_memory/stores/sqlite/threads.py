@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 from ..._util import now_ms
 from ...records import MemoryRecord, Session, Transcript
@@ -170,12 +169,7 @@ class SQLiteThreads(SQLiteConnection):
     def list_transcripts(self, agent_wallet: str, created_from: int, created_to: int, *,
                          users: Sequence[str | None] | None = None) -> list[Transcript]:
         """Transcripts of an agent created in ``[created_from, created_to]``, oldest first."""
-        sql = "SELECT doc FROM transcripts WHERE agent_wallet = ? AND created_at BETWEEN ? AND ?"
-        params: list[Any] = [agent_wallet, created_from, created_to]
-        if users is not None:
-            clause, named = _sql.users_clause(users)
-            sql += f" AND {clause}"
-            params += named
+        sql, params = _sql.transcripts_created_between(agent_wallet, created_from, created_to, users)
         with self._conn() as conn:
-            rows = conn.execute(sql + " ORDER BY created_at", params).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         return [Transcript.model_validate_json(r[0]) for r in rows]
