@@ -564,13 +564,11 @@ def run_lanes(
     if pending is not None and pending.done():
         vector, pending = _vector_of(pending), None
     wants_keyword = weights.get("keyword", 1.0) > 0
-    keyword: KeywordLane | None = None
     vector_lane = None
     if (vector is not None or pending is not None) and model_id is not None and weights.get("vector", 1.0) > 0:
         vector_lane = VectorLane(run, model_id)
     entity = EntityLane(run) if ctx.config.entity_lane and weights.get("entity", 0.0) > 0 else None
     found = _Found()
-    keyword_read = searched = False
     raw: list[Hit] = []
     error: Exception | None = None
     if pending is not None and vector_lane is not None:
@@ -578,30 +576,28 @@ def run_lanes(
         beside = ctx.threads.beside(shadow) if embed_query is not None and ctx.threads is not None else None
         if beside is None:  # the query is being embedded elsewhere (or no lane thread is free): lanes first
             shadow()
-        keyword_read = wants_keyword
         with _timed(timings, "embed_wait"):  # the vector lane waits for the vector, not for the lanes beside it
             if embed_query is not None:
                 embed_query()
             vector = _vector_of(pending)
         if vector is None:
             vector_lane = None
-        elif vector_lane is not None:  # a fast embedding (or a slow keyword lane): the store searches both at once
+        else:  # a fast embedding (or a slow keyword lane): the store searches both at once
             raw, error = vector_lane.search(vector)
-            searched = True
         if beside is not None:
             with _timed(timings, "lanes_wait"):  # what the lanes beside it outlasted the vector lane by
                 beside.result()
     else:
         before_lanes()
         keyword = KeywordLane(run) if wants_keyword else None
-    keyword_job: Callable[[], list[Hit]] | None = None
-    if keyword is not None and not keyword_read and vector_lane is not None and ctx.threads is not None:
-        future = ctx.threads.beside(keyword.search)
-        keyword_job = future.result if future is not None else None
-    if vector_lane is not None and not searched:
-        raw, error = vector_lane.search(vector)  # type: ignore[arg-type]
-    if keyword is not None and not keyword_read:
-        found.keyword, found.undated = keyword.read(keyword_job)
+        keyword_job: Callable[[], list[Hit]] | None = None
+        if keyword is not None and vector_lane is not None and ctx.threads is not None:
+            future = ctx.threads.beside(keyword.search)
+            keyword_job = future.result if future is not None else None
+        if vector_lane is not None:
+            raw, error = vector_lane.search(vector)  # type: ignore[arg-type]
+        if keyword is not None:
+            found.keyword, found.undated = keyword.read(keyword_job)
     if vector_lane is not None:
         found.vector = vector_lane.usable(raw, error, found.keyword)
     if found.entity is None:

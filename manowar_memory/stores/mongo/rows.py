@@ -455,7 +455,7 @@ class MongoRows(MongoConnection):
             return loaded
         out = []
         for user in users:
-            part = loaded.get(user) or held[user]
+            part = loaded[user] if user in loaded else held[user]
             if not self._fits((agent, user, model_id), part):
                 return self._too_big(agent, user, model_id, part.live_count, dims)
             out.append(part)
@@ -580,10 +580,8 @@ class MongoRows(MongoConnection):
         cursor = self.memory.find(flt, self._CACHE_FIELDS, sort=sort, batch_size=self.scan_batch_size)
         try:
             for doc in cursor:
-                user = doc.get("userAddress")
-                batch = batches.get(user)
-                if batch is None:  # not a row of these partitions (the filter names their users)
-                    continue
+                user = doc.get("userAddress")  # ``flt`` reads these partitions' users only
+                batch = batches[user]
                 read[user] += 1
                 batch.append(doc)
                 if len(batch) >= self.scan_batch_size:
@@ -621,28 +619,29 @@ class MongoRows(MongoConnection):
         # returns such a row): compare counts now and then, and reconcile ids when they differ; a
         # partition with changed rows is counted too (a row may have moved to or from another model)
         due = [now - p.counted_at >= self.vector_cache_recount_s for p in parts]
-        counted = [p.user_address for p, d in zip(parts, due) if d or read[p.user_address]]
+        counted = [p.user_address for p, recount in zip(parts, due) if recount or read[p.user_address]]
         counts = self._model_counts(parts[0].agent_wallet, counted, model_id) if counted else {}
         current = []
         for part, recount in zip(parts, due):
             part.watermark = started
-            if part.user_address not in counted:
-                current.append(part)
-                continue
-            server, part.other_models = counts.get(part.user_address, (0, 0))
-            if not recount:
-                current.append(part)
-                continue
-            part.counted_at = now
-            if server < part.live_count:
-                rows = self._rows_of(part.agent_wallet, part.user_address, model_id)
-                present = {d["_id"] for d in self.memory.find(rows, {"_id": 1})}
-                for gone in part.live_keys() - present:
-                    part.remove(gone)
-            # more rows than cached: written without the sync stamp (not through a MongoStore)
-            if server == part.live_count:
-                current.append(part)
+            if part.user_address in counted:
+                server, part.other_models = counts.get(part.user_address, (0, 0))
+                if recount and not self._reconciled(part, server, model_id, now):
+                    continue
+            current.append(part)
         return current
+
+    def _reconciled(self, part: _CachePartition, server: int, model_id: str, now: float) -> bool:
+        """Drop the partition's rows the server no longer has (``server`` rows of the model);
+        False when the server has rows the partition lacks (written without the sync stamp, not
+        through a MongoStore): it needs a full reload."""
+        part.counted_at = now
+        if server < part.live_count:
+            rows = self._rows_of(part.agent_wallet, part.user_address, model_id)
+            present = {d["_id"] for d in self.memory.find(rows, {"_id": 1})}
+            for gone in part.live_keys() - present:
+                part.remove(gone)
+        return server == part.live_count
 
     def _atlas_search(
         self, query: MemoryQuery, q: np.ndarray, model_id: str, limit: int
