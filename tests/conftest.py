@@ -74,6 +74,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: -long_tests.get(item.module.__name__, 0) if isinstance(item, pytest.Function) else 0)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under ``--dist loadgroup``, fail an ``xdist_group`` test that pytest-xdist did not put in its
+    group (its id then lacks the ``@group`` suffix). With pytest 9.2 and pytest-xdist 3.8 every
+    group was silently ignored: the docs site was built on every worker and the replica-set tests
+    ran beside each other."""
+    if getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group") \
+            and "@" not in item.nodeid:
+        pytest.fail("pytest-xdist did not put this xdist_group test in its group: this pytest and pytest-xdist "
+                    "do not work together; install the versions pyproject.toml's dev extra asks for", pytrace=False)
+
+
 # ---------------------------------------------------------------- addresses (checked once)
 
 
