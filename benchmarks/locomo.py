@@ -20,7 +20,10 @@ What it does, per conversation:
 * asks it again with :meth:`MemoryEngine.pre_turn` as a ranker (row ``pre_turn``: vectors
   layer, 25 hits and 25 items, a budget of 200 characters per item so it never binds; the
   packed items in prompt order are the ranking), the setting of ``benchmarks/peers.py``.
-  Each call bumps the access counts of what it packed, as in use;
+  Each call bumps the access counts of what it packed, as in use, and the bumps are written
+  before the next question (``engine.flush()``, outside the timings), as a chat's next turn
+  would find them: left to the engine's timer, which questions saw them would vary from run
+  to run, and so would this row;
 * runs, on the same memory texts, the baselines: BM25 from ``bm25s`` (English stop words
   removed), dense-only with the same embedder (cosine, exact), and equal-weight RRF
   (k = 60) of those two;
@@ -356,6 +359,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             packed = engine.pre_turn(q.text, scope, ["vectors"], limit=RANKED_ITEMS, max_items=RANKED_ITEMS,
                                      budget_chars=200 * RANKED_ITEMS)
             times["pre_turn"].append(time.perf_counter() - t0)
+            engine.flush()  # this question's access bumps, written before the next one
             ranked["pre_turn"].append([to_dia.get(i.id, "?") for i in packed.items])
         bm_lists, dense_lists = [], []
         for q in conv.questions:
@@ -403,6 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     max_items=budget // ITEM_COST, max_item_chars=ITEM_CHARS,
                 )
                 pre_turn_ms.append((time.perf_counter() - t0) * 1000)
+                engine.flush()
                 table.add_survival(budget, q.category, {to_dia.get(i.id, "?") for i in packed.items}, q.evidence)
     engine.close()
     return {"table": table, "times": times, "pre_turn_ms": pre_turn_ms, "ingest_s": ingest_s,
