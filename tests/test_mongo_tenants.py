@@ -539,3 +539,40 @@ def test_users_searching_at_once_share_the_user_less_partition(mongo_uri: str, m
         assert [p for problems in outcomes.values() for p in problems] == []
     finally:
         store.close()
+
+
+def test_a_jobs_paged_read_of_its_users_rows_is_one_index_range(mongo_uri: str, mongo_db: Any) -> None:
+    """The reads a job of one scope pages through (``page_memories``, ``iter_memories`` and
+    ``iter_user_memories`` with ``users``) run on the (agent, user, _id) index, in ``_id`` order
+    without a sort, and examine only the rows they return, with other users' rows written before,
+    between and after the user's. Without the index a page walked the agent's ``_id`` order (every
+    other user's rows in between) or sorted all of the user's rows again for every page."""
+    commands = _Commands()
+    store = MongoStore(mongo_uri, database=mongo_db.name, vector_search="local", event_listeners=[commands])
+    try:
+        for n in range(6):  # the user's rows and the user-less ones interleaved with ten other users'
+            store.add_memories(_rows(f"user-{n}", ROWS, 10_000 + 100 * n))
+            if n in (2, 4):
+                store.add_memories(_rows(ME, ROWS // 2, 100 * n) + _rows(None, ROWS // 2, 1_000 + 100 * n))
+        first, cursor = store.page_memories(AGENT, None, 5, users=[ME])
+        reads = {
+            "page": lambda: store.page_memories(AGENT, cursor, 5, users=[ME])[0],
+            "page with the user-less rows": lambda: store.page_memories(AGENT, cursor, 5, users=[ME, None])[0],
+            "iter": lambda: list(store.iter_memories(AGENT, users=[ME], batch_size=5))[:5],
+            "iter of users": lambda: list(store.iter_user_memories(AGENT, [ME, None])),
+        }
+        for name, read in reads.items():
+            commands.sent.clear()
+            rows = read()
+            assert rows and {r.user_address for r in rows} <= {ME, None}, name
+            sent = commands.sent[0]
+            command = {k: v for k, v in sent.items() if not k.startswith("$") and k not in ("lsid", "txnNumber")}
+            explained = store.db.command("explain", command, verbosity="executionStats")
+            stages = _winning_stages(explained)
+            assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql.USER_ROWS_INDEX}, (name, stages)
+            assert not {stage for stage, _ in stages} & {"SORT", "COLLSCAN"}, (name, stages)
+            returned = int(explained["executionStats"]["nReturned"])
+            assert _counts(explained)[1] == returned, (name, _counts(explained), returned)  # no other row read
+        assert [r.id for r in first] == [r.id for r in list(store.iter_memories(AGENT, users=[ME]))[:5]]
+    finally:
+        store.close()

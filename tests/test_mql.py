@@ -441,6 +441,15 @@ def test_scope_nulls_migration_fills_only_missing_fields() -> None:
                               "haiId": {"$ifNull": ["$haiId", None]}}}
 
 
+def test_a_paged_read_of_users_rows_names_the_user_rows_index() -> None:
+    rows = {s.name: s for s in _mql.INDEXES[_mql.MEMORY]}[_mql.USER_ROWS_INDEX]
+    assert rows.keys == [("agentWallet", 1), ("userAddress", 1), ("_id", 1)]  # the page's equality, then its order
+    assert _mql.user_rows_hint("a", ["u1"]) == _mql.USER_ROWS_INDEX
+    assert _mql.user_rows_hint("a", ["u1", None]) == _mql.USER_ROWS_INDEX
+    assert _mql.user_rows_hint("a", None) is None  # every user of the agent: the planner picks
+    assert _mql.user_rows_hint(None, ["u1"]) is None  # no agent: no index prefix to use
+
+
 def test_list_and_count_name_the_scope_index_unless_a_thread_or_filter_narrows_them() -> None:
     assert _mql.scope_list_hint(q(user_address="u1")) == _mql.SCOPE_LIST_INDEX
     assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1")) == _mql.SCOPE_LIST_INDEX  # durable: no thread

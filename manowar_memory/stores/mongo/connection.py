@@ -254,8 +254,7 @@ class MongoConnection:
             prefilter_fields=prefilter_fields, vector_index_name=vector_index_name, min_vector_score=min_vector_score)
         self._closed = False
         self._transactions: bool | None = None  # whether the server runs transactions; None: not yet known
-        self._user_scan_index: bool | None = None
-        self._scope_list_index: bool | None = None
+        self._memory_indexes: set[str] | None = None  # the memory collection's index names, read once
         self._bind_collections()
         if create_indexes:
             self.migrate()
@@ -409,6 +408,7 @@ class MongoConnection:
                 stop.set()
                 heartbeat.join()
                 coll.delete_one({"_id": _MIGRATION_LEASE, "owner": token})
+                self._memory_indexes = None  # the hints read the indexes again
         return applied
 
     @staticmethod
@@ -555,12 +555,16 @@ class MongoConnection:
     def _scope_hint(self, query: MemoryQuery) -> str | None:
         """:func:`~manowar_memory.stores._mql.scope_list_hint`, when the database has that index
         (absent on one opened with ``create_indexes=False`` before its migrations ran)."""
-        hint = _mql.scope_list_hint(query)
-        if hint is None:
+        return self._hint(_mql.scope_list_hint(query))
+
+    def _hint(self, index: str | None) -> str | None:
+        """``index`` when the memory collection has it (the indexes of the later migrations are
+        absent on a database opened with ``create_indexes=False`` before they ran), else None."""
+        if index is None:
             return None
-        if self._scope_list_index is None:
-            self._scope_list_index = hint in self.memory.index_information()
-        return hint if self._scope_list_index else None
+        if self._memory_indexes is None:
+            self._memory_indexes = set(self.memory.index_information())
+        return index if index in self._memory_indexes else None
 
     _CACHE_FIELDS: ClassVar[dict[str, int]] = {"embedding": 1, "embeddingModel": 1, "userAddress": 1, "mode": 1, "haiId": 1, "source": 1,
                      "metadata.status": 1, "metadata.expiresAt": 1, SYNC_FIELD: 1}

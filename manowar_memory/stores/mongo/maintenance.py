@@ -58,7 +58,8 @@ class MongoMaintenance(MongoConnection):
         """Up to ``limit`` rows after the ``_id`` ``after`` (every status, no embeddings), ``_id`` order."""
         flt = _mql.memory_page_query(agent_wallet, ObjectId(str(after)) if after else None, users)
         with self._errors("read"):
-            docs = list(self.memory.find(flt, {"embedding": 0}).sort("_id", 1).limit(int(limit)))
+            docs = list(self.memory.find(flt, {"embedding": 0}, hint=self._hint(_mql.user_rows_hint(agent_wallet, users)))
+                        .sort("_id", 1).limit(int(limit)))
         return [doc_to_memory(d, with_embedding=False) for d in docs], (str(docs[-1]["_id"]) if docs else after)
 
     def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:
@@ -72,7 +73,8 @@ class MongoMaintenance(MongoConnection):
     def iter_user_memories(self, agent_wallet: str, users: Sequence[str | None]) -> Iterator[MemoryRecord]:
         """The agent's rows of these users, every status, no embeddings, in ``_id`` order."""
         with self._errors("read"):
-            docs = self.memory.find(_mql.memory_rows_of_users_filter(agent_wallet, users), {"embedding": 0}).sort("_id", 1)
+            docs = self.memory.find(_mql.memory_rows_of_users_filter(agent_wallet, users), {"embedding": 0},
+                                    hint=self._hint(_mql.user_rows_hint(agent_wallet, users))).sort("_id", 1)
             for doc in docs:
                 yield doc_to_memory(doc, with_embedding=False)
 

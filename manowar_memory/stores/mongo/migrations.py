@@ -34,8 +34,8 @@ class MigratingStore(Protocol):
 _INDEX_NOT_FOUND = 27
 
 
-#: indexes created by the migrations after the baseline (m004, m005, m006)
-_LATER_INDEXES = {_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX, _mql.EVENT_DATE_INDEX}
+#: indexes created by the migrations after the baseline (m004 to m007)
+_LATER_INDEXES = {_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX, _mql.EVENT_DATE_INDEX, _mql.USER_ROWS_INDEX}
 
 
 def _index(coll: str, name: str) -> _mql.IndexSpec:
@@ -91,6 +91,13 @@ def _m006_event_date_index(store: MigratingStore) -> None:
     store.create_indexes(MEMORY, [_index(MEMORY, _mql.EVENT_DATE_INDEX)])
 
 
+def _m007_user_rows_index(store: MigratingStore) -> None:
+    """``(agentWallet, userAddress, _id)`` for a job's paged read of its users' rows: each page is
+    one index range per user after the last ``_id``, in insertion order, so reading a user's rows
+    costs as many keys as the user has rows, whatever the agent's other users hold."""
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql.USER_ROWS_INDEX)])
+
+
 #: The schema migrations of a MongoDB database, in order (recorded in ``_manowar_migrations``
 #: by name; never renamed or reordered, new ones go at the end). A fresh database runs them all
 #: and ends in the state of one upgraded from any earlier version: the indexes of
@@ -102,4 +109,5 @@ MIGRATIONS: list[tuple[str, Callable[[MigratingStore], None]]] = [
     ("m004_vector_id_per_agent", _m004_vector_id_per_agent),
     ("m005_scope_list_index", _m005_scope_list_index),
     ("m006_event_date_index", _m006_event_date_index),
+    ("m007_user_rows_index", _m007_user_rows_index),
 ]

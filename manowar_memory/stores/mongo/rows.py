@@ -271,7 +271,8 @@ class MongoRows(MongoConnection):
         while True:
             flt = _mql.memory_page_query(agent_wallet, last, users, created_from=created_from, created_to=created_to)
             with self._errors("read"):
-                docs = list(self.memory.find(flt).sort("_id", 1).limit(max(1, int(batch_size))))
+                docs = list(self.memory.find(flt, hint=self._hint(_mql.user_rows_hint(agent_wallet, users)))
+                            .sort("_id", 1).limit(max(1, int(batch_size))))
             if not docs:
                 return
             for doc in docs:
@@ -687,10 +688,8 @@ class MongoRows(MongoConnection):
 
         flt, projection, sort = _mql.local_scan_query(query, model_id)
         with self._errors("vector scan"):
-            if self._user_scan_index is None:  # absent on a database opened with create_indexes=False
-                self._user_scan_index = _mql.USER_SCAN_INDEX in self.memory.index_information()
             cursor = self.memory.find(flt, projection, sort=sort, batch_size=self.scan_batch_size,
-                                      hint=_mql.USER_SCAN_INDEX if self._user_scan_index else None)
+                                      hint=self._hint(_mql.USER_SCAN_INDEX))
             try:
                 for doc in cursor:
                     if self.max_scan is not None and scanned >= self.max_scan:
