@@ -179,18 +179,18 @@ def _indexed_mongo_databases(mongo_client):
         mongo_client.drop_database(name)
 
 
-_MIGRATIONS = "_manowar_migrations"  # manowar_memory.stores._mql.MIGRATIONS_COLLECTION (needs no pymongo)
+_MIGRATIONS = "_manowar_migrations"  # manowar_memory.stores._mql_schema.MIGRATIONS_COLLECTION (needs no pymongo)
 
 
 def _reusable(db) -> bool:
     """True when ``db`` holds exactly the store's own collections and indexes (a test added or
     dropped none) and its recorded migrations: a store opened on it applies nothing again."""
-    from manowar_memory.stores import _mql
+    from manowar_memory.stores import _mql_schema
 
     for coll in db.list_collection_names():
-        if coll == _mql.MIGRATIONS_COLLECTION:
+        if coll == _mql_schema.MIGRATIONS_COLLECTION:
             continue
-        specs = _mql.INDEXES.get(coll)
+        specs = _mql_schema.INDEXES.get(coll)
         if specs is None or set(db[coll].index_information()) != {"_id_", *(spec.name for spec in specs)}:
             return False
     return True

@@ -14,7 +14,7 @@ from pymongo import IndexModel
 
 from manowar_memory import Scope, StoreError
 from manowar_memory._util import now_ms
-from manowar_memory.stores import _mql
+from manowar_memory.stores import _mql, _mql_schema
 from manowar_memory.stores.base import MemoryQuery
 from manowar_memory.stores.mongo import MIGRATIONS, MongoStore
 
@@ -34,18 +34,18 @@ def _indexes(db: Any) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def _records(db: Any) -> dict[str, dict[str, Any]]:
-    return {d["_id"]: d for d in db[_mql.MIGRATIONS_COLLECTION].find()}
+    return {d["_id"]: d for d in db[_mql_schema.MIGRATIONS_COLLECTION].find()}
 
 
 def _previous_version(db: Any) -> None:
     """The indexes the store made on open before migrations were recorded: ids unique alone
     (``idx_vector_id``), no (agent, user, createdAt) index."""
-    for coll, specs in _mql.INDEXES.items():
-        old = [s for s in specs if s.name not in (_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX)]
-        if coll == _mql.MEMORY:
-            old.append(_mql.LEGACY_VECTOR_ID_INDEX)
+    for coll, specs in _mql_schema.INDEXES.items():
+        old = [s for s in specs if s.name not in (_mql_schema.VECTOR_AGENT_ID_INDEX, _mql_schema.SCOPE_LIST_INDEX)]
+        if coll == _mql_schema.MEMORY:
+            old.append(_mql_schema.LEGACY_VECTOR_ID_INDEX)
         db[coll].create_indexes([IndexModel(s.keys, name=s.name, **s.options) for s in old])
-    db[_mql.MEMORY].insert_many([
+    db[_mql_schema.MEMORY].insert_many([
         {"agentWallet": AGENT, "userAddress": "u1", "mode": None, "haiId": None, "vectorId": "v-user",
          "content": "the user's row", "source": "knowledge", "createdAt": 2, "metadata": {}},
         {"agentWallet": AGENT, "vectorId": "v-reference", "content": "written without scope fields",
@@ -55,8 +55,8 @@ def _previous_version(db: Any) -> None:
 
 def _reference(db: Any) -> None:
     """A database of the reference: ids indexed but not unique, duplicate active facts."""
-    db[_mql.MEMORY].create_index([("vectorId", 1)], name="idx_vector_id")
-    db[_mql.MEMORY].insert_many([
+    db[_mql_schema.MEMORY].create_index([("vectorId", 1)], name="idx_vector_id")
+    db[_mql_schema.MEMORY].insert_many([
         {"agentWallet": AGENT, "vectorId": f"v-fact-{i}", "content": "the user likes tea", "source": "fact",
          "createdAt": 10 + i, "metadata": {"factHash": "tea"}}
         for i in range(2)
@@ -94,15 +94,15 @@ def test_a_fresh_database_records_every_migration_once_in_order(mongo_client: An
 def test_an_old_database_upgrades_to_the_state_of_a_fresh_one(mongo_client: Any, mongo_db: Any, fresh: Any,
                                                               old: Any) -> None:
     old(mongo_db)
-    assert "idx_vector_id" in mongo_db[_mql.MEMORY].index_information()
+    assert "idx_vector_id" in mongo_db[_mql_schema.MEMORY].index_information()
     store = MongoStore(client=mongo_client, database=mongo_db.name, vector_search="local")
     try:
         assert store.migrations() == NAMES
         assert _indexes(mongo_db) == fresh  # the unique vectorId index is gone, (agentWallet, vectorId) holds
         # rows written without scope fields now store null in them (what the $vectorSearch prefilter matches)
-        row = mongo_db[_mql.MEMORY].find_one({"vectorId": "v-reference"})
+        row = mongo_db[_mql_schema.MEMORY].find_one({"vectorId": "v-reference"})
         assert {k: row[k] for k in ("userAddress", "mode", "haiId")} == dict.fromkeys(("userAddress", "mode", "haiId"))
-        assert mongo_db[_mql.MEMORY].count_documents(_mql.missing_scope_fields_filter()) == 0
+        assert mongo_db[_mql_schema.MEMORY].count_documents(_mql.missing_scope_fields_filter()) == 0
         shared = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"))
         assert "v-reference" in {r.id for r in store.list_memories(shared)}
         if old is _reference:  # of two active duplicates, the newest stays active, the other is kept superseded
@@ -148,7 +148,7 @@ def test_engines_starting_together_apply_each_migration_once(mongo_client: Any, 
 
 
 def test_a_lease_left_by_an_engine_that_died_is_taken_over(mongo_client: Any, mongo_db: Any) -> None:
-    mongo_db[_mql.MIGRATIONS_COLLECTION].insert_one({"_id": "lease", "owner": "dead", "until": now_ms() - 1})
+    mongo_db[_mql_schema.MIGRATIONS_COLLECTION].insert_one({"_id": "lease", "owner": "dead", "until": now_ms() - 1})
     store = MongoStore(client=mongo_client, database=mongo_db.name)
     try:
         assert store.migrations() == NAMES
@@ -159,6 +159,6 @@ def test_a_lease_left_by_an_engine_that_died_is_taken_over(mongo_client: Any, mo
 
 def test_a_database_migrated_by_a_newer_version_is_refused(mongo_client: Any, mongo_db: Any) -> None:
     MongoStore(client=mongo_client, database=mongo_db.name).close()
-    mongo_db[_mql.MIGRATIONS_COLLECTION].insert_one({"_id": "m999_future", "order": 999, "appliedAt": 0})
+    mongo_db[_mql_schema.MIGRATIONS_COLLECTION].insert_one({"_id": "m999_future", "order": 999, "appliedAt": 0})
     with pytest.raises(StoreError, match="newer manowar-memory"):
         MongoStore(client=mongo_client, database=mongo_db.name)

@@ -15,7 +15,7 @@ from pymongo import monitoring
 
 from manowar_memory import MemoryRecord, Scope
 from manowar_memory.records import Archive, Pattern, Session, Transcript
-from manowar_memory.stores import _mql
+from manowar_memory.stores import _mql, _mql_schema
 from manowar_memory.stores.base import MemoryQuery
 from manowar_memory.stores.mongo import MongoStore
 
@@ -137,11 +137,11 @@ def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
     turn = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME, thread_id="t"), durable=False)
     out: dict[str, tuple[int, int]] = {}
     for name, coll, pipelines, sort in (
-        ("keyword", _mql.MEMORY, _mql.keyword_pipelines(query, ["alpine", "lisbon"], 12), None),
-        ("transcripts", _mql.TRANSCRIPTS, _mql.transcript_search_pipelines(turn, ["hiking", "plans"], 12), None),
+        ("keyword", _mql_schema.MEMORY, _mql.keyword_pipelines(query, ["alpine", "lisbon"], 12), None),
+        ("transcripts", _mql_schema.TRANSCRIPTS, _mql.transcript_search_pipelines(turn, ["hiking", "plans"], 12), None),
         (
             "transcript chunks",
-            _mql.TRANSCRIPT_CHUNKS,
+            _mql_schema.TRANSCRIPT_CHUNKS,
             _mql.transcript_chunk_pipelines(turn, ["piano"], 12),
             {"_score": -1},
         ),
@@ -152,24 +152,24 @@ def _reads(store: MongoStore) -> dict[str, tuple[int, int]]:
         assert union == (sum(k for k, _ in branches), sum(d for _, d in branches))
         out[name] = union
     scope = _mql.scope_filter(query)
-    out["list"] = _find(store, _mql.MEMORY, scope, [("createdAt", -1), ("_id", -1)], 12,
+    out["list"] = _find(store, _mql_schema.MEMORY, scope, [("createdAt", -1), ("_id", -1)], 12,
                         hint=_mql.scope_list_hint(query))  # as the store's list_memories
     out["count"] = _counts(store.db.command(
-        "explain", {"count": _mql.MEMORY, "query": scope, "hint": _mql.scope_list_hint(query)}, verbosity="executionStats"))
+        "explain", {"count": _mql_schema.MEMORY, "query": scope, "hint": _mql.scope_list_hint(query)}, verbosity="executionStats"))
     flt, _, sort = _mql.local_scan_query(query, MODEL)
-    out["vector scan"] = _find(store, _mql.MEMORY, flt, sort, 10_000, hint=_mql.USER_SCAN_INDEX)  # as the store
+    out["vector scan"] = _find(store, _mql_schema.MEMORY, flt, sort, 10_000, hint=_mql_schema.USER_SCAN_INDEX)  # as the store
     out["patterns"] = _find(
         store,
-        _mql.PATTERNS,
-        _mql.scope_filter(query, collection=_mql.PATTERNS),
+        _mql_schema.PATTERNS,
+        _mql.scope_filter(query, collection=_mql_schema.PATTERNS),
         [("successRate", -1), ("createdAt", -1), ("_id", -1)],
         12,
     )
     out["archives"] = _find(
-        store, _mql.ARCHIVES, _mql.scope_filter(query, collection=_mql.ARCHIVES), [("createdAt", -1), ("_id", -1)], 12
+        store, _mql_schema.ARCHIVES, _mql.scope_filter(query, collection=_mql_schema.ARCHIVES), [("createdAt", -1), ("_id", -1)], 12
     )
     out["sessions"] = _find(
-        store, _mql.SESSIONS, _mql.live_session_filter(turn, 1_000_000), [("lastAccessedAt", -1), ("_id", -1)], 12
+        store, _mql_schema.SESSIONS, _mql.live_session_filter(turn, 1_000_000), [("lastAccessedAt", -1), ("_id", -1)], 12
     )
     return out
 
@@ -234,7 +234,7 @@ def test_keyword_merge_equals_one_query_over_both_ranges(store: MongoStore) -> N
 
 def _old_agent_wide_text_index(mongo_db: Any) -> None:
     """The text index a database made by an earlier version has: only the agent as its prefix."""
-    mongo_db[_mql.MEMORY].create_index(
+    mongo_db[_mql_schema.MEMORY].create_index(
         [("agentWallet", 1), ("content", "text"), ("context", "text")],
         name="idx_vector_text",
         weights={"content": 2, "context": 1},
@@ -245,7 +245,7 @@ def _old_agent_wide_text_index(mongo_db: Any) -> None:
 
 def test_an_agent_wide_index_is_replaced_on_open(mongo_client: Any, mongo_db: Any) -> None:
     _old_agent_wide_text_index(mongo_db)
-    mongo_db[_mql.MEMORY].insert_one(
+    mongo_db[_mql_schema.MEMORY].insert_one(
         {
             "agentWallet": AGENT,
             "userAddress": ME,
@@ -275,7 +275,7 @@ def _profiled(store: MongoStore, run: Any) -> tuple[int, int, int]:
         run()
     finally:
         store.db.command("profile", 0)
-    ops = list(profile.find({"ns": f"{store.db.name}.{_mql.MEMORY}"}))
+    ops = list(profile.find({"ns": f"{store.db.name}.{_mql_schema.MEMORY}"}))
     return len(ops), sum(int(d.get("keysExamined", 0)) for d in ops), sum(int(d.get("docsExamined", 0)) for d in ops)
 
 
@@ -341,7 +341,7 @@ def test_engines_opening_an_old_database_together_end_with_the_new_index(mongo_c
 
     with ThreadPoolExecutor(4) as pool:
         stores = list(pool.map(open_store, range(4)))  # none raises
-    text = [i for i in mongo_db[_mql.MEMORY].list_indexes() if "_fts" in i["key"]]
+    text = [i for i in mongo_db[_mql_schema.MEMORY].list_indexes() if "_fts" in i["key"]]
     assert [(i["name"], list(i["key"])[:2]) for i in text] == [("idx_vector_text", ["agentWallet", "userAddress"])]
     for s in stores:
         s.close()
@@ -407,15 +407,15 @@ def test_list_count_and_get_run_on_their_scope_indexes(mongo_uri: str, mongo_db:
         for n in range(10):  # other users' rows, all newer: an agent-wide newest-first scan would read them first
             store.add_memories(_rows(f"user-{n}", ROWS, 10_000 + 100 * n))
         query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address=ME))
-        expected = {"list": _mql.SCOPE_LIST_INDEX, "count": _mql.SCOPE_LIST_INDEX,
-                    "get": _mql.VECTOR_AGENT_ID_INDEX, "get by id": _mql.VECTOR_AGENT_ID_INDEX}
+        expected = {"list": _mql_schema.SCOPE_LIST_INDEX, "count": _mql_schema.SCOPE_LIST_INDEX,
+                    "get": _mql_schema.VECTOR_AGENT_ID_INDEX, "get by id": _mql_schema.VECTOR_AGENT_ID_INDEX}
         reads = {"list": lambda: store.list_memories(query, limit=10), "count": lambda: store.count_memories(query),
                  "get": lambda: store.get_memory("m3", query),
                  "get by id": lambda: store.get_memory("m3", agent_wallet=AGENT)}
         for name, read in reads.items():
             commands.sent.clear()
             assert read()  # the read finds what it should
-            (sent,) = [c for c in commands.sent if c.get(next(iter(c))) == _mql.MEMORY]
+            (sent,) = [c for c in commands.sent if c.get(next(iter(c))) == _mql_schema.MEMORY]
             command = {k: v for k, v in sent.items() if not k.startswith("$") and k not in ("lsid", "txnNumber")}
             stages = _winning_stages(store.db.command("explain", command, verbosity="queryPlanner"))
             assert ("COLLSCAN", None) not in stages, (name, stages)
@@ -443,11 +443,11 @@ def test_the_read_by_event_date_runs_on_its_scope_index(mongo_uri: str, mongo_db
         found = store.memories_dated_between(query, june_12, june_12 + 86_400_000, 50)
         assert found and {r.metadata["eventDate"] for r in found} == {"2023-06-12"}
         assert {r.user_address for r in found} <= {ME, None}
-        (sent,) = [c for c in commands.sent if c.get(next(iter(c))) == _mql.MEMORY]
+        (sent,) = [c for c in commands.sent if c.get(next(iter(c))) == _mql_schema.MEMORY]
         command = {k: v for k, v in sent.items() if not k.startswith("$") and k not in ("lsid", "txnNumber")}
         stages = _winning_stages(store.db.command("explain", command, verbosity="queryPlanner"))
         assert ("COLLSCAN", None) not in stages, stages
-        assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql.EVENT_DATE_INDEX}, stages
+        assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql_schema.EVENT_DATE_INDEX}, stages
     finally:
         store.close()
 
@@ -467,9 +467,9 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
         commands.sent.clear()
         hits, info = store.vector_search(query, _vector(1), MODEL, 5)
         assert info.method == "local-cache" and info.candidates == ROWS and len(hits) == 5
-        counts = [c for c in commands.sent if c.get("aggregate") == _mql.MEMORY]
+        counts = [c for c in commands.sent if c.get("aggregate") == _mql_schema.MEMORY]
         assert [c["pipeline"] for c in counts] == [_mql.embedding_model_counts_pipeline(AGENT, [ME, None])]
-        user_less_reads = [c for c in commands.sent if c.get("find") == _mql.MEMORY
+        user_less_reads = [c for c in commands.sent if c.get("find") == _mql_schema.MEMORY
                            and "userAddress" in c.get("filter", {}) and c["filter"]["userAddress"] is None]
         assert user_less_reads == []  # counted empty: not read
         shared = _rows(None, 1, 5_000)[0].model_copy(update={"content": "a note every user of the agent sees"})
@@ -481,12 +481,12 @@ def test_the_vector_cache_counts_in_one_round_trip_and_reads_no_empty_partition(
         assert info.skipped_other_models == 1
         # both partitions' syncs read the rows written since, vectors and all, in the one find
         # that looks for them (no second round trip by _id), and count them in one aggregate
-        finds = [c for c in commands.sent if c.get("find") == _mql.MEMORY]
-        syncs = [c for c in finds if _mql.SYNC_FIELD in str(c["filter"])]
+        finds = [c for c in commands.sent if c.get("find") == _mql_schema.MEMORY]
+        syncs = [c for c in finds if _mql_schema.SYNC_FIELD in str(c["filter"])]
         assert len(syncs) == 1 and syncs[0]["projection"].get("embedding") == 1
         assert [w["userAddress"] for w in syncs[0]["filter"]["$or"]] == [ME, None]
         assert [c for c in finds if "_id" in c["filter"] and "userAddress" not in c["filter"]] == []
-        assert len([c for c in commands.sent if c.get("aggregate") == _mql.MEMORY and "$group" in str(c)]) == 1
+        assert len([c for c in commands.sent if c.get("aggregate") == _mql_schema.MEMORY and "$group" in str(c)]) == 1
     finally:
         store.close()
 
@@ -569,7 +569,7 @@ def test_a_jobs_paged_read_of_its_users_rows_is_one_index_range(mongo_uri: str, 
             command = {k: v for k, v in sent.items() if not k.startswith("$") and k not in ("lsid", "txnNumber")}
             explained = store.db.command("explain", command, verbosity="executionStats")
             stages = _winning_stages(explained)
-            assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql.USER_ROWS_INDEX}, (name, stages)
+            assert {index for stage, index in stages if stage == "IXSCAN"} == {_mql_schema.USER_ROWS_INDEX}, (name, stages)
             assert not {stage for stage, _ in stages} & {"SORT", "COLLSCAN"}, (name, stages)
             returned = int(explained["executionStats"]["nReturned"])
             assert _counts(explained)[1] == returned, (name, _counts(explained), returned)  # no other row read

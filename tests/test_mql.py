@@ -10,7 +10,7 @@ import pytest
 
 from manowar_memory import Scope
 from manowar_memory.filters import normalize_filters
-from manowar_memory.stores import _mql
+from manowar_memory.stores import _mql, _mql_schema
 from manowar_memory.stores.base import MemoryQuery
 
 A = "agent-1"
@@ -67,7 +67,7 @@ def test_sources_apply_to_memory_rows_only() -> None:
     f = _mql.scope_filter(q(sources=("fact",), exclude_sources=("session",)))
     assert f["source"] == {"$in": ["fact"]}
     assert f["$and"] == [{"source": {"$nin": ["session"]}}]
-    assert "source" not in _mql.scope_filter(q(sources=("fact",)), collection=_mql.SESSIONS)
+    assert "source" not in _mql.scope_filter(q(sources=("fact",)), collection=_mql_schema.SESSIONS)
 
 
 def test_filters_equality_list_null_and_nested_paths() -> None:
@@ -229,9 +229,9 @@ def test_stats_pipeline() -> None:
 def test_reference_collections_and_indexes() -> None:
     # the reference's seven collections, plus the maintenance schedules of the inline scheduler and
     # the sealed message chunks of transcripts past one document's size, and the turn ledger
-    assert set(_mql.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
+    assert set(_mql_schema.INDEXES) == {"memory", "session_transcripts", "sessions", "patterns", "archives", "skills",
                                  "memory_jobs", "memory_schedules", "session_transcript_chunks", "session_turns"}
-    names = {c: {i.name for i in specs} for c, specs in _mql.INDEXES.items()}
+    names = {c: {i.name for i in specs} for c, specs in _mql_schema.INDEXES.items()}
     for name in ("idx_vector_wallet", "idx_vector_agent_id", "idx_vector_wallet_created", "idx_vector_wallet_thread",
                  "idx_vector_wallet_scope_thread", "idx_vector_user", "idx_vector_source", "idx_vector_app_id",
                  "idx_vector_decay", "idx_vector_last_accessed"):
@@ -239,12 +239,12 @@ def test_reference_collections_and_indexes() -> None:
     for name in ("idx_session_id", "idx_session_wallet", "idx_session_wallet_scope_thread", "idx_session_app_id",
                  "idx_session_ttl", "idx_session_last_accessed"):
         assert name in names["sessions"]
-    ttl = next(i for i in _mql.INDEXES["sessions"] if i.name == "idx_session_ttl")
+    ttl = next(i for i in _mql_schema.INDEXES["sessions"] if i.name == "idx_session_ttl")
     assert ttl.keys == [("expiresAt", 1)] and ttl.options == {"expireAfterSeconds": 0}
-    unique = {i.name for specs in _mql.INDEXES.values() for i in specs if i.options.get("unique")}
+    unique = {i.name for specs in _mql_schema.INDEXES.values() for i in specs if i.options.get("unique")}
     assert {"idx_vector_agent_id", "idx_transcript_wallet_session", "idx_session_wallet_id", "idx_pattern_id",
             "idx_archive_id", "idx_skill_id", "idx_memory_job_id"} <= unique
-    text = [i for specs in _mql.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
+    text = [i for specs in _mql_schema.INDEXES.values() for i in specs if any(v == "text" for _, v in i.keys)]
     assert {i.name for i in text} == {"idx_vector_text", "idx_transcript_text", "idx_transcript_chunk_text"}
     memory_text = next(i for i in text if i.name == "idx_vector_text")
     assert memory_text.keys == [("agentWallet", 1), ("userAddress", 1), ("content", "text"), ("context", "text")]
@@ -252,7 +252,7 @@ def test_reference_collections_and_indexes() -> None:
     assert all(i.keys[0] == ("agentWallet", 1) for i in text)  # equality prefix: per-agent postings
     for name in ("idx_vector_text", "idx_transcript_text"):  # and per user: other users' postings are never read
         assert next(i for i in text if i.name == name).keys[1] == ("userAddress", 1)
-    for specs in _mql.INDEXES.values():
+    for specs in _mql_schema.INDEXES.values():
         assert len({i.name for i in specs}) == len(specs)
 
 
@@ -260,7 +260,7 @@ def test_memory_update_pipeline_sets_values_literally_then_derives_the_store_fie
     pipeline = _mql.memory_update_pipeline({"content": "$price is 5", "metadata": {"status": "deleted"}}, 7)
     assert pipeline[0] == {"$set": {"content": {"$literal": "$price is 5"},
                                     "metadata": {"$literal": {"status": "deleted"}}}}
-    assert pipeline[1] == {"$set": {_mql.ACTIVE_FACT_FIELD: _mql.active_fact_expr(), _mql.SYNC_FIELD: 7}}
+    assert pipeline[1] == {"$set": {_mql_schema.ACTIVE_FACT_FIELD: _mql.active_fact_expr(), _mql_schema.SYNC_FIELD: 7}}
     assert _mql.memory_update_pipeline({}, 7) == [pipeline[1]]
     cond = _mql.active_fact_expr()["$cond"]
     assert cond[1:] == ["$metadata.factHash", "$$REMOVE"]
@@ -268,9 +268,9 @@ def test_memory_update_pipeline_sets_values_literally_then_derives_the_store_fie
 
 
 def test_active_fact_index_is_partial_and_unique() -> None:
-    spec = {s.name: s for s in _mql.INDEXES["memory"]}["idx_vector_active_fact"]
-    assert spec.keys == [("agentWallet", 1), (_mql.ACTIVE_FACT_FIELD, 1)]
-    assert spec.options == {"unique": True, "partialFilterExpression": {_mql.ACTIVE_FACT_FIELD: {"$exists": True}}}
+    spec = {s.name: s for s in _mql_schema.INDEXES["memory"]}["idx_vector_active_fact"]
+    assert spec.keys == [("agentWallet", 1), (_mql_schema.ACTIVE_FACT_FIELD, 1)]
+    assert spec.options == {"unique": True, "partialFilterExpression": {_mql_schema.ACTIVE_FACT_FIELD: {"$exists": True}}}
 
 
 # ----------------------------------------------------------------------------- maintenance
@@ -307,7 +307,7 @@ def test_embedding_model_counts_pipeline_counts_each_users_embedded_rows_by_mode
 
     assert _mql.embedding_model_counts_pipeline("a1", ["u1"]) == branch("u1")
     assert _mql.embedding_model_counts_pipeline("a1", ["u1", None]) == [
-        *branch("u1"), {"$unionWith": {"coll": _mql.MEMORY, "pipeline": branch(None)}}]
+        *branch("u1"), {"$unionWith": {"coll": _mql_schema.MEMORY, "pipeline": branch(None)}}]
 
 
 def test_users_condition_matches_null_for_the_user_less_rows() -> None:
@@ -341,7 +341,7 @@ def test_memory_rows_hide_expired_rows_at_the_querys_now(query: MemoryQuery, exp
     assert _mql.scope_filter(query).get("metadata.expiresAt") == expected
 
 
-@pytest.mark.parametrize("collection", [_mql.SESSIONS, _mql.TRANSCRIPTS, _mql.PATTERNS, _mql.ARCHIVES])
+@pytest.mark.parametrize("collection", [_mql_schema.SESSIONS, _mql_schema.TRANSCRIPTS, _mql_schema.PATTERNS, _mql_schema.ARCHIVES])
 def test_expiry_is_a_memory_row_rule_only(collection: str) -> None:
     assert "metadata.expiresAt" not in _mql.scope_filter(q(), collection=collection)
 
@@ -421,14 +421,14 @@ def test_by_id_filters_name_the_agent() -> None:
 
 
 def test_row_ids_are_unique_per_agent_and_listing_has_a_scope_index() -> None:
-    memory = {s.name: s for s in _mql.INDEXES["memory"]}
-    assert _mql.LEGACY_VECTOR_ID_INDEX.name not in memory
-    by_id = memory[_mql.VECTOR_AGENT_ID_INDEX]
+    memory = {s.name: s for s in _mql_schema.INDEXES["memory"]}
+    assert _mql_schema.LEGACY_VECTOR_ID_INDEX.name not in memory
+    by_id = memory[_mql_schema.VECTOR_AGENT_ID_INDEX]
     assert by_id.keys == [("agentWallet", 1), ("vectorId", 1)] and by_id.options == {"unique": True}
     # a unique index of a collection sharded on {agentWallet: 1} must start with the shard key
     unique_memory = [s for s in memory.values() if s.options.get("unique")]
     assert all(s.keys[0] == ("agentWallet", 1) for s in unique_memory)
-    listing = memory[_mql.SCOPE_LIST_INDEX]
+    listing = memory[_mql_schema.SCOPE_LIST_INDEX]
     assert listing.keys == [("agentWallet", 1), ("userAddress", 1), ("createdAt", -1), ("_id", -1)]
 
 
@@ -442,16 +442,16 @@ def test_scope_nulls_migration_fills_only_missing_fields() -> None:
 
 
 def test_a_paged_read_of_users_rows_names_the_user_rows_index() -> None:
-    rows = {s.name: s for s in _mql.INDEXES[_mql.MEMORY]}[_mql.USER_ROWS_INDEX]
+    rows = {s.name: s for s in _mql_schema.INDEXES[_mql_schema.MEMORY]}[_mql_schema.USER_ROWS_INDEX]
     assert rows.keys == [("agentWallet", 1), ("userAddress", 1), ("_id", 1)]  # the page's equality, then its order
-    assert _mql.user_rows_hint("a", ["u1"]) == _mql.USER_ROWS_INDEX
-    assert _mql.user_rows_hint("a", ["u1", None]) == _mql.USER_ROWS_INDEX
+    assert _mql.user_rows_hint("a", ["u1"]) == _mql_schema.USER_ROWS_INDEX
+    assert _mql.user_rows_hint("a", ["u1", None]) == _mql_schema.USER_ROWS_INDEX
     assert _mql.user_rows_hint("a", None) is None  # every user of the agent: the planner picks
     assert _mql.user_rows_hint(None, ["u1"]) is None  # no agent: no index prefix to use
 
 
 def test_list_and_count_name_the_scope_index_unless_a_thread_or_filter_narrows_them() -> None:
-    assert _mql.scope_list_hint(q(user_address="u1")) == _mql.SCOPE_LIST_INDEX
-    assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1")) == _mql.SCOPE_LIST_INDEX  # durable: no thread
+    assert _mql.scope_list_hint(q(user_address="u1")) == _mql_schema.SCOPE_LIST_INDEX
+    assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1")) == _mql_schema.SCOPE_LIST_INDEX  # durable: no thread
     assert _mql.scope_list_hint(q(user_address="u1", thread_id="t1", durable=False)) is None
     assert _mql.scope_list_hint(q(filters={"appId": "x"})) is None

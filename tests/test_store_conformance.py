@@ -96,9 +96,9 @@ def mongo_store(mongo_db):
 
 @pytest.mark.mongo
 def test_mongo_collections_and_indexes(mongo_store, mongo_db) -> None:
-    from manowar_memory.stores import _mql
+    from manowar_memory.stores import _mql_schema
 
-    for coll, specs in _mql.INDEXES.items():
+    for coll, specs in _mql_schema.INDEXES.items():
         info = mongo_db[coll].index_information()
         for spec in specs:
             assert spec.name in info, f"{coll}.{spec.name}"

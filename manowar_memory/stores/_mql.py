@@ -1,6 +1,6 @@
 """Pure builders for the MongoDB store: the filter of a
-:class:`~manowar_memory.stores.base.MemoryQuery`, every aggregation pipeline, and the collection
-and index definitions of :mod:`~manowar_memory.stores._mql_schema` (re-exported here).
+:class:`~manowar_memory.stores.base.MemoryQuery` and every aggregation pipeline, naming the
+collections and indexes of :mod:`~manowar_memory.stores._mql_schema`.
 
 Nothing here talks to a server or imports pymongo, so ``tests/test_mql.py`` checks the exact
 documents; :mod:`manowar_memory.stores.mongo` then sends the same documents to the server.
@@ -37,60 +37,22 @@ from .._util import now_ms as _now_ms
 from ..filters import FilterValue, Group, Ops
 from ._mql_schema import (
     ACTIVE_FACT_FIELD,
-    ARCHIVES,
-    CACHE_FENCE,
-    EVENT_DATE_INDEX,
-    INDEXES,
-    JOBS,
-    LEGACY_VECTOR_ID_INDEX,
     MEMORY,
-    MIGRATIONS_COLLECTION,
-    PATTERNS,
-    SCHEDULES,
     SCOPE_LIST_INDEX,
     SESSIONS,
-    SKILLS,
     SYNC_FIELD,
-    TRANSCRIPT_CHUNKS,
     TRANSCRIPTS,
-    TURNS,
     USER_ROWS_INDEX,
-    USER_SCAN_INDEX,
-    VECTOR_AGENT_ID_INDEX,
     VECTOR_INDEX_NAME,
-    IndexSpec,
 )
 from .base import INACTIVE_STATUSES, MemoryQuery
 
 __all__ = [
-    "ACTIVE_FACT_FIELD",
-    "ARCHIVES",
     "ATLAS_MAX_CANDIDATES",
-    "CACHE_FENCE",
     "DEFAULT_PREFILTER_FIELDS",
-    "EVENT_DATE_INDEX",
     "INACTIVE_STATUSES",
-    "INDEXES",
-    "JOBS",
-    "LEGACY_VECTOR_ID_INDEX",
-    "MEMORY",
-    "MIGRATIONS_COLLECTION",
-    "PATTERNS",
     "REFERENCE_FILTER_FIELDS",
-    "SCHEDULES",
-    "SCOPE_LIST_INDEX",
     "SCOPE_PREFILTER_FIELDS",
-    "SESSIONS",
-    "SKILLS",
-    "SYNC_FIELD",
-    "TRANSCRIPTS",
-    "TRANSCRIPT_CHUNKS",
-    "TURNS",
-    "USER_ROWS_INDEX",
-    "USER_SCAN_INDEX",
-    "VECTOR_AGENT_ID_INDEX",
-    "VECTOR_INDEX_NAME",
-    "IndexSpec",
     "active_fact_expr",
     "ann_sizes",
     "atlas_prefilter",

@@ -1,7 +1,7 @@
 """The MongoDB store's collections and indexes: names, the store-maintained fields of memory
 rows, and every index of :data:`INDEXES` (what the recorded migrations leave a database with).
-Pure data, no pymongo: :mod:`manowar_memory.stores._mql` re-exports it beside the query builders
-that name these indexes."""
+Pure data, no pymongo, for the store and for the query builders of
+:mod:`manowar_memory.stores._mql` that name these collections and indexes."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...errors import MissingDependencyError, StoreError
 from ...records import Archive, Job, Pattern, Skill
-from .._mql import (
+from .._mql_schema import (
     ARCHIVES,
     PATTERNS,
 )

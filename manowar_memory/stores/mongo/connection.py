@@ -17,9 +17,9 @@ from ..._util import now_ms
 from ...errors import ConfigurationError, ConflictError, MissingDependencyError, StoreError, StoreUnavailableError
 from ...records import MemoryRecord, Session
 from ...redaction import install_log_redaction
-from .. import _mql
+from .. import _mql, _mql_schema
 from .. import base as _base
-from .._mql import (
+from .._mql_schema import (
     ACTIVE_FACT_FIELD,
     ARCHIVES,
     JOBS,
@@ -213,7 +213,7 @@ class MongoConnection:
         vector_cache_reload_s: float = 300.0,
         vector_cache_recount_s: float = 1.0,
         prefilter_fields: Sequence[str] | None = None,
-        vector_index_name: str = _mql.VECTOR_INDEX_NAME,
+        vector_index_name: str = _mql_schema.VECTOR_INDEX_NAME,
         min_vector_score: float | None = None,
         transcript_chunk_bytes: int = DEFAULT_TRANSCRIPT_CHUNK_BYTES,
         create_indexes: bool = True,
@@ -318,12 +318,12 @@ class MongoConnection:
         self.transcripts = self.db[TRANSCRIPTS]
         self.transcript_chunks = self.db[TRANSCRIPT_CHUNKS]
         self.sessions = self.db[SESSIONS]
-        self.turns = self.db[_mql.TURNS]
+        self.turns = self.db[_mql_schema.TURNS]
         self.patterns = self.db[PATTERNS]
         self.archives = self.db[ARCHIVES]
         self.skills = self.db[SKILLS]
         self.jobs = self.db[JOBS]
-        self.schedules = self.db[_mql.SCHEDULES]
+        self.schedules = self.db[_mql_schema.SCHEDULES]
 
     # -- plumbing --
     @contextmanager
@@ -355,7 +355,7 @@ class MongoConnection:
     def migrations(self) -> list[str]:
         """Names of the migrations applied to this database, in order."""
         with self._errors("migration listing"):
-            docs = self.db[_mql.MIGRATIONS_COLLECTION].find({"order": {"$exists": True}}, {"order": 1})
+            docs = self.db[_mql_schema.MIGRATIONS_COLLECTION].find({"order": {"$exists": True}}, {"order": 1})
             return [str(d["_id"]) for d in sorted(docs, key=lambda d: (d["order"], d["_id"]))]
 
     def _pending_migrations(self) -> list[tuple[int, str, Callable[[MongoConnection], None]]]:
@@ -380,7 +380,7 @@ class MongoConnection:
         pending = self._pending_migrations()
         if not pending:
             return []
-        coll = self.db[_mql.MIGRATIONS_COLLECTION]
+        coll = self.db[_mql_schema.MIGRATIONS_COLLECTION]
         token = os.urandom(8).hex()
         waited = False
         with self._errors("migration"):
@@ -432,7 +432,7 @@ class MongoConnection:
             except PyMongoError as exc:  # the next renewal tries again; the lease outlives a few misses
                 log.warning("MongoStore: could not renew the migration lease: %s", exc)
 
-    def create_indexes(self, coll_name: str, specs: Sequence[_mql.IndexSpec]) -> None:
+    def create_indexes(self, coll_name: str, specs: Sequence[_mql_schema.IndexSpec]) -> None:
         """Create indexes (idempotent). An index whose options changed is dropped and created
         again, as the reference does for sessions."""
         from pymongo import IndexModel
@@ -489,7 +489,7 @@ class MongoConnection:
             log.warning("MongoStore: marked %d duplicate active fact rows superseded (kept, not deleted)", superseded)
         return superseded
 
-    def _create_or_replace(self, coll: Any, spec: _mql.IndexSpec, model: Any) -> None:
+    def _create_or_replace(self, coll: Any, spec: _mql_schema.IndexSpec, model: Any) -> None:
         """Create one index; when an index in its place differs (an earlier version's), drop
         that one and create it. Another engine opening the same database may be doing the
         same: each step is tried again once, and creating an index that now exists as
@@ -507,7 +507,7 @@ class MongoConnection:
                 # attempt 0: another engine may have just replaced it; try creating it again
 
     @staticmethod
-    def _drop_conflicting(coll: Any, spec: _mql.IndexSpec) -> None:
+    def _drop_conflicting(coll: Any, spec: _mql_schema.IndexSpec) -> None:
         is_text = any(v == "text" for _, v in spec.keys)
         for info in coll.list_indexes():
             same_name = info["name"] == spec.name
@@ -556,6 +556,18 @@ class MongoConnection:
         """:func:`~manowar_memory.stores._mql.scope_list_hint`, when the database has that index
         (absent on one opened with ``create_indexes=False`` before its migrations ran)."""
         return self._hint(_mql.scope_list_hint(query))
+
+    def _memory_page(self, agent_wallet: str | None, after: Any, limit: int, users: Sequence[str | None] | None,
+                     *, created_from: int | None = None, created_to: int | None = None,
+                     with_embedding: bool = True) -> list[dict[str, Any]]:
+        """One page of memory documents after the ``_id`` ``after`` in ``_id`` order
+        (:func:`~manowar_memory.stores._mql.memory_page_query`), read on the user-rows index when
+        users are named: the page of ``page_memories`` and of ``iter_memories``."""
+        flt = _mql.memory_page_query(agent_wallet, after, users, created_from=created_from, created_to=created_to)
+        with self._errors("read"):
+            return list(self.memory.find(flt, None if with_embedding else {"embedding": 0},
+                                         hint=self._hint(_mql.user_rows_hint(agent_wallet, users)))
+                        .sort("_id", 1).limit(limit))
 
     def _hint(self, index: str | None) -> str | None:
         """``index`` when the memory collection has it (the indexes of the later migrations are

@@ -56,10 +56,8 @@ class MongoMaintenance(MongoConnection):
     def page_memories(self, agent_wallet: str | None, after: PageCursor, limit: int, *,
                       users: Sequence[str | None] | None = None) -> tuple[list[MemoryRecord], PageCursor]:
         """Up to ``limit`` rows after the ``_id`` ``after`` (every status, no embeddings), ``_id`` order."""
-        flt = _mql.memory_page_query(agent_wallet, ObjectId(str(after)) if after else None, users)
-        with self._errors("read"):
-            docs = list(self.memory.find(flt, {"embedding": 0}, hint=self._hint(_mql.user_rows_hint(agent_wallet, users)))
-                        .sort("_id", 1).limit(int(limit)))
+        docs = self._memory_page(agent_wallet, ObjectId(str(after)) if after else None, int(limit), users,
+                                 with_embedding=False)
         return [doc_to_memory(d, with_embedding=False) for d in docs], (str(docs[-1]["_id"]) if docs else after)
 
     def memory_user_counts(self, agent_wallet: str) -> dict[str | None, int]:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ...errors import MissingDependencyError
-from .. import _mql
-from .._mql import (
+from .. import _mql, _mql_schema
+from .._mql_schema import (
     MEMORY,
 )
 
@@ -27,7 +27,7 @@ class MigratingStore(Protocol):
 
     memory: Any  # the memory collection
 
-    def create_indexes(self, coll_name: str, specs: Sequence[_mql.IndexSpec]) -> None: ...
+    def create_indexes(self, coll_name: str, specs: Sequence[_mql_schema.IndexSpec]) -> None: ...
     def migrate_active_facts(self) -> int: ...
 
 
@@ -35,11 +35,12 @@ _INDEX_NOT_FOUND = 27
 
 
 #: indexes created by the migrations after the baseline (m004 to m007)
-_LATER_INDEXES = {_mql.VECTOR_AGENT_ID_INDEX, _mql.SCOPE_LIST_INDEX, _mql.EVENT_DATE_INDEX, _mql.USER_ROWS_INDEX}
+_LATER_INDEXES = {_mql_schema.VECTOR_AGENT_ID_INDEX, _mql_schema.SCOPE_LIST_INDEX, _mql_schema.EVENT_DATE_INDEX,
+                  _mql_schema.USER_ROWS_INDEX}
 
 
-def _index(coll: str, name: str) -> _mql.IndexSpec:
-    return next(spec for spec in _mql.INDEXES[coll] if spec.name == name)
+def _index(coll: str, name: str) -> _mql_schema.IndexSpec:
+    return next(spec for spec in _mql_schema.INDEXES[coll] if spec.name == name)
 
 
 def _m001_active_fact_hash(store: MigratingStore) -> None:
@@ -52,7 +53,7 @@ def _m001_active_fact_hash(store: MigratingStore) -> None:
 def _m002_indexes(store: MigratingStore) -> None:
     """The indexes the store created on open before migrations were recorded (an earlier
     version's index of the same name or keys with other options is replaced)."""
-    for coll, specs in _mql.INDEXES.items():
+    for coll, specs in _mql_schema.INDEXES.items():
         store.create_indexes(coll, [spec for spec in specs if spec.name not in _LATER_INDEXES])
 
 
@@ -68,8 +69,8 @@ def _m004_vector_id_per_agent(store: MigratingStore) -> None:
     the unique ``vectorId`` index of earlier versions (a collection sharded on ``agentWallet``
     cannot keep a unique index that does not start with it). The new index exists before the
     old one goes, so ids stay unique throughout."""
-    store.create_indexes(MEMORY, [_index(MEMORY, _mql.VECTOR_AGENT_ID_INDEX)])
-    legacy = _mql.LEGACY_VECTOR_ID_INDEX
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql_schema.VECTOR_AGENT_ID_INDEX)])
+    legacy = _mql_schema.LEGACY_VECTOR_ID_INDEX
     for info in store.memory.list_indexes():
         if info["name"] == legacy.name or list(info["key"].items()) == legacy.keys:
             try:
@@ -82,26 +83,26 @@ def _m004_vector_id_per_agent(store: MigratingStore) -> None:
 def _m005_scope_list_index(store: MigratingStore) -> None:
     """``(agentWallet, userAddress, createdAt, _id)`` for ``list_memories`` and ``count_memories``:
     one index range per user of the scope, already in the listing's order."""
-    store.create_indexes(MEMORY, [_index(MEMORY, _mql.SCOPE_LIST_INDEX)])
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql_schema.SCOPE_LIST_INDEX)])
 
 
 def _m006_event_date_index(store: MigratingStore) -> None:
     """``(agentWallet, userAddress, metadata.eventDate)`` for ``memories_dated_between``: facts
     say when they happened, often long before they are recorded."""
-    store.create_indexes(MEMORY, [_index(MEMORY, _mql.EVENT_DATE_INDEX)])
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql_schema.EVENT_DATE_INDEX)])
 
 
 def _m007_user_rows_index(store: MigratingStore) -> None:
     """``(agentWallet, userAddress, _id)`` for a job's paged read of its users' rows: each page is
     one index range per user after the last ``_id``, in insertion order, so reading a user's rows
     costs as many keys as the user has rows, whatever the agent's other users hold."""
-    store.create_indexes(MEMORY, [_index(MEMORY, _mql.USER_ROWS_INDEX)])
+    store.create_indexes(MEMORY, [_index(MEMORY, _mql_schema.USER_ROWS_INDEX)])
 
 
 #: The schema migrations of a MongoDB database, in order (recorded in ``_manowar_migrations``
 #: by name; never renamed or reordered, new ones go at the end). A fresh database runs them all
 #: and ends in the state of one upgraded from any earlier version: the indexes of
-#: :data:`~manowar_memory.stores._mql.INDEXES`.
+#: :data:`~manowar_memory.stores._mql_schema.INDEXES`.
 MIGRATIONS: list[tuple[str, Callable[[MigratingStore], None]]] = [
     ("m001_active_fact_hash", _m001_active_fact_hash),
     ("m002_indexes", _m002_indexes),

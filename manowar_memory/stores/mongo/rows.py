@@ -16,9 +16,9 @@ from ..._util import now_ms, query_terms
 from ...errors import MissingDependencyError, StoreError
 from ...expiry import expires_at_of
 from ...records import MemoryRecord
-from .. import _mql
+from .. import _mql, _mql_schema
 from .. import base as _base
-from .._mql import (
+from .._mql_schema import (
     ACTIVE_FACT_FIELD,
     MEMORY,
     SYNC_FIELD,
@@ -269,10 +269,8 @@ class MongoRows(MongoConnection):
     ) -> Iterator[MemoryRecord]:
         last: ObjectId | None = None
         while True:
-            flt = _mql.memory_page_query(agent_wallet, last, users, created_from=created_from, created_to=created_to)
-            with self._errors("read"):
-                docs = list(self.memory.find(flt, hint=self._hint(_mql.user_rows_hint(agent_wallet, users)))
-                            .sort("_id", 1).limit(max(1, int(batch_size))))
+            docs = self._memory_page(agent_wallet, last, max(1, int(batch_size)), users, created_from=created_from,
+                                     created_to=created_to)
             if not docs:
                 return
             for doc in docs:
@@ -689,7 +687,7 @@ class MongoRows(MongoConnection):
         flt, projection, sort = _mql.local_scan_query(query, model_id)
         with self._errors("vector scan"):
             cursor = self.memory.find(flt, projection, sort=sort, batch_size=self.scan_batch_size,
-                                      hint=self._hint(_mql.USER_SCAN_INDEX))
+                                      hint=self._hint(_mql_schema.USER_SCAN_INDEX))
             try:
                 for doc in cursor:
                     if self.max_scan is not None and scanned >= self.max_scan:

@@ -14,7 +14,7 @@ from ...errors import MissingDependencyError, StoreError
 from ...records import MemoryRecord, Session, Transcript
 from .. import _mql
 from .. import base as _base
-from .._mql import (
+from .._mql_schema import (
     SYNC_FIELD,
     TRANSCRIPT_CHUNKS,
     TRANSCRIPTS,
