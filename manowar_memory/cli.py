@@ -524,16 +524,41 @@ cli.add_command(notes_cli, name="notes")
 
 def main() -> None:
     """Entry point: library errors become one clear line and exit code 2."""
+    code = 0
     try:
-        cli(standalone_mode=False)
+        result = cli(standalone_mode=False)
+        code = result if isinstance(result, int) else 0
     except click.exceptions.Abort:
-        sys.exit(130)
+        code = 130
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
     except ManowarError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        code = 2
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    """End the process with ``code``. Once Temporal's Rust core has been loaded (the worker,
+    ``serve --temporal``, schedules), its threads outlive the event loop and can abort the
+    interpreter while it finalizes ("PyGILState_Release: thread state ... must be current",
+    temporalio/sdk-python#300): the command has already closed its stores, so flush the
+    output and leave without finalizing. Otherwise exit normally."""
+    if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
+        sys.exit(code)
+    import logging
+    import os
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to flush into
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -154,6 +154,33 @@ def test_main_succeeds_with_exit_code_zero_or_none(monkeypatch, capsys, store_ur
     assert capsys.readouterr().out.startswith("stored vec_")
 
 
+class _HardExit(Exception):
+    """Raised by the patched ``os._exit``: the process would have left without finalizing."""
+
+
+@pytest.mark.parametrize(("args", "expected"), [(("stats", "--store", "postgres://nowhere"), 2), (("--help",), 0)])
+def test_main_leaves_without_finalizing_once_temporals_core_is_loaded(
+        monkeypatch, capsys, args: tuple[str, ...], expected: int) -> None:
+    # temporalio/sdk-python#300: Temporal's Rust threads can abort a finalizing interpreter
+    # (CI saw the worker exit with SIGABRT after "worker stopped"), so main() skips finalization then
+    import os
+
+    codes: list[int] = []
+
+    def hard_exit(code: int) -> None:
+        codes.append(code)
+        raise _HardExit
+
+    monkeypatch.setitem(sys.modules, "temporalio.bridge.temporal_sdk_bridge", sys)  # any loaded module will do
+    monkeypatch.setattr(os, "_exit", hard_exit)
+    monkeypatch.setattr(sys, "argv", ["manowar", *args])
+    with pytest.raises(_HardExit):
+        main()
+    assert codes == [expected]
+    out = capsys.readouterr()
+    assert ("error: unknown store" in out.err) if expected else ("Usage:" in out.out)
+
+
 def test_version_option(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["--version"])
     assert result.exit_code == 0 and "0.1.0" in result.output
