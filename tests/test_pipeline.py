@@ -123,3 +123,54 @@ def test_the_rerank_stage_runs_on_the_engines_rerank_threads() -> None:
     engine.close()
     assert reranker.threads and all(name.startswith("manowar-rerank") for name in reranker.threads)
     assert result.lanes["vectors"]["rerank"] == "reranked" and "vectors.rerank" in result.timings_ms
+
+
+def _varied(now: int) -> list[Candidate]:
+    """Candidates that differ in every signal decay and boosts read."""
+    day = 86_400_000
+    metas = [{}, {"trust": "system"}, {"trust": "external", "occurredAt": now - 3 * day},
+             {"proofCount": 4, "confidence": 0.6, "occurredAt": now - 40 * day}, {"outdated": True},
+             {"proofCount": 1}, {"trust": " Learned "}]
+    return [Candidate(layer="vectors", id=f"c{i}", text=f"memory {i}", score=1.0 / (i + 2),
+                      created_at=None if i == 5 else now - i * 7 * day, metadata=dict(metas[i % len(metas)]))
+            for i in range(14)]
+
+
+@pytest.mark.parametrize("rebase", [False, True])
+def test_work_done_ahead_ranks_exactly_as_work_done_in_the_stage(rebase: bool) -> None:
+    # the search works decay and boosts out for the keyword lane's candidates while the query is
+    # embedded (prepare_stages); the stages must then give the very same order, scores and traces
+    from manowar_memory.retrieval import LaneReport
+    from manowar_memory.retrieval.pipeline import prepare_stages, run_stages
+
+    now = 1_780_000_000_000
+    config = RetrievalConfig(decay_rebase=rebase, outdated_factor=0.5)
+    stages = ranking_stages(config, RankOptions(), [])
+
+    def ranked(ahead: int) -> list[tuple[str, float, dict[str, float]]]:
+        cands = _varied(now)
+        ctx = RankContext(text="memory", limit=5, now=now, config=config, report=LaneReport())
+        if ahead:
+            prepare_stages(stages, cands[:ahead], ctx)
+            assert set(ctx.ahead) == {"decay", "boosts"} and len(ctx.ahead["boosts"]) == ahead
+        return [(c.id, c.score, dict(c.trace)) for c in run_stages(cands, ctx, stages, {})]
+
+    plain = ranked(0)
+    assert ranked(9) == plain and ranked(14) == plain
+    assert any("boost_outdated" in trace for _, _, trace in plain)  # the signals were really there
+
+
+def test_a_live_search_does_the_stages_work_ahead_and_ranks_as_a_cached_one() -> None:
+    engine = MemoryEngine(store="sqlite:///:memory:", embedder="fake", extractor=None)
+    engine.ingest(SCOPE, ["The Lisbon trip is in May", "Hotel booked near the river in Lisbon",
+                          "Lisbon has trams", "Bought a guide to Porto", "May is warm in Portugal"])
+    engine.flush()
+    live = engine.search_layers("Lisbon trip in May", SCOPE, ["vectors"])  # embedded now: lanes in its shadow
+    cached = engine.search_layers("Lisbon trip in May", SCOPE, ["vectors"])  # the vector is cached: no shadow
+    engine.close()
+    assert "vectors.ahead" in live.timings_ms and "vectors.ahead" not in cached.timings_ms
+    # the same ranking (the two searches read the clock apart: ages differ by the time between them)
+    first, second = live.layers["vectors"], cached.layers["vectors"]
+    assert [(c.id, sorted(c.trace)) for c in first] == [(c.id, sorted(c.trace)) for c in second]
+    assert [c.score for c in first] == pytest.approx([c.score for c in second], rel=1e-6)
+    assert len(first) >= 3 and any("boost_recency" in c.trace for c in first)

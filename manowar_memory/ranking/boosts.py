@@ -23,14 +23,14 @@ boosted score, and scores within 1e-9 of each other go to the more trusted memor
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._util import DAY_MS, now_ms
 from ..candidates import Candidate
 from .trust import TRUST_WEIGHT, trust_level
 
-__all__ = ["apply_boosts", "boost_factors", "factor"]
+__all__ = ["apply_boosts", "boost_entries", "boost_factors", "factor"]
 
 TIE_EPSILON = 1e-9
 
@@ -89,25 +89,52 @@ def _factors(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: fl
     return recency, temporal, proof, trust, outdated
 
 
+def boost_entries(
+    candidates: Sequence[Candidate], *, now: int, recency_alpha: float = 0.2, temporal_alpha: float = 0.2,
+    proof_alpha: float = 0.1, trust_alpha: float = 0.1, default_trust: str = "learned", outdated_factor: float = 1.0,
+) -> dict[str, tuple[float, tuple[tuple[str, float], ...]]]:
+    """Each candidate's boost ahead of :func:`apply_boosts`, by id: the product of its factors
+    and the trace entries of those that are not 1. They depend on the memory alone, never on
+    its score or the other candidates, so a search works them out while the query is still
+    being embedded and passes them to :func:`apply_boosts` as ``known``."""
+    trust_factors = {level: factor(trust_alpha, weight) for level, weight in TRUST_WEIGHT.items()}
+    return {cand.id: _entry(cand, now, recency_alpha, temporal_alpha, proof_alpha,
+                            trust_factors[trust_level(cand.metadata, default_trust)], outdated_factor)
+            for cand in candidates}
+
+
+def _entry(cand: Candidate, now: int, recency_alpha: float, temporal_alpha: float, proof_alpha: float,
+           trust: float, outdated_factor: float) -> tuple[float, tuple[tuple[str, float], ...]]:
+    """One candidate's boost: the product of its factors and the trace entries of those not 1."""
+    factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust, outdated_factor)
+    total = 1.0
+    for value in factors:
+        total *= value
+    return total, tuple((key, value) for key, value in zip(_TRACE_KEYS, factors) if value != 1.0)
+
+
 def apply_boosts(
     candidates: Sequence[Candidate], *, now: int | None = None, recency_alpha: float = 0.2,
     temporal_alpha: float = 0.2, proof_alpha: float = 0.1, trust_alpha: float = 0.1,
     default_trust: str = "learned", outdated_factor: float = 1.0,
+    known: Mapping[str, tuple[float, tuple[tuple[str, float], ...]]] | None = None,
 ) -> list[Candidate]:
     """Multiply each score by its factors (recorded in ``trace``) and sort: boosted score
-    descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order."""
+    descending, near-ties (≤ 1e-9) to the higher trust, remaining ties in input order.
+    ``known``: boosts already worked out with the same settings (:func:`boost_entries`), by id;
+    the other candidates' are worked out here."""
     now = now_ms() if now is None else now
+    held = known or {}
     trust_factors = {level: factor(trust_alpha, weight) for level, weight in TRUST_WEIGHT.items()}
     for cand in candidates:
-        level = trust_level(cand.metadata, default_trust)
-        factors = _factors(cand, now, recency_alpha, temporal_alpha, proof_alpha, trust_factors[level],
-                           outdated_factor)
+        ahead = held.get(cand.id)
+        if ahead is None:
+            ahead = _entry(cand, now, recency_alpha, temporal_alpha, proof_alpha,
+                           trust_factors[trust_level(cand.metadata, default_trust)], outdated_factor)
+        total, entries = ahead
         trace = cand.trace
-        total = 1.0
-        for key, value in zip(_TRACE_KEYS, factors):
-            total *= value
-            if value != 1.0:
-                trace[key] = value
+        for key, value in entries:
+            trace[key] = value
         trace["boost"] = total
         cand.score *= total
 

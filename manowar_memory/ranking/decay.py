@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .._util import DAY_MS, now_ms
 from ..candidates import Candidate
 
-__all__ = ["apply_decay", "decay_multiplier"]
+__all__ = ["apply_decay", "decay_multiplier", "decay_multipliers"]
 
 
 def decay_multiplier(age_days: float, half_life_days: float = 30.0, floor: float = 0.0) -> float:
@@ -22,7 +22,7 @@ def decay_multiplier(age_days: float, half_life_days: float = 30.0, floor: float
 
 def apply_decay(
     candidates: Sequence[Candidate], *, half_life_days: float = 30.0, floor: float = 0.35, now: int | None = None,
-    rebase: bool = False,
+    rebase: bool = False, known: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """Multiply each score by its decay multiplier (recorded in ``trace['decay']``) and sort.
 
@@ -35,10 +35,19 @@ def apply_decay(
     memories (all at the floor) is not scaled down as a whole, which would otherwise
     shrink the relevance signal that later stages (the packer) weigh against others.
     ``trace['decay_applied']`` records the factor actually applied.
+
+    ``known``: multipliers already worked out with the same settings (:func:`decay_multipliers`),
+    by id; the other candidates' are worked out here.
     """
     now = now_ms() if now is None else now
     multiplier = _multiplier(half_life_days, floor)
-    multipliers = [multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0 for cand in candidates]
+    held = known or {}
+    multipliers = []
+    for cand in candidates:
+        m = held.get(cand.id)
+        if m is None:
+            m = multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0
+        multipliers.append(m)
     top = max(multipliers, default=1.0) if rebase else 1.0
     for cand, m in zip(candidates, multipliers):
         applied = m / top if top > 0 else m
@@ -46,6 +55,16 @@ def apply_decay(
         cand.trace["decay_applied"] = applied
         cand.score *= applied
     return sorted(candidates, key=lambda c: c.score, reverse=True)
+
+
+def decay_multipliers(
+    candidates: Sequence[Candidate], *, half_life_days: float = 30.0, floor: float = 0.35, now: int,
+) -> dict[str, float]:
+    """Each candidate's decay multiplier, by id, before any rebase: it depends on the memory's
+    time alone, so a search works it out while the query is still being embedded and passes
+    it to :func:`apply_decay` as ``known``."""
+    multiplier = _multiplier(half_life_days, floor)
+    return {cand.id: multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0 for cand in candidates}
 
 
 def _multiplier(half_life_days: float, floor: float) -> Callable[[float], float]:

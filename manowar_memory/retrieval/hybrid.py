@@ -78,7 +78,7 @@ from ..stores.base import Hit, KeywordHits, MemoryQuery, Store
 from ..threads import EngineThreads, blas_limit
 from .entity_lane import entity_lane
 from .fusion import rrf
-from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, ranking_stages, run_stages
+from .pipeline import LaneReport, RankContext, RankOptions, StageInsert, prepare_stages, ranking_stages, run_stages
 from .wordforms import with_word_forms
 
 __all__ = ["DateLane", "EntityLane", "HybridResult", "KeywordLane", "LaneHits", "LaneReport", "RankOptions", "VectorLane", "fuse",
@@ -221,16 +221,17 @@ def hybrid_search(
             ctx.time = parse_time_query(text, ctx.now)
 
     timings: dict[str, float] = {}
+    stages = ranking_stages(config, options, inserts)
     with blas_limit():  # numeric kernels (the vector scan, MMR) on one BLAS thread: see manowar_memory.threads
         hits = run_lanes(store, query, text, layer=layer, limit=limit, vector=vector, model_id=model_id, ctx=ctx,
                          timings=timings, vector_future=vector_future, embed_query=embed_query,
-                         before_lanes=read_query_time)
+                         before_lanes=read_query_time, prepare=lambda cands: prepare_stages(stages, cands, ctx))
         with _timed(timings, "fusion"):
             candidates = fuse(hits, layer, config)
         if ctx.time is not None and ctx.time.asks_when and config.when_neighbour_seeds > 0:
             with _timed(timings, "neighbours"):
                 candidates = when_neighbours(store, query, candidates, ctx, layer)
-        candidates = run_stages(candidates, ctx, ranking_stages(config, options, inserts), timings)
+        candidates = run_stages(candidates, ctx, stages, timings)
     return HybridResult(candidates[:limit], ctx.report, ctx.degradations, timings)
 
 
@@ -542,6 +543,7 @@ def run_lanes(
     vector_future: concurrent.futures.Future[list[float]] | None = None,
     embed_query: Callable[[], None] | None = None,
     before_lanes: Callable[[], None] = lambda: None,
+    prepare: Callable[[list[Candidate]], None] | None = None,
 ) -> LaneHits:
     """The keyword and vector lanes side by side, and the entity lane seeded by the keyword
     lane's top hits (the vector lane's when the keyword lane has none).
@@ -557,7 +559,9 @@ def run_lanes(
     way on every path, so a cached embedding never changes the results.
 
     ``before_lanes`` runs first, in the embedding's shadow when there is one: the lanes' reading
-    of the query that the caller left until then (``ctx.time``)."""
+    of the query that the caller left until then (``ctx.time``). ``prepare`` is given the
+    candidates made in the embedding's shadow, there too (the ranking stages' work ahead,
+    :func:`~manowar_memory.retrieval.pipeline.prepare_stages`)."""
     run = _LaneRun(store, query, text, layer, limit, ctx, timings)
     weights = ctx.config.lane_weights
     pending = vector_future if vector is None else None
@@ -572,7 +576,7 @@ def run_lanes(
     raw: list[Hit] = []
     error: Exception | None = None
     if pending is not None and vector_lane is not None:
-        shadow = _shadow_lanes(run, found, before_lanes, wants_keyword, entity)
+        shadow = _shadow_lanes(run, found, before_lanes, wants_keyword, entity, prepare)
         beside = ctx.threads.beside(shadow) if embed_query is not None and ctx.threads is not None else None
         if beside is None:  # the query is being embedded elsewhere (or no lane thread is free): lanes first
             shadow()
@@ -611,9 +615,9 @@ def run_lanes(
 
 
 def _shadow_lanes(run: _LaneRun, found: _Found, before_lanes: Callable[[], None], wants_keyword: bool,
-                  entity: EntityLane | None) -> Callable[[], None]:
-    """What needs no vector, into ``found``: the query's time, the keyword and entity lanes, and
-    the candidates of their hits."""
+                  entity: EntityLane | None, prepare: Callable[[list[Candidate]], None] | None) -> Callable[[], None]:
+    """What needs no vector, into ``found``: the query's time, the keyword and entity lanes, the
+    candidates of their hits, and the ranking stages' work on them ahead (``prepare``)."""
     def shadow() -> None:
         before_lanes()
         if wants_keyword:
@@ -622,6 +626,9 @@ def _shadow_lanes(run: _LaneRun, found: _Found, before_lanes: Callable[[], None]
             if entity is not None and found.keyword:
                 found.entity = entity.search(found.keyword)
         found.prepared = _prepare(run, found)
+        if prepare is not None and found.prepared:
+            with _timed(run.timings, "ahead"):
+                prepare(list(found.prepared.values()))
 
     return shadow
 

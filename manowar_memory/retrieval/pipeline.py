@@ -31,14 +31,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._util import DAY_MS
 from ..candidates import Candidate
 from ..config import RetrievalConfig
 from ..errors import ConfigurationError
-from ..ranking.boosts import apply_boosts
-from ..ranking.decay import apply_decay
+from ..ranking.boosts import apply_boosts, boost_entries
+from ..ranking.decay import apply_decay, decay_multipliers
 from ..ranking.mmr import mmr_order
 from ..ranking.rerank import rerank_candidates
 from ..ranking.temporal import TimeIntent, apply_time_intent, parse_time_query
@@ -56,6 +56,7 @@ __all__ = [
     "RerankStage",
     "StageInsert",
     "TimeStage",
+    "prepare_stages",
     "ranking_stages",
     "run_stages",
 ]
@@ -109,7 +110,8 @@ class RankContext:
     ``pool``: set by a successful rerank to the number of leading candidates it scored; a
     later stage must not mix those scores with the rest (:class:`BoostStage` boosts the two
     parts apart). ``time``: what the query says about time, read once per search when the
-    ``time`` stage runs."""
+    ``time`` stage runs. ``ahead``: what stages worked out before the search's candidates were
+    all known (:func:`prepare_stages`), by stage name."""
 
     text: str
     limit: int
@@ -121,6 +123,7 @@ class RankContext:
     degradations: list[str] = field(default_factory=list)
     pool: int | None = None
     time: TimeIntent | None = None
+    ahead: dict[str, Any] = field(default_factory=dict)
 
     def degrade(self, message: str) -> None:
         """Record a degradation of this search (once)."""
@@ -149,10 +152,16 @@ class DecayStage:
 
     name: str = "decay"
 
+    def prepare(self, candidates: list[Candidate], ctx: RankContext) -> None:
+        """The candidates' multipliers ahead of the stage (they depend on each memory's time alone)."""
+        c = ctx.config
+        ctx.ahead.setdefault(self.name, {}).update(
+            decay_multipliers(candidates, half_life_days=c.decay_half_life_days, floor=c.decay_floor, now=ctx.now))
+
     def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
         c = ctx.config
         return apply_decay(candidates, half_life_days=c.decay_half_life_days, floor=c.decay_floor, now=ctx.now,
-                           rebase=c.decay_rebase)
+                           rebase=c.decay_rebase, known=ctx.ahead.get(self.name))
 
 
 @dataclass(frozen=True)
@@ -191,18 +200,26 @@ class BoostStage:
 
     name: str = "boosts"
 
-    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+    @staticmethod
+    def _settings(ctx: RankContext) -> dict[str, Any]:
         c = ctx.config
-        boost = {
+        return {
             "now": ctx.now, "recency_alpha": c.recency_alpha, "temporal_alpha": c.temporal_alpha,
             "proof_alpha": c.proof_alpha, "trust_alpha": c.trust_alpha, "default_trust": c.default_trust,
             "outdated_factor": c.outdated_factor,
         }
+
+    def prepare(self, candidates: list[Candidate], ctx: RankContext) -> None:
+        """The candidates' boosts ahead of the stage (they depend on each memory alone)."""
+        ctx.ahead.setdefault(self.name, {}).update(boost_entries(candidates, **self._settings(ctx)))
+
+    def __call__(self, candidates: list[Candidate], ctx: RankContext) -> list[Candidate]:
+        boost = {**self._settings(ctx), "known": ctx.ahead.get(self.name)}
         if ctx.pool is None:
-            return apply_boosts(candidates, **boost)  # type: ignore[arg-type]
+            return apply_boosts(candidates, **boost)
         # two score scales (reranker and fused): boost each part on its own, the pool first
         head, tail = candidates[: ctx.pool], candidates[ctx.pool:]
-        return apply_boosts(head, **boost) + apply_boosts(tail, **boost)  # type: ignore[arg-type]
+        return apply_boosts(head, **boost) + apply_boosts(tail, **boost)
 
 
 @dataclass(frozen=True)
@@ -292,6 +309,18 @@ def ranking_stages(
         else:
             stages.append(insert.stage)
     return stages
+
+
+def prepare_stages(stages: Sequence[RankingStage], candidates: list[Candidate], ctx: RankContext) -> None:
+    """Let each stage that can (a ``prepare(candidates, ctx)`` method) work out what it will need
+    of ``candidates`` that depends on neither their scores nor the other candidates, into
+    ``ctx.ahead``: a search calls it while the query is still being embedded, for the candidates
+    the keyword and entity lanes found, so the stages have less left to do once the vector lane
+    is in. A stage must rank the same with or without it."""
+    for stage in stages:
+        prepare = getattr(stage, "prepare", None)
+        if callable(prepare):
+            prepare(candidates, ctx)
 
 
 def run_stages(
