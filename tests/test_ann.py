@@ -409,6 +409,29 @@ def test_top_with_the_scope_groups_known_equals_exact(low_threshold) -> None:
     assert ann.groups_of(MemoryQuery(scope=Scope(agent_wallet="nobody"))) == []
 
 
+@pytest.mark.parametrize("layout", ["runs", "scattered"])
+def test_the_exact_scan_ranks_a_scope_written_in_runs_as_a_brute_force_does(layout: str) -> None:
+    """A scope whose rows lie together (a conversation ingested at once) is scored over their span
+    of the matrix, a scattered one through a gather: both rank as a brute force over its rows,
+    ties (duplicate vectors) in row order."""
+    rng = np.random.default_rng(23)
+    index = VectorIndex(DIMS, ann_threshold=0)
+    vectors = _unit(rng, 400)
+    vectors[150] = vectors[120]  # a tie inside the scope
+    users = [("u1" if 100 <= i < 160 else ("u2", "u3")[i % 2]) if layout == "runs" else ("u1", "u2", "u3")[i % 3]
+             for i in range(400)]
+    for key, (vec, user) in enumerate(zip(vectors, users, strict=True)):
+        index.upsert(key, vec, agent=AGENT, user=user, mode=None, hai=None, source="chat", active=True)
+    query = MemoryQuery(scope=Scope(agent_wallet=AGENT, user_address="u1"))
+    mine = [i for i, user in enumerate(users) if user == "u1"]
+    for q in [*_unit(rng, 8), vectors[120]]:
+        scores = {i: float(vectors[i] @ q) for i in mine}
+        want = sorted(mine, key=lambda i: (-scores[i], i))[:12]
+        got = index.top(q, index.mask(query), 12)
+        assert [key for key, _ in got] == want
+        assert np.allclose([s for _, s in got], [scores[i] for i in want], atol=1e-6)
+
+
 def test_a_cached_mask_is_reused_only_while_rows_stand_still_and_none_expires() -> None:
     """The mask of a query is kept, read-only, and given again for the same query; a write, a
     delete, an allowed row's expiry and a query for an earlier time each get a fresh one."""

@@ -311,7 +311,11 @@ class VectorIndex:
             best = best[np.argsort(-scores[best], kind="stable")]
             return [(self.keys[i], float(scores[i])) for i in best]
         rows = np.flatnonzero(mask)
-        scores = self.vectors[rows] @ q
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        # rows that lie close together (a scope written in runs): one product over their span, a view
+        # of the matrix, costs less than gathering them into a copy first
+        clustered = hi - lo <= 2 * rows.shape[0]
+        scores = (self.vectors[lo:hi] @ q)[rows - lo] if clustered else self.vectors[rows] @ q
         best = np.argpartition(-scores, k - 1)[:k]
         best = best[np.lexsort((rows[best], -scores[best]))]
         return [(self.keys[int(rows[i])], float(scores[i])) for i in best]
