@@ -41,7 +41,7 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import regex
@@ -127,7 +127,7 @@ class PackResult:
     context_usage: ContextUsage
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     cand: Candidate
     line: str
@@ -135,7 +135,6 @@ class _Entry:
     score: float
     order: int
     fp: str
-    extra: dict[str, float] = field(default_factory=dict)
     trust: str = "learned"
     wrapped: bool = False
 
@@ -216,26 +215,45 @@ def _line_text(text: str) -> str:
     return neutralize_markers(sanitize(text))
 
 
+@short_text_cache()  # stored rows come back query after query
+def _item_text(text: str, max_chars: int | None) -> str:
+    """:func:`_line_text`, cut to ``max_chars`` (None: stripped only)."""
+    line = _line_text(text)
+    return truncate(line, max_chars) if max_chars is not None else line.strip()
+
+
 def score_candidate(cand: Candidate, terms: Sequence[str], text: str, now: int,
                     semantic_weight: float = 0.45) -> tuple[float, dict[str, float]]:
     """The packer's score of one candidate and its signals (``semantic_weight``: the
     reference's 0.45 unless given)."""
-    semantic = cand.score if cand.score is not None else 0.5
-    confidence = cand.confidence if cand.confidence is not None else 0.5
-    importance = cand.importance if cand.importance is not None else 0.5
-    overlap = term_overlap(terms, text)
+    signals = _signals(cand, terms, text, now)
+    return _weighted(signals, semantic_weight), dict(zip(_SIGNALS, signals))
+
+
+_SIGNALS = ("priority", "semantic", "overlap", "confidence", "importance", "recency", "access")
+
+
+def _signals(cand: Candidate, terms: Sequence[str], text: str,
+             now: int) -> tuple[float, float, float, float, float, float, float]:
+    """The packer's signals of one candidate, in :data:`_SIGNALS` order."""
     stamp = cand.created_at or cand.last_accessed_at
-    recency = 0.5 ** (max(0.0, (now - stamp) / DAY_MS) / 30.0) if stamp else 0.0
-    access = min(1.0, math.log1p(max(0, cand.access_count)) / 8.0)
-    priority = LAYER_PRIORITY.get(cand.layer, 0.9)
-    score = (
+    return (
+        LAYER_PRIORITY.get(cand.layer, 0.9),
+        cand.score if cand.score is not None else 0.5,
+        term_overlap(terms, text),
+        cand.confidence if cand.confidence is not None else 0.5,
+        cand.importance if cand.importance is not None else 0.5,
+        0.5 ** (max(0.0, (now - stamp) / DAY_MS) / 30.0) if stamp else 0.0,
+        min(1.0, math.log1p(max(0, cand.access_count)) / 8.0),
+    )
+
+
+def _weighted(signals: tuple[float, float, float, float, float, float, float], semantic_weight: float) -> float:
+    priority, semantic, overlap, confidence, importance, recency, access = signals
+    return (
         priority + semantic_weight * semantic + 0.35 * overlap + 0.12 * confidence + 0.08 * importance
         + 0.08 * recency + 0.04 * access
     )
-    return score, {
-        "priority": priority, "semantic": semantic, "overlap": overlap, "confidence": confidence,
-        "importance": importance, "recency": recency, "access": access,
-    }
 
 
 def pack(
@@ -358,18 +376,17 @@ def _entries(terms: Sequence[str], layers: Mapping[str, Sequence[Candidate]], st
     for layer, cands in layers.items():
         for cand in cands:
             counter += 1
-            text = _line_text(cand.text)
-            text = truncate(text, style.max_item_chars) if style.max_item_chars is not None else text.strip()
+            text = _item_text(cand.text, style.max_item_chars)
             if not text:
                 decisions.append(Decision(layer=cand.layer, id=cand.id, status="below_threshold", score=0.0,
                                           characters=0, reason="no text left after sanitising"))
                 continue
             line = f"{_line_tag(cand, layer, style.dates, style.label)} {text}"
-            score, extra = score_candidate(cand, terms, text, now, semantic_weight)
+            score = _weighted(_signals(cand, terms, text, now), semantic_weight)
             trust = (trust_level(cand.metadata, style.default_trust) if style.trust_ceiling is None
                      else capped_trust_level(cand.metadata, style.trust_ceiling))
-            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), extra, trust=trust,
-                           wrapped=style.wrapping and trust != "system")
+            entry = _Entry(cand, line, text, score, counter, fingerprint(cand.text), trust,
+                           style.wrapping and trust != "system")
             if cand.trace.get("below_threshold"):
                 decisions.append(_decision(entry, "below_threshold", "retrieval score under the configured threshold"))
                 continue
