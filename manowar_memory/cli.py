@@ -524,6 +524,7 @@ cli.add_command(notes_cli, name="notes")
 
 def main() -> None:
     """Entry point: library errors become one clear line and exit code 2."""
+    loaded_before = _TEMPORAL_CORE in sys.modules  # a host process (a test run) loaded it: not ours to skip
     code = 0
     try:
         result = cli(standalone_mode=False)
@@ -538,16 +539,21 @@ def main() -> None:
     except ManowarError as exc:
         click.echo(f"error: {exc}", err=True)
         code = 2
-    _exit(code)
+    _exit(code, finalize=loaded_before or _TEMPORAL_CORE not in sys.modules)
 
 
-def _exit(code: int) -> None:
-    """End the process with ``code``. Once Temporal's Rust core has been loaded (the worker,
-    ``serve --temporal``, schedules), its threads outlive the event loop and can abort the
-    interpreter while it finalizes ("PyGILState_Release: thread state ... must be current",
-    temporalio/sdk-python#300): the command has already closed its stores, so flush the
-    output and leave without finalizing. Otherwise exit normally."""
-    if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
+#: Temporal's Rust core, as Python imports it
+_TEMPORAL_CORE = "temporalio.bridge.temporal_sdk_bridge"
+
+
+def _exit(code: int, *, finalize: bool) -> None:
+    """End the process with ``code``. Once the command has loaded Temporal's Rust core (the
+    worker, ``serve --temporal``, schedules), its threads outlive the event loop and can abort
+    the interpreter while it finalizes ("PyGILState_Release: thread state ... must be current",
+    temporalio/sdk-python#300): the command has already closed its stores, so with ``finalize``
+    false flush the output and leave without finalizing. Otherwise exit normally (``main()``
+    called in a process that had loaded the core before, a test run, must not end it)."""
+    if finalize:
         sys.exit(code)
     import logging
     import os

@@ -159,11 +159,13 @@ class _HardExit(Exception):
 
 
 @pytest.mark.parametrize(("args", "expected"), [(("stats", "--store", "postgres://nowhere"), 2), (("--help",), 0)])
-def test_main_leaves_without_finalizing_once_temporals_core_is_loaded(
+def test_main_leaves_without_finalizing_once_its_command_loaded_temporals_core(
         monkeypatch, capsys, args: tuple[str, ...], expected: int) -> None:
     # temporalio/sdk-python#300: Temporal's Rust threads can abort a finalizing interpreter
     # (CI saw the worker exit with SIGABRT after "worker stopped"), so main() skips finalization then
     import os
+
+    import manowar_memory.cli as cli_module
 
     codes: list[int] = []
 
@@ -171,7 +173,12 @@ def test_main_leaves_without_finalizing_once_temporals_core_is_loaded(
         codes.append(code)
         raise _HardExit
 
-    monkeypatch.setitem(sys.modules, "temporalio.bridge.temporal_sdk_bridge", sys)  # any loaded module will do
+    def loading_cli(*a: object, **kw: object) -> object:  # the command loads the core, as `worker` does
+        monkeypatch.setitem(sys.modules, "temporalio.bridge.temporal_sdk_bridge", sys)
+        return cli(*a, **kw)
+
+    monkeypatch.delitem(sys.modules, "temporalio.bridge.temporal_sdk_bridge", raising=False)
+    monkeypatch.setattr(cli_module, "cli", loading_cli)
     monkeypatch.setattr(os, "_exit", hard_exit)
     monkeypatch.setattr(sys, "argv", ["manowar", *args])
     with pytest.raises(_HardExit):
@@ -179,6 +186,20 @@ def test_main_leaves_without_finalizing_once_temporals_core_is_loaded(
     assert codes == [expected]
     out = capsys.readouterr()
     assert ("error: unknown store" in out.err) if expected else ("Usage:" in out.out)
+
+
+def test_main_ends_normally_in_a_process_that_had_loaded_temporals_core_before(monkeypatch, capsys) -> None:
+    # a test worker that ran Temporal tests earlier calls main() in-process: ending that process
+    # without finalizing took two CI workers down ("node down: Not properly terminated")
+    import os
+
+    def hard_exit(code: int) -> None:
+        raise AssertionError(f"main() would have ended the host process (os._exit({code}))")
+
+    monkeypatch.setitem(sys.modules, "temporalio.bridge.temporal_sdk_bridge", sys)
+    monkeypatch.setattr(os, "_exit", hard_exit)
+    code, _, err = _run_main(monkeypatch, capsys, "stats", "--store", "postgres://nowhere")
+    assert code == 2 and err.startswith("error: unknown store")
 
 
 def test_version_option(runner: CliRunner) -> None:

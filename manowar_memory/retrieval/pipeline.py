@@ -136,7 +136,9 @@ class RankingStage(Protocol):
     """One ranking stage: ``stage(candidates, ctx) -> candidates``, best first.
 
     A stage records what it did in each candidate's ``trace`` and what it gave up on with
-    ``ctx.degrade``; ``name`` labels it in ``timings_ms`` and places inserted stages."""
+    ``ctx.degrade``; ``name`` labels it in ``timings_ms`` and places inserted stages. It may
+    also have ``prepare(candidates, ctx)``, for work on some candidates ahead of its call
+    (:func:`prepare_stages`)."""
 
     @property
     def name(self) -> str:
