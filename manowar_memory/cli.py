@@ -531,8 +531,6 @@ def main() -> None:
         code = result if isinstance(result, int) else 0
     except click.exceptions.Abort:
         code = 130
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code

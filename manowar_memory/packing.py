@@ -209,16 +209,11 @@ def fingerprint(text: str) -> str:
 
 
 @short_text_cache()  # stored rows come back query after query
-def _line_text(text: str) -> str:
-    """A candidate's text made one safe line: :func:`sanitize`, then markers neutralised
-    (after sanitising: dropping a placeholder link or a \r can join a marker)."""
-    return neutralize_markers(sanitize(text))
-
-
-@short_text_cache()  # stored rows come back query after query
 def _item_text(text: str, max_chars: int | None) -> str:
-    """:func:`_line_text`, cut to ``max_chars`` (None: stripped only)."""
-    line = _line_text(text)
+    """A candidate's text made one safe line, cut to ``max_chars`` (None: stripped only):
+    :func:`sanitize`, then markers neutralised (after sanitising: dropping a placeholder link or
+    a \r can join a marker)."""
+    line = neutralize_markers(sanitize(text))
     return truncate(line, max_chars) if max_chars is not None else line.strip()
 
 

@@ -45,9 +45,7 @@ def apply_decay(
     multipliers = []
     for cand in candidates:
         m = held.get(cand.id)
-        if m is None:
-            m = multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0
-        multipliers.append(m)
+        multipliers.append(_of(multiplier, cand, now) if m is None else m)
     top = max(multipliers, default=1.0) if rebase else 1.0
     for cand, m in zip(candidates, multipliers):
         applied = m / top if top > 0 else m
@@ -64,7 +62,12 @@ def decay_multipliers(
     time alone, so a search works it out while the query is still being embedded and passes
     it to :func:`apply_decay` as ``known``."""
     multiplier = _multiplier(half_life_days, floor)
-    return {cand.id: multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0 for cand in candidates}
+    return {cand.id: _of(multiplier, cand, now) for cand in candidates}
+
+
+def _of(multiplier: Callable[[float], float], cand: Candidate, now: int) -> float:
+    """One candidate's multiplier (1 without a time)."""
+    return multiplier((now - cand.created_at) / DAY_MS) if cand.created_at else 1.0
 
 
 def _multiplier(half_life_days: float, floor: float) -> Callable[[float], float]:
