@@ -265,3 +265,69 @@ def test_a_count_past_the_postings_width_is_held_at_its_maximum() -> None:
     lengths = np.array([70_000.0, 2.0])
     want = _keywords.bm25(np.array([65_535.0, 1.0]), lengths, 2, 2, 70_002 / 2)
     assert rowids.tolist() == [1, 2] and np.allclose(scores, want, rtol=1e-12)
+
+
+def test_many_scopes_follow_writes_moves_and_deletes_across_them(pair: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """Forty users' indexes held at once: rows written, moved between users, deleted and their
+    rowids reused leave every index answering as FTS5 does (each change goes to the index that
+    holds the row, whichever of the forty that is)."""
+    fts, indexed = pair
+    rng = random.Random(29)
+    users = tuple(Scope(agent_wallet=AGENT, user_address=f"user{i}") for i in range(40))
+    _fill(fts, rng, 800, scopes=users)
+    texts = _queries(rng, 6)
+    for scope in users:
+        _same(fts, indexed, MemoryQuery(scope=scope), texts)
+    assert len(indexed._keyword_indexes) == 40
+    for i in range(0, 800, 7):
+        fts.delete_memory(f"m{i}")
+    _fill(fts, rng, 60, start=800, scopes=users)  # may reuse the deleted rowids
+    with sqlite3.connect(fts.path) as raw:  # rows moved from one user to another
+        raw.create_function(_fts.TERMS_FUNCTION, 2, _fts.scoped_terms)
+        raw.execute("UPDATE counters SET value = value + 1 WHERE name = 'memory_rev'")
+        raw.execute("UPDATE memory SET user_address = 'user0', rev = (SELECT value FROM counters WHERE name = "
+                    "'memory_rev') WHERE id IN ('m1', 'm2', 'm3', 'm801')")
+    for scope in users:
+        _same(fts, indexed, MemoryQuery(scope=scope), [*texts, "kayak lake"])
+
+
+def test_past_its_row_bound_the_index_searched_longest_ago_is_dropped(pair: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """``keyword_index_max_rows``: the indexes hold at most that many rows in all (one index is
+    always kept, whatever its size); a dropped scope is scored by FTS5 until it is built again,
+    with the same answers throughout, writes included."""
+    fts, indexed = pair
+    rng = random.Random(31)
+    users = tuple(Scope(agent_wallet=AGENT, user_address=f"user{i}") for i in range(6))
+    _fill(fts, rng, 600, scopes=users)  # about 100 rows a user
+    indexed.keyword_index_max_rows = 250
+    texts = _queries(rng, 5)
+    for scope in users:
+        _same(fts, indexed, MemoryQuery(scope=scope), texts)
+        held = indexed._keyword_indexes
+        assert held.rows <= 250 and len(held) >= 1
+    assert len(indexed._keyword_indexes) < 6
+    _fill(fts, rng, 60, start=600, scopes=users)
+    for scope in reversed(users):  # the dropped ones come back, the others are synced
+        _same(fts, indexed, MemoryQuery(scope=scope), [*texts, "garden paint"])
+        assert indexed._keyword_indexes.rows <= 250
+    indexed.keyword_index_max_rows = 10  # under one scope: the index built last is still kept
+    for scope in users:
+        _same(fts, indexed, MemoryQuery(scope=scope), texts)
+    assert len(indexed._keyword_indexes) == 1
+
+
+def test_a_table_of_a_few_thousand_rows_is_scored_in_process_by_default(tmp_path: Path) -> None:
+    """The defaults score a scope of a thousand rows, whose query words a few hundred rows hold,
+    in process (faster than FTS5 from a few hundred rows up), with FTS5's answers; a small table
+    stays on FTS5 without reading its terms' counts."""
+    store = SQLiteStore(tmp_path / "d.db")
+    fts = SQLiteStore(tmp_path / "d.db", keyword_index_min_matches=0)
+    store.keyword_index_in_background = False
+    try:
+        assert 0 < store.keyword_index_min_rows <= 1_000 and 0 < store.keyword_index_min_matches <= 200
+        _fill(store, random.Random(37), 1_200, scopes=(ALICE,))
+        _same(fts, store, MemoryQuery(scope=ALICE), ["kayak lake trip morning", "garden"])
+        assert len(store._keyword_indexes) == 1
+    finally:
+        store.close()
+        fts.close()

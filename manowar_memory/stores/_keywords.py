@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, KeysView, Sequence
 from itertools import pairwise
 
 import numpy as np
@@ -128,6 +128,10 @@ class ScopeKeywordIndex:
     def __len__(self) -> int:
         """Rows held."""
         return len(self._position)
+
+    def rowids(self) -> KeysView[int]:
+        """The rowids of the rows held (a live view: copy it before changing the index)."""
+        return self._position.keys()
 
     def load(self, rows: Iterable[tuple[int, str | None, str | None]]) -> None:
         """Add ``(rowid, content, context)`` rows none of which is held yet (:meth:`replace`

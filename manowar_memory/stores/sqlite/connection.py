@@ -18,7 +18,6 @@ from ...errors import ConflictError, StoreError
 from ...records import MemoryRecord
 from ...scope import SCOPE_FIELDS
 from .. import _fts, _sql
-from .._keywords import ScopeKeywordIndex
 from .._vectors import VectorIndex
 from ..base import (
     INACTIVE_STATUSES,
@@ -30,6 +29,7 @@ from ..base import (
     suffixed_id,
 )
 from . import migrations as _migrations
+from .keywordindexes import KeywordIndexes
 from .migrations import _INACTIVE_SQL, _split_script
 from .rowcache import RowCache
 
@@ -105,18 +105,25 @@ class SQLiteConnection:
 
     #: Matches from which the keyword lane stops asking FTS5 to score a scope and scores it in
     #: process instead. FTS5's ``bm25()`` reads each matching row's length from disk (about a
-    #: microsecond a row: over ten milliseconds for common words at a million rows). When the
-    #: query's terms are held by at least this many rows of a scope (their document counts, read
-    #: without scoring), the store builds that scope's :class:`~manowar_memory.stores._keywords.ScopeKeywordIndex`
-    #: (the scope's rows read once; seconds at a million rows), keeps it in step with the table
-    #: by revision, and scores the scope's matches with it from then on: the same BM25 scores,
-    #: the same results. 0 turns it off. The index lives in memory only (rebuilt after a restart).
-    keyword_index_min_matches: int = 2000
+    #: microsecond a row: over ten milliseconds for common words at a million rows), on top of a
+    #: fixed cost per query. When the query's terms are held by at least this many rows of a scope
+    #: (their document counts, read without scoring), the store builds that scope's
+    #: :class:`~manowar_memory.stores._keywords.ScopeKeywordIndex` (the scope's rows read once:
+    #: tens of milliseconds for a thousand rows, seconds at a million), keeps it in step with the
+    #: table by revision, and scores the scope's matches with it from then on: the same BM25
+    #: scores, the same results, in less time than FTS5 takes from a few hundred rows up. 0 turns
+    #: it off. The index lives in memory only (rebuilt after a restart).
+    keyword_index_min_matches: int = 200
 
     #: Rows the whole full-text table must hold before the keyword lane considers scoring a scope
     #: in process (:attr:`keyword_index_min_matches`): under it no scope is large enough to gain,
     #: and the lane skips reading its terms' document counts (one statement per scope a query).
-    keyword_index_min_rows: int = 20_000
+    keyword_index_min_rows: int = 1_000
+
+    #: Rows the in-process keyword indexes hold in all, past which the index of the scope searched
+    #: longest ago is dropped (its scope is scored by FTS5 until it is built again): they take a
+    #: few kilobytes a row for a small scope, less per row for a large one. 0: no bound.
+    keyword_index_max_rows: int = 1_000_000
 
     #: Build a scope's in-process keyword index on a background thread (file stores): the query
     #: that finds the scope large, and those after it until the index is ready, are scored by
@@ -176,7 +183,7 @@ class SQLiteConnection:
         self._other_model_rows: dict[str, int] = {}  # rows embedded by another model, per model id
         self._index_lock = threading.Lock()
         self._row_cache = RowCache()  # rows the lanes read, by rowid and revision
-        self._keyword_indexes: dict[int, ScopeKeywordIndex] = {}  # in-process BM25, by full-text scope
+        self._keyword_indexes = KeywordIndexes()  # in-process BM25, by full-text scope
         self._keyword_builds: dict[int, threading.Thread] = {}  # scopes whose index is being built
         self._keyword_lock = threading.Lock()
         self._closed = False

@@ -319,7 +319,8 @@ class SQLiteRows(SQLiteConnection):
                     if self.keyword_index_in_background and not self._memory:
                         self._start_keyword_build(sid, agent, user)  # FTS5 scores the scope meanwhile
                     else:
-                        index = self._keyword_indexes[sid] = self._build_keyword_index(conn, sid, agent, user)
+                        index = self._build_keyword_index(conn, sid, agent, user)
+                        self._keyword_indexes.add(index, self.keyword_index_max_rows)
                 if index is not None:
                     out[sid] = index
             return out
@@ -337,7 +338,7 @@ class SQLiteRows(SQLiteConnection):
                     index = self._build_keyword_index(conn, sid, agent, user)
                 with self._keyword_lock:
                     if not self._closed:
-                        self._keyword_indexes[sid] = index  # synced from its revision by the next search
+                        self._keyword_indexes.add(index, self.keyword_index_max_rows)  # synced from its revision by the next search
             except Exception as exc:  # noqa: BLE001 - the scope stays on FTS5; a later search tries again
                 log.warning("keyword index build of scope %s failed (%s: %s); FTS5 scores it", sid,
                             type(exc).__name__, exc)
@@ -393,33 +394,19 @@ class SQLiteRows(SQLiteConnection):
 
 
     def _sync_keyword_indexes(self, conn: sqlite3.Connection) -> None:
-        """Bring every in-process index up to the table's revision: rows deleted since are
-        dropped, rows written since are held again by their scope's index and dropped by any
-        other (a row moved to another user). Tombstones first, as for the vector index."""
+        """Bring every in-process index up to the table's revision: the rows deleted and written
+        since go to :meth:`KeywordIndexes.apply <manowar_memory.stores.sqlite.keywordindexes.KeywordIndexes.apply>`,
+        tombstones first, as for the vector index. Caller holds the keyword lock."""
+        indexes = self._keyword_indexes
         current = self._memory_rev(conn)
-        stale = [index for index in self._keyword_indexes.values() if index.rev < current]
-        if not stale:
+        if not indexes.stale(current):
             return
-        since = min(index.rev for index in stale)
-        for row_id, rev in conn.execute("SELECT row_id, rev FROM memory_tombstones WHERE rev > ? AND rev <= ?",
-                                        (since, current)):
-            for index in stale:
-                if rev > index.rev:
-                    index.remove(row_id)
-        written: dict[int, list[tuple[int, str | None, str | None]]] = {id(index): [] for index in stale}
-        for rowid, sid, content, context, rev in conn.execute(
-                f"SELECT m.rowid, {_sql.fts_scope_id('m')}, m.content, m.context, m.rev FROM memory m "
-                "WHERE m.rev > ? AND m.rev <= ?", (since, current)):
-            for index in stale:
-                if rev > index.rev:
-                    if index.scope_id == sid:
-                        written[id(index)].append((rowid, content, context))
-                    else:
-                        index.remove(rowid)
-        for index in stale:
-            index.replace(written[id(index)])
-        for index in stale:
-            index.rev = current
+        since = indexes.rev
+        tombstones = conn.execute("SELECT row_id, rev FROM memory_tombstones WHERE rev > ? AND rev <= ?",
+                                  (since, current)).fetchall()
+        written = conn.execute(f"SELECT m.rowid, {_sql.fts_scope_id('m')}, m.content, m.context, m.rev FROM memory m "
+                               "WHERE m.rev > ? AND m.rev <= ?", (since, current))
+        indexes.apply(tombstones, written, current)
 
 
     def _indexed_matches(self, indexed: dict[int, ScopeKeywordIndex], phrases: list[tuple[str, ...]],
