@@ -11,7 +11,7 @@ from collections import Counter
 import pymongo
 import pytest
 
-from manowar_memory.testing.cluster import EngineProcess
+from manowar_memory.testing.cluster import EngineProcess, RemoteError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.mongo, pytest.mark.xdist_group("replica-set")]
 
@@ -20,11 +20,18 @@ def test_primary_killed_and_restarted_mid_loop_loses_and_duplicates_nothing(repl
     rs = replica_set
     agent = "agent-failover"
     # engine 0 keeps the store's defaults (the driver waits up to 10 s for a new primary, so an
-    # election is invisible to it); engine 1 gives up after 0.5 s, so the election reaches its
-    # caller as StoreUnavailableError and the loop retries the call
-    engines = [EngineProcess(rs.uri, cluster_db),
-               EngineProcess(rs.uri, cluster_db, store_options={"serverSelectionTimeoutMS": 500})]
+    # election is invisible to it); engine 1 gives up after 0.5 s, so the election may reach its
+    # caller as StoreUnavailableError, and the loop retries the call. Whether a call of its loop
+    # falls inside the election is a matter of timing; the probe, as impatient and idle until
+    # then, makes one call the moment the primary is killed, seconds before a new one can be
+    # elected (electionTimeoutMillis), so the error path is always taken
+    impatient = {"serverSelectionTimeoutMS": 500}
+    engines = [EngineProcess(rs.uri, cluster_db), EngineProcess(rs.uri, cluster_db, store_options=impatient)]
+    probe = EngineProcess(rs.uri, cluster_db, store_options=impatient)
+    probe_scope = {"agent_wallet": agent, "user_address": "user-probe"}
+    probe_error: RemoteError | None = None
     try:
+        probe.call("remember", scope=probe_scope, text="The probe's user keeps one notebook.")  # topology known
         for n, engine in enumerate(engines):
             engine.send("churn", tag=f"w{n}", agent=agent, seconds=11, delay=0.02)
         time.sleep(2.5)  # writes are flowing on the first primary
@@ -32,15 +39,23 @@ def test_primary_killed_and_restarted_mid_loop_loses_and_duplicates_nothing(repl
         assert old is not None
         killed_at = time.time()
         rs.kill(old)
+        try:
+            probe.call("remember", scope=probe_scope, text="The probe's user keeps two notebooks.")
+        except RemoteError as exc:
+            probe_error = exc
         new = rs.wait_primary(30)
         assert new != old
         time.sleep(2)  # the loop goes on against the new primary with one member down
         rs.restart(old)
         results = [engine.receive() for engine in engines]
     finally:
-        for engine in engines:
+        for engine in [*engines, probe]:
             engine.close()
     rs.wait_secondaries(60)
+    # a call during the election: the library's own error, retryable, saying to retry
+    assert probe_error is not None, "a write during the election succeeded: no election was seen"
+    assert probe_error.type == "StoreUnavailableError" and probe_error.retryable is True, probe_error
+    assert "retry" in str(probe_error), probe_error
 
     client = pymongo.MongoClient(rs.uri, w="majority", readConcernLevel="majority")
     try:
