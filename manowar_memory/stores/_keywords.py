@@ -105,13 +105,14 @@ def _counts(words: Sequence[str]) -> dict[str, int]:
 
 
 class ScopeKeywordIndex:
-    """BM25 postings of one full-text scope's rows, kept in step with the table by the store
-    (:meth:`replace`, :meth:`remove`) up to revision :attr:`rev`. Not thread-safe: the store
+    """BM25 postings of one full-text scope's rows, read at revision :attr:`rev` and kept in step
+    with the table by the store (:meth:`replace`, :meth:`remove`). Not thread-safe: the store
     holds a lock around it."""
 
     def __init__(self, scope_id: int) -> None:
         self.scope_id = scope_id
-        #: The store revision the index reflects.
+        #: The store revision the index's rows were read at: changes after it are the store's to
+        #: replay (:class:`~manowar_memory.stores.sqlite.keywordindexes.KeywordIndexes`).
         self.rev = 0
         self._rowids = np.zeros(0, dtype=np.int64)
         self._lengths = np.zeros(0, dtype=np.float64)
