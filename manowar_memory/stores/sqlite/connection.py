@@ -121,8 +121,11 @@ class SQLiteConnection:
     keyword_index_min_rows: int = 1_000
 
     #: Rows the in-process keyword indexes hold in all, past which the index of the scope searched
-    #: longest ago is dropped (its scope is scored by FTS5 until it is built again): they take a
-    #: few kilobytes a row for a small scope, less per row for a large one. 0: no bound.
+    #: longest ago is dropped (its scope is scored by FTS5 until it is built again, in the
+    #: background): they take a few kilobytes a row for a scope of hundreds of rows, about one for
+    #: thousands. The index just built is always kept. A store with a scope near this size should
+    #: raise it, or that scope's index is dropped whenever another scope's is built after it was
+    #: last searched. 0: no bound.
     keyword_index_max_rows: int = 1_000_000
 
     #: Build a scope's in-process keyword index on a background thread (file stores): the query
