@@ -125,13 +125,12 @@ def apply_boosts(
     the other candidates' are worked out here."""
     now = now_ms() if now is None else now
     held = known or {}
-    trust_factors = {level: factor(trust_alpha, weight) for level, weight in TRUST_WEIGHT.items()}
+    missing = [cand for cand in candidates if cand.id not in held]
+    fresh = boost_entries(missing, now=now, recency_alpha=recency_alpha, temporal_alpha=temporal_alpha,
+                          proof_alpha=proof_alpha, trust_alpha=trust_alpha, default_trust=default_trust,
+                          outdated_factor=outdated_factor) if missing else {}
     for cand in candidates:
-        ahead = held.get(cand.id)
-        if ahead is None:
-            ahead = _entry(cand, now, recency_alpha, temporal_alpha, proof_alpha,
-                           trust_factors[trust_level(cand.metadata, default_trust)], outdated_factor)
-        total, entries = ahead
+        total, entries = held.get(cand.id) or fresh[cand.id]
         trace = cand.trace
         for key, value in entries:
             trace[key] = value

@@ -32,7 +32,6 @@ class KeywordIndexes:
         self.rev = 0
         self._held: OrderedDict[int, ScopeKeywordIndex] = OrderedDict()
         self._holder: dict[int, int] = {}  # rowid -> scope id of the index that holds it
-        self._rows = 0
 
     def __len__(self) -> int:
         return len(self._held)
@@ -43,7 +42,7 @@ class KeywordIndexes:
     @property
     def rows(self) -> int:
         """Rows held in all indexes."""
-        return self._rows
+        return sum(len(index) for index in self._held.values())
 
     def get(self, scope_id: int) -> ScopeKeywordIndex | None:
         """Scope ``scope_id``'s index, marked as searched now; None when none is held."""
@@ -61,9 +60,11 @@ class KeywordIndexes:
         self._held[index.scope_id] = index
         for rowid in index.rowids():
             self._holder[rowid] = index.scope_id
-        self._rows += len(index)
-        while max_rows and self._rows > max_rows and len(self._held) > 1:
-            self.drop(next(iter(self._held)))
+        held = self.rows
+        while max_rows and held > max_rows and len(self._held) > 1:
+            oldest = next(iter(self._held))
+            held -= len(self._held[oldest])
+            self.drop(oldest)
 
     def drop(self, scope_id: int) -> None:
         """Stop holding scope ``scope_id``'s index (no-op when none is held)."""
@@ -73,13 +74,6 @@ class KeywordIndexes:
         for rowid in index.rowids():
             if self._holder.get(rowid) == scope_id:
                 del self._holder[rowid]
-        self._rows -= len(index)
-
-    def clear(self) -> None:
-        """Hold no index."""
-        self._held.clear()
-        self._holder.clear()
-        self._rows = 0
 
     def stale(self, current: int) -> bool:
         """Whether an index is held that does not reflect revision ``current`` yet."""
@@ -102,10 +96,7 @@ class KeywordIndexes:
             if index is not None and rev > index.rev:
                 batches.setdefault(scope_id, []).append((rowid, content, context))
         for scope_id, rows in batches.items():
-            index = self._held[scope_id]
-            before = len(index)
-            index.replace(rows)
-            self._rows += len(index) - before
+            self._held[scope_id].replace(rows)
             for rowid, _, _ in rows:
                 self._holder[rowid] = scope_id
         self.rev = current
@@ -118,5 +109,4 @@ class KeywordIndexes:
         index = self._held[scope_id]
         if rev > index.rev:
             index.remove(rowid)
-            self._rows -= 1
             del self._holder[rowid]
